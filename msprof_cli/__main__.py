@@ -1,0 +1,4 @@
+from msprof_cli.cli.main import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""`msprof collect [OPTIONS] -- COMMAND...`: profile a command (usually `python train.py`).
+
+The flags mirror the real msprof collection switches (reference options.md 7) and are mapped
+onto PROFILING_OPTIONS keys, so one validator (msprof_cli.options) judges every route."""
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+ON_OFF = click.Choice(["on", "off"])
+
+
+def flags_to_options(**flags: Any) -> dict[str, Any]:
+    """Map `msprof collect` flags onto a PROFILING_OPTIONS object (None = flag not given)."""
+    opts: dict[str, Any] = {}
+    task_time = flags.get("task_time") or "on"
+    opts["task_time"] = task_time
+    # on the CLI route --task-time also drives step trace, unless --training-trace says otherwise
+    training = flags.get("training_trace")
+    opts["training_trace"] = training if training else ("off" if task_time == "off" else "on")
+    if flags.get("ai_core", "on") == "off":
+        opts["aic_metrics"] = None  # removed below: PMU off
+    else:
+        opts["aic_metrics"] = flags.get("aic_metrics") or "PipeUtilization"
+    for key in ("hccl", "aicpu", "l2", "runtime_api", "msproftx", "fp_point", "bp_point",
+                "storage_limit", "output"):
+        value = flags.get(key)
+        if value is not None:
+            opts[key] = value
+    return {k: v for k, v in opts.items() if v is not None}
+
+
+@click.command(context_settings={"allow_interspersed_args": False,
+                                 "help_option_names": ["-h", "--help"]})
+@click.option("--output", metavar="DIR", help="Root directory for the PROF_* result "
+              "directory (created if missing). Default: the current directory.")
+@click.option("--task-time", type=click.Choice(["on", "off", "l0", "l1"]), default=None,
+              help="Device task timing (on = l1: with op shapes and types; l0: times only). "
+              "Also switches step trace on. Default: on.")
+@click.option("--training-trace", type=ON_OFF, default=None,
+              help="Step (iteration) trace markers. Default: follows --task-time.")
+@click.option("--ai-core", type=ON_OFF, default="on", show_default=True,
+              help="AI Core PMU counters (op_summary metric columns).")
+@click.option("--aic-mode", type=click.Choice(["task-based", "sample-based"]),
+              default="task-based", show_default=True, help="PMU sampling mode.")
+@click.option("--aic-metrics", default=None, metavar="GROUP",
+              help="PMU group: ArithmeticUtilization, PipeUtilization (default), Memory, "
+              "MemoryL0, MemoryUB, ResourceConflictRatio, Custom:0x..,0x..")
+@click.option("--aicpu", type=ON_OFF, default=None, help="AI CPU task data. Default: off.")
+@click.option("--hccl", type=ON_OFF, default=None,
+              help="Collective communication data (multi-device). Default: off.")
+@click.option("--l2", type=ON_OFF, default=None, help="L2 cache hit/victim rates. Default: off.")
+@click.option("--runtime-api", type=ON_OFF, default=None, help="Runtime API calls. Default: off.")
+@click.option("--msproftx", type=ON_OFF, default=None,
+              help="User annotations (msproftx markers and tf.profiler Trace ranges).")
+@click.option("--ascendcl", type=ON_OFF, default="on", show_default=True,
+              help="AscendCL API layer (model execute, node launch).")
+@click.option("--fp-point", default=None, metavar="OP",
+              help="Op that starts forward propagation. Default: detected.")
+@click.option("--bp-point", default=None, metavar="OP",
+              help="Op that ends backward propagation. Default: detected.")
+@click.option("--storage-limit", default=None, metavar="NMB",
+              help="Cap on raw data size, 200MB..4294967295MB; oldest slices are aged out.")
+@click.option("--full-trace", is_flag=True, default=False,
+              help="Trace every op of every step. Default: trace sampled steps fully and replay "
+              "their op schedule for the other steps (see docs/collect.md).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=False)
+def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: bool,
+            **flags: Any) -> None:
+    """Run COMMAND with profiling on and write a PROF_* directory.
+
+    \b
+    Example:
+      msprof collect --output prof -- python train.py --epochs 1
+
+    The script is not modified: msprof injects its agent through PYTHONPATH and sets
+    PROFILING_MODE / PROFILING_OPTIONS for it. The script's output and exit code pass
+    through unchanged; afterwards msprof prints the PROF path and the export command.
+    """
+    from dataclasses import replace
+
+    from msprof_cli.errors import OptionsError, UsageError
+    from msprof_cli.options import validate_options
+
+    if not command:
+        raise UsageError("no command to profile: put it after --, e.g. "
+                         "`msprof collect -- python train.py`.")
+    if aic_mode == "sample-based":
+        raise OptionsError('--aic-mode=sample-based is not emulated; use "task-based".')
+    opts = flags_to_options(**flags)
+    config = validate_options(opts, source="cli")
+    config = replace(config, ascendcl=ascendcl == "on", full_trace=full_trace)
+
+    from msprof_cli.collect.launcher import run_collect
+
+    rc = run_collect(config, list(command))
+    raise SystemExit(rc)

@@ -1,0 +1,36 @@
+"""`msprof export --output DIR`: decode raw data into timelines and summaries."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--output", "-dir", "output", required=True, metavar="DIR",
+              type=click.Path(path_type=Path),
+              help="A PROF_* directory, or a directory holding several.")
+@click.option("--layout", type=click.Choice(["legacy", "mindstudio"]), default="legacy",
+              show_default=True, help="legacy: device_N/summary|timeline (the seed's tables); "
+              "mindstudio: mindstudio_profiler_output/ of CANN 8.")
+@click.option("--type", "type_", type=click.Choice(["text", "db"]), default="text",
+              show_default=True, help="text: CSV/JSON files; db: the msprof SQLite database.")
+@click.option("--summary-format", type=click.Choice(["csv", "json"]), default="csv",
+              show_default=True)
+@click.option("--model-id", type=int, default=None, help="Model to export (with --iteration-id).")
+@click.option("--iteration-id", type=int, default=None, help="First iteration to export.")
+@click.option("--iteration-count", type=int, default=1, show_default=True,
+              help="Number of iterations from --iteration-id (1-5).")
+@click.option("--reports", type=click.Path(path_type=Path), default=None,
+              help="JSON file switching timeline layers on/off.")
+@click.option("--clear", is_flag=True, default=False,
+              help="Delete intermediate data after export (raw data is never touched).")
+def export(output: Path, layout: str, type_: str, summary_format: str, model_id: int | None,
+           iteration_id: int | None, iteration_count: int, reports: Path | None,
+           clear: bool) -> None:
+    """Export timelines (JSON) and summaries (CSV) from collected raw data."""
+    from msprof_cli.export.api import run_export
+
+    run_export(output, layout=layout, type_=type_, summary_format=summary_format,
+               model_id=model_id, iteration_id=iteration_id, iteration_count=iteration_count,
+               reports=reports, clear=clear)

@@ -1,0 +1,49 @@
+"""`msprof` entry point.  The only place where project exceptions become messages and exit
+codes.  Imports nothing heavy: `msprof --help` must stay fast (no pandas, no TensorFlow)."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from msprof_cli import __version__
+from msprof_cli.cli.collect import collect
+from msprof_cli.cli.export import export
+from msprof_cli.cli.query import query
+from msprof_cli.errors import MsprofError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(__version__, "--version", "-V", prog_name="msprof (msprof_cli)")
+def cli() -> None:
+    """Ascend msprof profiling for TensorFlow scripts, on an emulated Ascend 910 NPU.
+
+    \b
+    msprof collect -- python train.py     profile a training script
+    msprof export --output DIR            write timelines and summaries
+    msprof query --output DIR             list what was collected
+    """
+
+
+cli.add_command(collect)
+cli.add_command(export)
+cli.add_command(query)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        rc = cli.main(args=argv, prog_name="msprof", standalone_mode=False)
+    except MsprofError as exc:
+        click.echo(f"[ERROR] {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(rc if isinstance(rc, int) else 0)

@@ -1,0 +1,91 @@
+"""What the collector captured: the contract between `collect/` and `device/`.
+
+The framework adapter (TensorFlow today) turns what the script really executed into these
+plain objects; the emulated device (`msprof_cli.device`) turns them into device tasks and raw
+records.  Nothing here knows about TensorFlow or about the raw layout.
+
+All times are host CLOCK_MONOTONIC_RAW nanoseconds (the clock of the raw host records,
+raw-format.md section 8).  Only the standard library is used: this module is imported inside
+the profiled process.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SINGLE_OP_MODEL_ID = 4294967295  # model id of ops run outside any model (single-op mode)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output tensor of an op, as the graph declares it."""
+
+    shape: tuple[int, ...]  # -1 for a dimension that is not known statically
+    dtype: str  # TensorFlow dtype name, e.g. "float32", "int64"
+    format: str = "ND"  # Ascend format name (raw-format.md 4.9)
+
+
+@dataclass
+class OpRun:
+    """One execution of one op on the host."""
+
+    name: str  # node name (TF long_name before the last ':'); eager ops: their type
+    tf_type: str  # op type as TF ran it, e.g. "_MklNativeFusedConv2D", "MatMul"
+    start_ns: int
+    end_ns: int
+    thread_id: int  # OS thread id (or the TF thread id when the OS tid is unknown)
+    inputs: tuple[TensorSpec, ...] = ()
+    outputs: tuple[TensorSpec, ...] = ()
+    fused_ops: tuple[str, ...] = ()  # names of the original ops a fusion absorbed
+    device_id: int = 0  # logical device (replica) the op ran on
+
+
+@dataclass
+class Iteration:
+    """One step (one execution of a model) with the ops that ran inside it."""
+
+    model_id: int  # 1-based id of the model (graph key) this step executed
+    index: int  # 1-based iteration number within the model
+    start_ns: int  # host step start (the ModelExecute API begin)
+    end_ns: int  # host step end
+    thread_id: int  # thread that drove the step
+    ops: list[OpRun] = field(default_factory=list)
+    replayed: bool = False  # True when the op schedule was replayed from a sampled step
+
+
+@dataclass
+class ModelInfo:
+    """A model = one graph key (a tf.function concrete function, a TF1 fetch signature...)."""
+
+    model_id: int
+    name: str  # human name, e.g. the Keras model name or the tf.function name
+    graph_key: str  # stable key: "__inference_train_step_974", "tf1:<graph id>:<fetches>"
+    fp_op: str | None = None  # op name after which FP starts (None: auto/unknown)
+    bp_op: str | None = None  # op name after which BP ends (None: auto/unknown)
+    op_order: dict[str, int] = field(default_factory=dict)  # op name -> topological op id
+
+
+@dataclass
+class TxMarker:
+    """An msproftx-style user annotation (mark = zero length, range = start..end)."""
+
+    message: str
+    start_ns: int
+    end_ns: int
+    thread_id: int
+    category: int = 0
+    event_type: int = 0  # 0 mark, 1 push/pop range, 2 start/end range
+    domain: str = "default"
+
+
+@dataclass
+class CaptureChunk:
+    """Everything captured since the previous flush."""
+
+    models: dict[int, ModelInfo] = field(default_factory=dict)
+    iterations: list[Iteration] = field(default_factory=list)
+    single_ops: list[OpRun] = field(default_factory=list)  # ops outside any step
+    markers: list[TxMarker] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what could not be captured and why
+
+    def is_empty(self) -> bool:
+        return not (self.iterations or self.single_ops or self.markers)

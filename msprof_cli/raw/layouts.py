@@ -1,0 +1,476 @@
+"""Binary record layouts of the CANN raw profiling data (Ascend910, non-stars).
+
+This is the ONE definition of every record, shared by the emulated device's writer
+(`msprof_cli.device.writer`) and the exporter's decoder (`msprof_cli.export.decode`).
+All records are little-endian and packed; the field offsets and sizes follow
+`shared/reference/raw-format.md` (sections 4 and 5) exactly.  Reserved areas are kept
+as named padding fields so that a record written from a zeroed array is byte-exact.
+
+Only numpy is imported here: the agent side (collect/device) must not import pandas.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+# --- magic numbers, levels and fixed type ids (raw-format.md 4.1, 4.8) -------------------
+MAGIC = 0x5A5A
+EVENT_RESERVE = 0xFFFFFFFFFFFFFFFF  # api_event slot 24..31 marks a begin/end *event* record
+
+LEVEL_PYTORCH = 30000
+LEVEL_PTA = 25000
+LEVEL_TX = 20500
+LEVEL_ACL = 20000
+LEVEL_MODEL = 15000
+LEVEL_NODE = 10000
+LEVEL_AICPU = 6000
+LEVEL_HCCL = 5500
+LEVEL_RUNTIME = 5000
+
+LEVEL_NAMES = {
+    LEVEL_ACL: "acl",
+    LEVEL_MODEL: "model",
+    LEVEL_NODE: "node",
+    LEVEL_HCCL: "communication",
+    LEVEL_RUNTIME: "runtime",
+}
+
+# model level types
+MODEL_GRAPH_ID_MAP = 0
+MODEL_EXECUTE = 1
+MODEL_LOAD = 2
+MODEL_INPUT_COPY = 3
+MODEL_OUTPUT_COPY = 4
+# node level types
+NODE_BASIC_INFO = 0
+NODE_TENSOR_INFO = 1
+NODE_FUSION_OP_INFO = 2
+NODE_CONTEXT_ID_INFO = 4
+NODE_LAUNCH = 5
+# runtime compact type of task_track records (header `type`; the golden raw data uses 1)
+RUNTIME_TASK_TRACK = 1
+# HCCL node APIs
+HCCL_MASTER = 0x010001
+HCCL_SLAVE = 0x010002
+
+COMPACT_DATA_LEN = 40
+ADDITIONAL_DATA_LEN = 232
+
+# --- host records ----------------------------------------------------------------------
+
+def _hdr(data_len_name: str = "data_len") -> list[tuple]:
+    """The common 24-byte header `=HHIIIQ`."""
+    return [
+        ("magic", "<u2"),
+        ("level", "<u2"),
+        ("type", "<u4"),
+        ("thread_id", "<u4"),
+        (data_len_name, "<u4"),
+        ("timestamp", "<u8"),
+    ]
+
+
+# api_event.data: API record (40 B, `=HHIIIQQQ`).  Event records share the file and layout:
+# for them `end_time` holds EVENT_RESERVE and `begin_time` the event's timestamp, and
+# the `reserve` slot holds the requestId pairing begin with end.
+API_EVENT = np.dtype(
+    [
+        ("magic", "<u2"),
+        ("level", "<u2"),
+        ("type", "<u4"),
+        ("thread_id", "<u4"),
+        ("reserve", "<u4"),
+        ("begin_time", "<u8"),
+        ("end_time", "<u8"),
+        ("item_id", "<u8"),
+    ]
+)
+
+# compact.task_track (64 B, `=HHIIIQHHHHQQ16B`)
+TASK_TRACK = np.dtype(
+    _hdr()
+    + [
+        ("device_id", "<u2"),
+        ("stream_id", "<u2"),
+        ("task_id", "<u2"),
+        ("batch_id", "<u2"),
+        ("task_type", "<u8"),
+        ("kernel_name", "<u8"),
+        ("num_blocks", "<u2"),
+        ("args_size", "<u2"),
+        ("ratio_sched", "u1"),
+        ("reserved", "V11"),
+    ]
+)
+
+# compact.node_basic_info (64 B)
+NODE_BASIC = np.dtype(
+    _hdr()
+    + [
+        ("op_name", "<u8"),
+        ("task_type", "<u4"),
+        ("op_type", "<u8"),
+        ("block_num", "<u4"),
+        ("op_flag", "<u4"),
+        ("op_state", "u1"),
+        ("reserved", "V11"),
+    ]
+)
+
+MAX_TENSORS_PER_RECORD = 5
+MAX_DIMS = 8
+TENSOR = np.dtype(
+    [
+        ("tensor_type", "<u4"),  # 0 input, 1 output
+        ("format", "<u4"),
+        ("data_type", "<u4"),
+        ("shape", "<u4", (MAX_DIMS,)),
+    ]
+)
+# additional.tensor_info (256 B, `=HHIIIQQI55I`)
+TENSOR_INFO = np.dtype(
+    _hdr()
+    + [
+        ("op_name", "<u8"),
+        ("tensor_num", "<u4"),
+        ("tensors", TENSOR, (MAX_TENSORS_PER_RECORD,)),
+    ]
+)
+
+# additional.graph_id_map (256 B, `=HHIIIQQ56I`)
+GRAPH_ID_MAP = np.dtype(
+    _hdr()
+    + [
+        ("model_name", "<u8"),
+        ("graph_id", "<u4"),
+        ("model_id", "<u4"),
+        ("reserved", "V216"),
+    ]
+)
+
+# additional.fusion_op_info (256 B, `=HHIIIQQI13Q29I`)
+FUSION_OP_INFO = np.dtype(
+    _hdr()
+    + [
+        ("op_name", "<u8"),
+        ("fusion_op_num", "<u4"),
+        ("input_mem_size", "<u8"),
+        ("output_mem_size", "<u8"),
+        ("weight_mem_size", "<u8"),
+        ("workspace_mem_size", "<u8"),
+        ("total_mem_size", "<u8"),
+        ("fusion_op_id", "<u8", (8,)),
+        ("reserved", "V116"),
+    ]
+)
+
+# additional.hccl_info (256 B, `=HHIII4Q6IQ2Id3Q6I112B`)
+HCCL_INFO = np.dtype(
+    _hdr()
+    + [
+        ("item_id", "<u8"),
+        ("ccl_tag", "<u8"),
+        ("group_name", "<u8"),
+        ("local_rank", "<u4"),
+        ("remote_rank", "<u4"),
+        ("rank_size", "<u4"),
+        ("work_flow_mode", "<u4"),
+        ("plane_id", "<u4"),
+        ("ctx_id", "<u4"),
+        ("notify_id", "<u8"),
+        ("stage", "<u4"),
+        ("role", "<u4"),
+        ("duration_estimated", "<f8"),
+        ("src_addr", "<u8"),
+        ("dst_addr", "<u8"),
+        ("data_size", "<u8"),
+        ("op_type", "<u4"),
+        ("data_type", "<u4"),
+        ("link_type", "<u4"),
+        ("transport_type", "<u4"),
+        ("rdma_type", "<u4"),
+        ("reserve", "<u4"),
+        ("reserved", "V112"),
+    ]
+)
+
+# additional.msproftx (256 B, `=HH3IQ2HI2H4Ii5Qi156s`)
+MSPROFTX = np.dtype(
+    _hdr()
+    + [
+        ("info_type", "<u2"),
+        ("res0", "<u2"),
+        ("res1", "<u4"),
+        ("tx_magic", "<u2"),
+        ("data_tag", "<u2"),
+        ("process_id", "<u4"),
+        ("tx_thread_id", "<u4"),
+        ("category", "<u4"),
+        ("event_type", "<u4"),
+        ("payload_type", "<i4"),
+        ("payload_value", "<u8"),
+        ("start_time", "<u8"),
+        ("end_time", "<u8"),
+        ("mark_id", "<u8"),
+        ("domain", "<u8"),
+        ("message_type", "<i4"),
+        ("message", "S156"),
+    ]
+)
+MSPROFTX_DATA_TAG = 120
+
+# --- device records -----------------------------------------------------------------------
+
+# hwts.data (64 B, `=BBHHHQ12I`)
+HWTS = np.dtype(
+    [
+        ("flags", "u1"),  # bits 0-2 log type, bit 3 warn, bits 4-7 rolling counter
+        ("task_type", "u1"),
+        ("reserved0", "<u2"),
+        ("block_id", "<u2"),
+        ("task_id", "<u2"),
+        ("syscnt", "<u8"),
+        ("stream_id", "<u4"),
+        ("reserved", "V44"),
+    ]
+)
+HWTS_TASK_START = 0
+HWTS_TASK_END = 1
+
+# aicore.data (128 B, `=BBHHHII10Q8I`)
+AICORE = np.dtype(
+    [
+        ("flags", "u1"),  # counter << 4
+        ("reserved0", "u1"),
+        ("reserved1", "<u2"),
+        ("reserved2", "<u2"),
+        ("task_id", "<u2"),
+        ("reserved3", "<u4"),
+        ("reserved4", "<u4"),
+        ("total_cycles", "<u8"),
+        ("reserved5", "<u8"),
+        ("pmu", "<u8", (8,)),
+        ("stream_id", "<u4"),
+        ("reserved", "V28"),
+    ]
+)
+
+# ts_track.data (40 B); rptType 10 = step trace (`=BBHLQQQHHHH`)
+TS_TRACK_STEP = np.dtype(
+    [
+        ("mode", "u1"),
+        ("rpt_type", "u1"),
+        ("buf_size", "<u2"),
+        ("reserved0", "<u4"),
+        ("timestamp", "<u8"),
+        ("index_id", "<u8"),
+        ("model_id", "<u8"),
+        ("stream_id", "<u2"),
+        ("task_id", "<u2"),
+        ("tag_id", "<u2"),
+        ("reserved1", "<u2"),
+    ]
+)
+# rptType 14 = task flip (`=BBHLQHHHH16B`)
+TS_TRACK_FLIP = np.dtype(
+    [
+        ("mode", "u1"),
+        ("rpt_type", "u1"),
+        ("buf_size", "<u2"),
+        ("reserved0", "<u4"),
+        ("timestamp", "<u8"),
+        ("stream_id", "<u2"),
+        ("flip_num", "<u2"),
+        ("reserved1", "<u2"),
+        ("task_id", "<u2"),
+        ("reserved", "V16"),
+    ]
+)
+TS_RPT_STEP_TRACE = 10
+TS_RPT_FLIP = 14
+TS_TRACK_SIZE = 40
+FLIP_STREAM_DESTROYED = 65535
+
+# aicpu.data (128 B)
+AICPU = np.dtype(
+    [
+        ("magic", "<u2"),
+        ("data_tag", "<u2"),
+        ("stream_id", "<u2"),
+        ("task_id", "<u2"),
+        ("run_start_time", "<u8"),
+        ("run_start_tick", "<u8"),
+        ("compute_start_time", "<u8"),
+        ("memcpy_start_time", "<u8"),
+        ("memcpy_end_time", "<u8"),
+        ("run_end_time", "<u8"),
+        ("run_end_tick", "<u8"),
+        ("thread_id", "<u4"),
+        ("device_id", "<u4"),
+        ("submit_tick", "<u8"),
+        ("schedule_tick", "<u8"),
+        ("tick_before_run", "<u8"),
+        ("tick_after_run", "<u8"),
+        ("kernel_type", "<u4"),
+        ("dispatch_time", "<u4"),
+        ("total_time", "<u4"),
+        ("ffts_thread_id", "<u2"),
+        ("version", "u1"),
+        ("reserved0", "u1"),
+        ("reserved", "<u8"),
+    ]
+)
+AICPU_DATA_TAG = 60
+
+# l2_cache.data (72 B, `=HHHH8Q`)
+L2_CACHE = np.dtype(
+    [
+        ("task_type", "<u2"),
+        ("stream_id", "<u2"),
+        ("task_id", "<u2"),
+        ("reserved", "<u2"),
+        ("events", "<u8", (8,)),
+    ]
+)
+
+# Expected sizes, checked by tests and at import (a wrong layout must never ship).
+RECORD_SIZES = {
+    "API_EVENT": (API_EVENT, 40),
+    "TASK_TRACK": (TASK_TRACK, 64),
+    "NODE_BASIC": (NODE_BASIC, 64),
+    "TENSOR_INFO": (TENSOR_INFO, 256),
+    "GRAPH_ID_MAP": (GRAPH_ID_MAP, 256),
+    "FUSION_OP_INFO": (FUSION_OP_INFO, 256),
+    "HCCL_INFO": (HCCL_INFO, 256),
+    "MSPROFTX": (MSPROFTX, 256),
+    "HWTS": (HWTS, 64),
+    "AICORE": (AICORE, 128),
+    "TS_TRACK_STEP": (TS_TRACK_STEP, 40),
+    "TS_TRACK_FLIP": (TS_TRACK_FLIP, 40),
+    "AICPU": (AICPU, 128),
+    "L2_CACHE": (L2_CACHE, 72),
+}
+for _name, (_dt, _size) in RECORD_SIZES.items():
+    assert _dt.itemsize == _size, f"{_name}: {_dt.itemsize} != {_size}"
+
+# --- enumerations (raw-format.md 4.9) ---------------------------------------------------------
+
+GE_TASK_TYPES = {
+    0: "AI_CORE", 1: "AI_CPU", 2: "AI_VECTOR_CORE", 3: "WRITE_BACK", 4: "MIX_AIC",
+    5: "MIX_AIV", 6: "FFTS_PLUS", 7: "DSA_SQE", 8: "DVPP", 9: "HCCL", 10: "FUSION", 11: "INVALID",
+}
+GE_TASK_TYPE_IDS = {v: k for k, v in GE_TASK_TYPES.items()}
+
+DATA_TYPES = {
+    0: "FLOAT", 1: "FLOAT16", 2: "INT8", 3: "INT32", 4: "UINT8", 6: "INT16", 7: "UINT16",
+    8: "UINT32", 9: "INT64", 10: "UINT64", 11: "DOUBLE", 12: "BOOL", 13: "STRING",
+    14: "DUAL_SUB_INT8", 15: "DUAL_SUB_UINT8", 16: "COMPLEX64", 17: "COMPLEX128", 18: "QINT8",
+    19: "QINT16", 20: "QINT32", 21: "QUINT8", 22: "QUINT16", 23: "RESOURCE", 24: "STRING_REF",
+    25: "DUAL", 26: "DT_VARIANT", 27: "DT_BF16", 28: "DT_UNDEFINED", 29: "DT_INT4",
+    0xFFFFFFFF: "UNDEFINED",
+}
+DATA_TYPE_IDS = {v: k for k, v in DATA_TYPES.items()}
+
+FORMATS = {
+    0: "NCHW", 1: "NHWC", 2: "ND", 3: "NC1HWC0", 4: "FRACTAL_Z", 5: "NC1C0HWPAD", 6: "NHWC1C0",
+    7: "FSR_NCHW", 8: "FRACTAL_DECONV", 9: "C1HWNC0", 10: "FRACTAL_DECONV_TRANSPOSE",
+    11: "FRACTAL_DECONV_SP_STRIDE_TRANS", 12: "NC1HWC0_C04", 13: "FRACTAL_Z_C04", 14: "CHWN",
+    15: "FRACTAL_DECONV_SP_STRIDE8_TRANS", 16: "HWCN", 17: "NC1KHKWHWC0", 18: "BN_WEIGHT",
+    19: "FILTER_HWCK", 25: "C1HWNCoC0", 26: "MD", 27: "NDHWC", 28: "FRACTAL_ZZ", 29: "FRACTAL_NZ",
+    30: "NCDHW", 31: "DHWCN", 32: "NDC1HWC0", 33: "FRACTAL_Z_3D", 34: "CN", 35: "NC", 36: "DHWNC",
+    37: "FRACTAL_Z_3D_TRANSPOSE", 38: "FRACTAL_ZN_LSTM", 39: "FRACTAL_Z_G", 40: "RESERVED",
+    41: "ALL", 42: "NULL",
+}
+FORMAT_IDS = {v: k for k, v in FORMATS.items()}
+FORMAT_UNDEFINED = 0xFFFFFFFF
+
+# Runtime task-type ids written into type_info_dic as `5000_{id}:{name}`.  The first ids
+# are those of the analysis' own tests; FLIP_TASK/MAINTENANCE/PROFILING_* are project
+# choices (raw-format.md 4.4 leaves them free), documented in docs/raw-data.md.
+RUNTIME_TASK_TYPES = {
+    0: "KERNEL_AICORE",
+    1: "KERNEL_AICPU",
+    2: "EVENT_RECORD",
+    5: "MEMCPY_ASYNC",
+    50: "STARS_COMMON",
+    52: "FFTS_PLUS",
+    66: "KERNEL_AIVEC",
+    98: "FLIP_TASK",
+    99: "MAINTENANCE",
+    100: "PROFILING_ENABLE",
+    101: "PROFILING_DISABLE",
+    108: "KERNEL_MIX_AIC",
+    109: "KERNEL_MIX_AIV",
+}
+RUNTIME_TASK_TYPE_IDS = {v: k for k, v in RUNTIME_TASK_TYPES.items()}
+
+# Names of the other level/type pairs written into type_info_dic.
+TYPE_INFO_NAMES = {
+    (LEVEL_NODE, NODE_BASIC_INFO): "node_basic_info",
+    (LEVEL_NODE, NODE_TENSOR_INFO): "tensor_info",
+    (LEVEL_NODE, NODE_FUSION_OP_INFO): "fusion_op_info",
+    (LEVEL_NODE, NODE_LAUNCH): "launch",
+    (LEVEL_MODEL, MODEL_GRAPH_ID_MAP): "graph_id_map",
+    (LEVEL_MODEL, MODEL_EXECUTE): "ModelExecute",
+    (LEVEL_MODEL, MODEL_LOAD): "ModelLoad",
+    (LEVEL_MODEL, MODEL_INPUT_COPY): "InputCopy",
+    (LEVEL_MODEL, MODEL_OUTPUT_COPY): "OutputCopy",
+    (LEVEL_HCCL, HCCL_MASTER): "master",
+    (LEVEL_HCCL, HCCL_SLAVE): "slave",
+}
+
+# --- file names (raw-format.md 2.2, 2.3) --------------------------------------------------------
+
+HOST_FILES = {
+    "api_event": "api_event.data",
+    "task_track": "compact.task_track",
+    "node_basic_info": "compact.node_basic_info",
+    "tensor_info": "additional.tensor_info",
+    "hash_dic": "additional.hash_dic",
+    "type_info_dic": "additional.type_info_dic",
+    "graph_id_map": "additional.graph_id_map",
+    "fusion_op_info": "additional.fusion_op_info",
+    "hccl_info": "additional.hccl_info",
+    "msproftx": "additional.msproftx",
+}
+HOST_DTYPES = {
+    "api_event": API_EVENT,
+    "task_track": TASK_TRACK,
+    "node_basic_info": NODE_BASIC,
+    "tensor_info": TENSOR_INFO,
+    "graph_id_map": GRAPH_ID_MAP,
+    "fusion_op_info": FUSION_OP_INFO,
+    "hccl_info": HCCL_INFO,
+    "msproftx": MSPROFTX,
+}
+DEVICE_FILES = {
+    "hwts": "hwts.data",
+    "aicore": "aicore.data",
+    "ts_track": "ts_track.data",
+    "aicpu": "aicpu.data",
+    "l2_cache": "l2_cache.data",
+}
+DEVICE_DTYPES = {
+    "hwts": HWTS,
+    "aicore": AICORE,
+    "aicpu": AICPU,
+    "l2_cache": L2_CACHE,
+    # ts_track records are all 40 B but of several kinds: read as TS_TRACK_STEP and
+    # re-view the rptType 14 rows as TS_TRACK_FLIP.
+    "ts_track": TS_TRACK_STEP,
+}
+
+
+def host_file_name(kind: str, slice_index: int = 0, aging: bool = False) -> str:
+    """`unaging.compact.task_track.slice_0` etc."""
+    prefix = "aging" if aging else "unaging"
+    return f"{prefix}.{HOST_FILES[kind]}.slice_{slice_index}"
+
+
+def device_file_name(kind: str, device_id: int, slice_index: int = 0) -> str:
+    """`hwts.data.0.slice_0` etc."""
+    return f"{DEVICE_FILES[kind]}.{device_id}.slice_{slice_index}"
+
+
+def hwts_flags(log_type: np.ndarray, counter: np.ndarray) -> np.ndarray:
+    """Byte 0 of an hwts record: low 3 bits log type, high 4 bits rolling counter."""
+    return ((counter.astype(np.uint8) & 0x0F) << 4) | (log_type.astype(np.uint8) & 0x07)

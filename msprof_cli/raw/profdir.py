@@ -1,0 +1,107 @@
+"""PROF_* directory naming and discovery (raw-format.md 2.1-2.3).  Standard library only."""
+from __future__ import annotations
+
+import os
+import random
+import re
+import string
+import time
+from pathlib import Path
+
+PROF_RE = re.compile(r"^PROF_\d{6}_\d{17}_\w+$")
+DEVICE_DIR_RE = re.compile(r"^device_(\d+)$")
+DEVICE_INFO_RE = re.compile(r"^info\.json\.(\d+)$")
+INFO_RE = re.compile(r"^info\.json")
+
+
+def prof_dir_name(index: int = 0, now: float | None = None, rng: random.Random | None = None
+                  ) -> str:
+    """`PROF_{NNNNNN}_{YYYYMMDDhhmmssmmm}_{16 letters}`, local time."""
+    now = time.time() if now is None else now
+    ms = int((now - int(now)) * 1000)
+    stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(now)) + f"{ms:03d}"
+    letters = "".join((rng or random.SystemRandom()).choice(string.ascii_uppercase)
+                      for _ in range(16))
+    return f"PROF_{(index % 999999) + 1:06d}_{stamp}_{letters}"
+
+
+def create_prof_dir(output_root: str | os.PathLike[str], index: int = 0) -> Path:
+    """Create a new, uniquely named PROF dir (0750) under `output_root` (created if missing)."""
+    root = Path(output_root)
+    root.mkdir(parents=True, exist_ok=True, mode=0o750)
+    for _ in range(100):
+        path = root / prof_dir_name(index)
+        try:
+            path.mkdir(mode=0o750)
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(f"could not create a unique PROF dir under {root}")
+
+
+def is_prof_dir(path: Path) -> bool:
+    return path.is_dir() and PROF_RE.match(path.name) is not None
+
+
+def is_result_dir(path: Path) -> bool:
+    """A result dir (host/, device_N/) holds a file whose name starts with info.json."""
+    try:
+        return path.is_dir() and any(INFO_RE.match(p) for p in os.listdir(path))
+    except OSError:
+        return False
+
+
+def _dir_key(name: str) -> tuple[int, int, str]:
+    m = DEVICE_DIR_RE.match(name)
+    return (0, int(m.group(1)), name) if m else (1, 0, name)
+
+
+def result_dirs(prof: Path) -> list[Path]:
+    """Result dirs of one PROF dir, sorted device_0, device_1, ..., host (query.md 2)."""
+    subs = [p for p in prof.iterdir() if not p.is_symlink() and is_result_dir(p)]
+    return sorted(subs, key=lambda p: _dir_key(p.name))
+
+
+def find_prof_dirs(path: Path, max_depth: int = 2) -> list[Path]:
+    """`path` itself if it is a PROF dir, else every PROF dir below it (sorted by name)."""
+    if is_prof_dir(path) or (path.is_dir() and any(is_result_dir(p) for p in _subdirs(path))
+                             and not any(is_prof_dir(p) for p in _subdirs(path))):
+        return [path]
+    found: list[Path] = []
+    frontier = [path]
+    for _ in range(max_depth):
+        nxt = []
+        for d in frontier:
+            for sub in _subdirs(d):
+                if is_prof_dir(sub):
+                    found.append(sub)
+                else:
+                    nxt.append(sub)
+        frontier = nxt
+    return sorted(found, key=lambda p: p.name)
+
+
+def _subdirs(path: Path) -> list[Path]:
+    try:
+        return sorted(p for p in path.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return []
+
+
+def device_id_of(result_dir: Path) -> int | None:
+    """Device number of a `device_N` dir; None for `host`."""
+    m = DEVICE_DIR_RE.match(result_dir.name)
+    return int(m.group(1)) if m else None
+
+
+def slice_files(data_dir: Path, regex: re.Pattern[str]) -> list[Path]:
+    """Data files matching `regex`, in (aging before unaging, slice number) order."""
+    if not data_dir.is_dir():
+        return []
+    files = []
+    for p in data_dir.iterdir():
+        if regex.match(p.name) and p.is_file() and not p.is_symlink():
+            m = re.search(r"slice_(\d+)$", p.name)
+            aging = 0 if p.name.startswith("aging.") else 1
+            files.append((aging, int(m.group(1)) if m else 0, p))
+    return [p for _, _, p in sorted(files, key=lambda t: (t[0], t[1]))]
