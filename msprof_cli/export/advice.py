@@ -1,0 +1,351 @@
+"""Tuning advice: `prof_rule_{device}.json` and the console "Performance Summary Report"
+(reference step-trace-and-advice.md section 5).
+
+Input is the op_summary table with its CSV header names (as written), so the rules read exactly
+the numbers the user sees.  Every condition is a vectorised mask over the rows; a rule's result
+is the list of op names matching it (first-appearance order, unique).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+RULE_DESCRIPTIONS = {
+    "Computation": "Prompt users of some improperly high or low vector/cube/scalar usages of "
+                   "operators on AI Cores.",
+    "Memory": "Display improper memory usages of operators.",
+    "Operator Schedule": "Display inefficient scheduling of operators.",
+    "Operator Processing": "Provide various processing suggestions based on operator processing "
+                           "policy, including multi-core processing, tiling policy, and reduced "
+                           "use of AI CPU operators.",
+    "Operator Metrics": "Collect statistics on operator performance efficiency and prompt users "
+                        "of high resource consumption.",
+    "Operator Parallelism": "Identify the serial wait bottleneck between the AI CPU and AI Core.",
+    "Model Bottleneck Analysis": "Identify model bottleneck distribution indicated by cube, "
+                                 "vector, scalar and mte utilization.",
+}
+SECTIONS = {
+    "Op Summary": ["Computation", "Memory", "Operator Schedule", "Operator Processing",
+                   "Operator Metrics"],
+    "Op Parallel": ["Operator Parallelism"],
+    "Model Summary": ["Model Bottleneck Analysis"],
+}
+PARALLELISM_SUGGESTION = (
+    "View the Timeline View to find the AI CPU operators serially executed with the AI Core and "
+    "place them in the AI Core to execute by using methods such as operator replacement, data "
+    "type modification, and fusion. ")
+CUBE_AFFINITY = "The Model is Cube Affinity, as the cube utilization rate is high enough"
+NOT_CUBE_AFFINITY = "The Model is not Cube Affinity, as the cube utilization rate is not so high"
+
+
+def field_name(header: str) -> str:
+    """op_summary header -> rule field: lower case, unit dropped, spaces -> `_`."""
+    base = header.split("(")[0].strip().lower()
+    return base.replace(" ", "_")
+
+
+@dataclass
+class OpTable:
+    """op_summary rows with rule field names; numeric columns coerced (N/A -> NaN)."""
+
+    df: pd.DataFrame
+    core_num: int
+
+    @classmethod
+    def from_summary(cls, summary: pd.DataFrame, core_num: int) -> "OpTable":
+        df = summary.rename(columns={c: field_name(c) for c in summary.columns})
+        df = df.loc[:, ~df.columns.duplicated()].copy()
+        for col in df.columns:
+            if col in ("op_name", "op_type", "task_type", "input_data_types", "op_state",
+                       "task_start_time"):
+                continue
+            df[col] = pd.to_numeric(df[col], errors="coerce")
+        if "task_start_time" in df:
+            df["task_start_time"] = pd.to_numeric(
+                df["task_start_time"].astype(str).str.strip(), errors="coerce")
+        return cls(df=df.reset_index(drop=True), core_num=core_num)
+
+    def has(self, *cols: str) -> bool:
+        return all(c in self.df for c in cols)
+
+    def col(self, name: str) -> pd.Series:
+        return self.df[name]
+
+    def names(self, mask: pd.Series | np.ndarray) -> list[str]:
+        return list(dict.fromkeys(self.df.loc[np.asarray(mask, dtype=bool), "op_name"]
+                                  .astype(str)))
+
+
+Condition = Callable[[OpTable], "list[str] | None"]
+
+
+def _mask(table: OpTable, col: str, pred: Callable[[pd.Series], pd.Series]) -> list[str] | None:
+    if not table.has(col, "op_name"):
+        return None
+    values = table.col(col)
+    return table.names(pred(values).fillna(False))
+
+
+def _and(*conds: Condition) -> Condition:
+    def run(t: OpTable) -> list[str] | None:
+        results = [c(t) for c in conds]
+        if any(r is None for r in results):
+            return None
+        keep = set.intersection(*(set(r) for r in results))
+        return [n for n in results[0] if n in keep]
+    return run
+
+
+def _block_dim_1(t: OpTable) -> list[str] | None:
+    return _mask(t, "block_dim", lambda s: (s / t.core_num) < 1)
+
+
+def _trans_data_1(t: OpTable) -> list[str] | None:
+    return _mask(t, "op_type", lambda s: s.astype(str) == "TransData")
+
+
+def _trans_data_2(t: OpTable) -> list[str] | None:
+    if not t.has("op_type"):
+        return None
+    mask = t.col("op_type").astype(str) == "TransData"
+    return t.names(mask) if int(mask.sum()) > 2 else []
+
+
+def _wait_time_2(t: OpTable) -> list[str] | None:
+    if not t.has("task_wait_time", "task_duration"):
+        return None
+    wait = t.col("task_wait_time")
+    over = (wait > 10).fillna(False)
+    total = float((t.col("task_duration").fillna(0) + wait.fillna(0)).sum())
+    if total <= 0:
+        return []
+    return t.names(over) if float(wait[over].sum()) / total > 0.03 else []
+
+
+def _memory_bound_2(t: OpTable) -> list[str] | None:
+    if not t.has("memory_bound", "task_duration"):
+        return None
+    over = (t.col("memory_bound") > 1).fillna(False)
+    total = float(t.col("task_duration").fillna(0).sum())
+    if total <= 0:
+        return []
+    return t.names(over) if float(t.col("task_duration")[over].sum()) / total > 0.5 else []
+
+
+def _memory_workspace_1(t: OpTable) -> list[str] | None:
+    return _mask(t, "memory_workspace", lambda s: s > 0)
+
+
+def _str_contains(col: str, text: str) -> Condition:
+    return lambda t: _mask(t, col, lambda s: s.astype(str).str.contains(text, regex=False))
+
+
+def _num(col: str, op: str, value: float) -> Condition:
+    preds = {">": lambda s: s > value, "<": lambda s: s < value}
+    return lambda t: _mask(t, col, preds[op])
+
+
+def AICPU_1(t: OpTable) -> list[str] | None:  # noqa: N802 - the rule condition name
+    return _mask(t, "task_type", lambda s: s.astype(str) == "AI_CPU")
+
+TASK_DURATION_1 = _num("task_duration", ">", 20)
+
+# (rule, condition, rule type, subtype, suggestion) in the enabled order of section 5.3
+OP_RULES: list[tuple[str, Condition, str, str, str]] = [
+    ("rule_block_dim_1", _and(_block_dim_1, _num("mac_ratio", ">", 0)), "Operator Processing",
+     "", "Use multi-core"),
+    ("rule_vector_bound_1", _num("vector_bound", ">", 1), "Memory", "",
+     "Check repeat counts and vector mask"),
+    ("rule_vector_bound_2", _and(_num("vec_ratio", ">", 0.8), _num("mac_ratio", ">", 0),
+                                 TASK_DURATION_1), "Computation", "Cube",
+     "Cube operators spend too much time on vector computing"),
+    ("rule_scalar_bound_1", _num("scalar_ratio", ">", 0.8), "Computation", "Scalar",
+     "High scalar computing usage"),
+    ("rule_memory_bound_1", _memory_bound_2, "Memory", "", "Low data memory handling efficiency"),
+    ("rule_vec_bankgroup_cflt_ratio_1", _num("vec_bankgroup_cflt_ratio", ">", 0.04),
+     "Computation", "Vector", "The vector bank group conflict has reached the upper limit"),
+    ("rule_vec_bank_cflt_ratio_1", _num("vec_bank_cflt_ratio", ">", 0.04), "Computation",
+     "Vector", "The vector bank conflict has reached the upper limit"),
+    ("rule_vector_ratio_1", _num("vec_ratio", "<", 0.8), "Computation", "Vector",
+     "Low vector computing usage"),
+    ("rule_cube_ratio_1", _num("mac_ratio", "<", 0.8), "Computation", "Cube",
+     "Low cube computing usage"),
+    ("rule_transData_1", _trans_data_2, "Operator Processing", "",
+     "Check and reduce the transData"),
+    ("rule_aicpu_1", AICPU_1, "Operator Processing", "", "Check and reduce AI CPU operators"),
+    ("rule_aicpu_2", _and(TASK_DURATION_1, AICPU_1, _str_contains("input_data_types", "INT64")),
+     "Operator Processing", "", "Try to cast the data type to INT32 for AI Core operators"),
+    ("rule_aicpu_3", _and(_str_contains("op_name", "StridedSliceGrad"), AICPU_1,
+                          TASK_DURATION_1), "Operator Processing", "",
+     "Try StridedSliceGrad on AI Cores"),
+    ("rule_wait_time_1", _wait_time_2, "Operator Schedule", "",
+     "Task waiting time has reached the upper limit"),
+    ("rule_memory_workspace_1", _memory_workspace_1, "Operator Metrics", "Memory",
+     "Check and reduce the memory workspace"),
+]
+
+
+def _merged(intervals: np.ndarray) -> np.ndarray:
+    """Union of [start, end) intervals, sorted and merged (vectorised)."""
+    if len(intervals) == 0:
+        return intervals.reshape(0, 2)
+    iv = intervals[np.argsort(intervals[:, 0], kind="stable")]
+    ends = np.maximum.accumulate(iv[:, 1])
+    new = np.empty(len(iv), dtype=bool)
+    new[0] = True
+    new[1:] = iv[1:, 0] > ends[:-1]
+    idx = np.flatnonzero(new)
+    starts = iv[idx, 0]
+    stops = np.append(ends[idx[1:] - 1], ends[-1])
+    return np.column_stack([starts, stops])
+
+
+def _length(iv: np.ndarray) -> float:
+    return float((iv[:, 1] - iv[:, 0]).sum()) if len(iv) else 0.0
+
+
+def _overlap(a: np.ndarray, b: np.ndarray) -> float:
+    """Total overlap of two merged interval sets: sweep over all end points, where the
+    coverage count is 2 both sets cover the segment (each set is already merged)."""
+    if not len(a) or not len(b):
+        return 0.0
+    points = np.concatenate([a[:, 0], a[:, 1], b[:, 0], b[:, 1]])
+    deltas = np.concatenate([np.ones(len(a)), -np.ones(len(a)), np.ones(len(b)),
+                             -np.ones(len(b))])
+    order = np.lexsort((deltas, points))  # at equal points close before open
+    points, cover = points[order], np.cumsum(deltas[order])
+    seg = np.diff(points)
+    return float(seg[cover[:-1] == 2].sum())
+
+
+def parallelism(t: OpTable) -> dict[str, float] | None:
+    if not t.has("task_type", "task_start_time", "task_duration"):
+        return None
+    start = t.col("task_start_time").to_numpy(dtype=float)
+    dur = t.col("task_duration").to_numpy(dtype=float)
+    kind = t.col("task_type").astype(str).to_numpy()
+    ok = ~(np.isnan(start) | np.isnan(dur))
+    core = _merged(np.column_stack([start, start + dur])[ok & (kind == "AI_CORE")])
+    cpu = _merged(np.column_stack([start, start + dur])[ok & (kind == "AI_CPU")])
+    both = _overlap(core, cpu)
+    return {"AI Core Execution Time(us)": round(_length(core) - both, 3),
+            "AI CPU Execution Time(us)": round(_length(cpu) - both, 3),
+            "Concurrent AI Core and AI CPU Execution Time(us)": round(both, 3)}
+
+
+def bottleneck(t: OpTable) -> dict[str, float] | None:
+    need = ("mac_ratio", "vec_ratio", "scalar_ratio", "mte1_ratio", "mte2_ratio", "mte3_ratio",
+            "task_duration", "task_type")
+    if not t.has(*need):
+        return None
+    df = t.df[(t.df["task_type"].astype(str) == "AI_CORE")]
+    ratios = pd.DataFrame({
+        "Cube Utilization": df["mac_ratio"], "Vector Utilization": df["vec_ratio"],
+        "Scalar Utilization": df["scalar_ratio"],
+        "MTE Utilization": df[["mte1_ratio", "mte2_ratio", "mte3_ratio"]].max(axis=1)})
+    valid = ratios.notna().all(axis=1)
+    ratios, dur = ratios[valid], df.loc[valid, "task_duration"].fillna(0)
+    out = {k: 0.0 for k in ratios.columns}
+    if len(ratios):
+        dominant = ratios.to_numpy().argmax(axis=1)
+        sums = np.bincount(dominant, weights=dur.to_numpy(dtype=float), minlength=4)
+        out = {k: round(float(v), 3) for k, v in zip(ratios.columns, sums)}
+    return out
+
+
+def evaluate(summary: pd.DataFrame, core_num: int = 32, aic_metrics: str = "",
+             workspace: pd.Series | None = None) -> dict:
+    """prof_rule JSON content for one device's op_summary."""
+    t = OpTable.from_summary(summary, core_num)
+    if workspace is not None and "op_name" in t.df:
+        t.df["memory_workspace"] = t.df["op_name"].map(workspace).astype(float)
+    results: dict[str, list[dict]] = {g: [] for groups in SECTIONS.values() for g in groups}
+    for _rule, cond, rtype, subtype, suggestion in OP_RULES:
+        names = cond(t)
+        if names:
+            results[rtype].append({"Rule Subtype": subtype, "Rule Suggestion": suggestion,
+                                   "Tuning Data": names})
+    par = parallelism(t)
+    if par:
+        core = par["AI Core Execution Time(us)"]
+        cpu = par["AI CPU Execution Time(us)"]
+        both = par["Concurrent AI Core and AI CPU Execution Time(us)"]
+        total = core + cpu + both
+        if total > 0 and cpu / total > 0.05:
+            results["Operator Parallelism"].append(
+                {"Rule Subtype": "", "Rule Suggestion": PARALLELISM_SUGGESTION,
+                 "Tuning Data": par})
+    if aic_metrics == "PipeUtilization":
+        bn = bottleneck(t)
+        if bn is not None:
+            total = sum(bn.values())
+            cube = bn["Cube Utilization"] / total if total > 0 else 0.0
+            suggestion = CUBE_AFFINITY if cube >= 0.5 else NOT_CUBE_AFFINITY
+            results["Model Bottleneck Analysis"].append(
+                {"Rule Subtype": "", "Rule Suggestion": suggestion, "Tuning Data": bn})
+    data = {section: [{"Rule Type": g, "Rule Description": RULE_DESCRIPTIONS[g],
+                       "result": results[g]} for g in groups]
+            for section, groups in SECTIONS.items()}
+    return {"status": 0, "data": data}
+
+
+def _data_text(data) -> str:
+    if isinstance(data, list):
+        return "[" + ",".join(str(x) for x in data) + "]"
+    if isinstance(data, dict) and "AI CPU Execution Time(us)" in data:
+        total = sum(data.values())
+        share = data["AI CPU Execution Time(us)"] / total if total else 0.0
+        return (f"Percentage of AI CPU Execution Time is {share:.2%}, Exceed the experience "
+                "threshold 5%.")
+    if isinstance(data, dict) and "Cube Utilization" in data:
+        total = sum(data.values())
+        if total == 0:
+            return "Total Duration Time equals to 0. Please check Aicore operators."
+        names = ["Cube", "Vector", "Scalar", "MTE"]
+        keys = ["Cube Utilization", "Vector Utilization", "Scalar Utilization",
+                "MTE Utilization"]
+        lines = [f"\n\t\t{letter}. {n} utilization rate in the model is "
+                 f"{round(data[k] / total, 3)}. "
+                 for letter, n, k in zip("abcd", names, keys)]
+        return "".join(lines)
+    return str(data)
+
+
+def render(rule_json: dict) -> str:
+    """The console report (section 5.4)."""
+    lines = ["", "Performance Summary Report:"]
+    number = 0
+    for groups in rule_json["data"].values():
+        for group in groups:
+            number += 1
+            lines.append(f"{number}. {group['Rule Type']}:")
+            results = group["result"]
+            if not results:
+                lines.append("\tN/A")
+                continue
+            j = 0
+            by_subtype: dict[str, list[dict]] = {}
+            order: list[str] = []
+            for res in results:
+                key = res["Rule Subtype"]
+                if key not in by_subtype:
+                    order.append(key)
+                    by_subtype[key] = []
+                by_subtype[key].append(res)
+            for key in order:
+                if key == "":
+                    for res in by_subtype[key]:
+                        j += 1
+                        lines.append(f"\t{j}){res['Rule Suggestion']}: "
+                                     f"{_data_text(res['Tuning Data'])}")
+                else:
+                    j += 1
+                    lines.append(f"\t{j}){key}:")
+                    for k, res in enumerate(by_subtype[key], 1):
+                        lines.append(f"\t\t{k}){res['Rule Suggestion']}: "
+                                     f"{_data_text(res['Tuning Data'])}")
+    lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,77 @@
+"""Tuning advice rules on small op_summary frames (reference step-trace-and-advice.md 5)."""
+import pandas as pd
+
+from msprof_cli.export.advice import _merged, _overlap, evaluate, render
+
+import numpy as np
+
+
+def frame(rows):
+    cols = ["Op Name", "OP Type", "Task Type", "Task Start Time(us)", "Task Duration(us)",
+            "Task Wait Time(us)", "Block Dim", "Input Data Types", "vec_ratio", "mac_ratio",
+            "scalar_ratio", "mte1_ratio", "mte2_ratio", "mte3_ratio", "memory_bound"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+ROWS = [
+    ["conv", "Conv2D", "AI_CORE", "100.000\t", 100.0, 0, 32, "FLOAT16", 0.1, 0.9, 0.05, 0.1,
+     0.2, 0.1, 0.22],
+    ["relu", "Relu", "AI_CORE", "201.000\t", 10.0, 1.0, 8, "FLOAT16", 0.5, 0.0, 0.1, 0.0, 0.9,
+     0.3, "N/A"],
+    ["uniq", "Unique", "AI_CPU", "300.000\t", 50.0, 89.0, 0, "INT64", "N/A", "N/A", "N/A", "N/A",
+     "N/A", "N/A", "N/A"],
+]
+
+
+def groups(result):
+    return {g["Rule Type"]: g["result"] for sec in result["data"].values() for g in sec}
+
+
+def test_structure_and_rules():
+    res = evaluate(frame(ROWS), core_num=32, aic_metrics="PipeUtilization")
+    assert res["status"] == 0
+    assert list(res["data"]) == ["Op Summary", "Op Parallel", "Model Summary"]
+    g = groups(res)
+    proc = {r["Rule Suggestion"]: r["Tuning Data"] for r in g["Operator Processing"]}
+    assert proc["Check and reduce AI CPU operators"] == ["uniq"]
+    assert proc["Try to cast the data type to INT32 for AI Core operators"] == ["uniq"]
+    comp = {r["Rule Suggestion"]: r["Tuning Data"] for r in g["Computation"]}
+    assert comp["Low vector computing usage"] == ["conv", "relu"]
+    assert comp["Low cube computing usage"] == ["relu"]
+    sched = g["Operator Schedule"][0]
+    assert sched["Tuning Data"] == ["uniq"]  # 89 / (160 + 90) > 3 %
+    par = g["Operator Parallelism"][0]["Tuning Data"]
+    assert par == {"AI Core Execution Time(us)": 110.0, "AI CPU Execution Time(us)": 50.0,
+                   "Concurrent AI Core and AI CPU Execution Time(us)": 0.0}
+    model = g["Model Bottleneck Analysis"][0]
+    assert model["Tuning Data"] == {"Cube Utilization": 100.0, "Vector Utilization": 0.0,
+                                    "Scalar Utilization": 0.0, "MTE Utilization": 10.0}
+    assert model["Rule Suggestion"].startswith("The Model is Cube Affinity")
+
+
+def test_block_dim_rule_needs_cube_work():
+    rows = [["mm", "MatMul", "AI_CORE", "1.000\t", 30.0, 0, 4, "FLOAT16", 0.2, 0.5, 0.1, 0.1,
+             0.1, 0.1, 0.1]]
+    g = groups(evaluate(frame(rows), core_num=32))
+    assert g["Operator Processing"][0]["Tuning Data"] == ["mm"]
+    assert g["Model Bottleneck Analysis"] == []  # only with PipeUtilization
+
+
+def test_render_format():
+    text = render(evaluate(frame(ROWS), core_num=32, aic_metrics="PipeUtilization"))
+    lines = text.split("\n")
+    assert lines[0] == "" and lines[1] == "Performance Summary Report:"
+    assert lines[2] == "1. Computation:"
+    assert "\t2)Cube:" in lines and "\t\t1)Low cube computing usage: [relu]" in lines
+    assert "2. Memory:" in lines and lines[lines.index("2. Memory:") + 1] == "\tN/A"
+    assert any(line.startswith("\t1)View the Timeline View") and
+               line.endswith("Percentage of AI CPU Execution Time is 31.25%, Exceed the "
+                             "experience threshold 5%.") for line in lines)
+    assert "\t\ta. Cube utilization rate in the model is 0.909. " in lines
+    assert text.endswith("\n")
+
+
+def test_interval_helpers():
+    iv = _merged(np.array([[5, 7], [1, 3], [2, 4], [7, 8]], dtype=float))
+    assert iv.tolist() == [[1, 4], [5, 8]]
+    assert _overlap(iv, np.array([[3.5, 6.0]])) == 1.5
