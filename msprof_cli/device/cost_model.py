@@ -1,0 +1,128 @@
+"""Deterministic roofline cost of each device task (docs/device-model.md 3).
+
+Input: signature feature columns (op_table.SignatureRegistry.arrays()); output: per signature
+block dim, duration in hwts ticks and per-core pipe cycles, all computed with numpy over whole
+columns.  Nothing depends on the host machine or on measured host times, so the same op shapes
+give the same durations on every run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from msprof_cli.device import op_map
+from msprof_cli.device.chip import ChipSpec
+from msprof_cli.device.op_table import DT_FP16, DT_INT8
+
+HEAD_CYCLES = 1500.0  # kernel prologue per core: scalar arg load, tiling, pipe barriers
+OVERLAP_LOSS = 0.15  # share of the non-critical pipes that double buffering fails to hide
+SCALAR_SHARE = 0.05  # scalar issue cycles per pipe cycle
+MTE1_PER_CUBE = 0.5  # L1->L0A/L0B feed time relative to cube time (double buffered)
+CUBE_UNIT_FLOPS = 2.0 * 64 * 64 * 64  # smallest cube tile worth giving a core (64x64x64)
+VECTOR_UNIT_BYTES = 32 * 1024  # smallest UB tile worth giving a core
+AICPU_BASE_NS = 20_000.0  # AI CPU kernel: dispatch + framework overhead
+AICPU_NS_PER_ELEM = 2.0
+HCCL_BASE_NS = 15_000.0  # collective: notify/handshake latency
+L2_HIT_IN_L2 = 0.9  # L2 hit rate when the task's working set fits in L2
+
+
+@dataclass
+class CostTable:
+    """Per-signature cost columns (index = signature id)."""
+
+    block_dim: np.ndarray  # u2
+    waves: np.ndarray  # i8: ceil(block_dim / ai_core_num)
+    dur_ticks: np.ndarray  # i8: device task duration in hwts ticks
+    core_cycles: np.ndarray  # f8: busy cycles of one core for one wave
+    cube: np.ndarray  # f8 per-core pipe cycles
+    vec: np.ndarray
+    scalar: np.ndarray
+    mte1: np.ndarray
+    mte2: np.ndarray
+    mte3: np.ndarray
+    total_cycles: np.ndarray  # u8 PMU totalCycles (raw-format.md 5.2 convention)
+    l2_hit: np.ndarray  # f8 L2 hit rate of the task's reads
+    ai_core: np.ndarray  # bool
+
+    def ratio(self, pipe: str) -> np.ndarray:
+        """Pipe busy ratio as the PMU reports it (pipe cycles / task cycles of one core)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = getattr(self, pipe) / self.core_cycles
+        return np.where(self.ai_core, np.nan_to_num(r), 0.0)
+
+
+def evaluate(sig: dict[str, np.ndarray], chip: ChipSpec, rank_size: int = 1) -> CostTable:
+    """Cost of every signature.  `rank_size` = devices taking part in collectives."""
+    kind = sig["kind"]
+    cost = sig["cost"]
+    n = len(kind)
+    aic = kind == op_map.KIND_AI_CORE
+    is_cube = np.isin(cost, [op_map.COST_MATMUL, op_map.COST_CONV, op_map.COST_CONV_BP_INPUT,
+                             op_map.COST_CONV_BP_FILTER, op_map.COST_DEPTHWISE])
+    flops = sig["flops"]
+    bytes_in = sig["bytes_in"]
+    bytes_out = sig["bytes_out"]
+    dclass = sig["dtype_class"]
+    dbytes = np.maximum(sig["dtype_bytes"], 1.0)
+
+    # --- tiling: block dim = number of worthwhile tiles, at most one per AI Core -------------
+    units = np.where(is_cube, np.ceil(flops / CUBE_UNIT_FLOPS),
+                     np.ceil(np.maximum(bytes_in, bytes_out) / VECTOR_UNIT_BYTES))
+    units = np.maximum(units, 1.0)
+    block = np.minimum(units, chip.ai_core_num)
+    block = np.where(aic, block, 1.0)
+    waves = np.ceil(block / chip.ai_core_num)
+    tail = np.ceil(units / block) * block / units  # load imbalance of the last tiles (>= 1)
+
+    # --- per-core pipe cycles ------------------------------------------------------------------
+    cube_rate = np.where(dclass == DT_INT8, chip.cube_int8_ops_per_cycle,
+                         chip.cube_flops_per_cycle).astype(np.float64)
+    cube = np.where(is_cube, flops / (cube_rate * block) * tail, 0.0)
+    # fp32 work runs on the vector unit at fp32 width; cube ops' fused epilogue at fp16 width
+    lane_bytes = np.where(is_cube, 2.0, np.where(dclass == DT_FP16, 2.0,
+                                                 np.where(dclass == DT_INT8, 1.0, 4.0)))
+    lanes = chip.vector_bytes_per_cycle / np.maximum(lane_bytes, 1.0)
+    lanes = np.minimum(lanes, 128.0)
+    vec = sig["vec_elems"] / (lanes * block) * tail
+    working = bytes_in + bytes_out
+    fits = working <= chip.l2_bytes
+    chip_bw = np.where(fits, chip.l2_bytes_per_s, chip.hbm_bytes_per_s) / (chip.aic_mhz * 1e6)
+    core_bw = np.minimum(float(chip.mte_bytes_per_cycle_per_core), chip_bw / block)
+    mte2 = bytes_in / block / core_bw * tail
+    mte3 = bytes_out / block / core_bw * tail
+    mte1 = np.where(is_cube, MTE1_PER_CUBE * cube, 0.0)
+    pipes = np.stack([cube, vec, mte1, mte2, mte3])
+    pmax = pipes.max(axis=0)
+    psum = pipes.sum(axis=0)
+    scalar = HEAD_CYCLES + SCALAR_SHARE * psum
+    core = HEAD_CYCLES + pmax + OVERLAP_LOSS * (psum - pmax)
+
+    # --- durations ---------------------------------------------------------------------------
+    aic_ns = waves * core * 1000.0 / chip.aic_mhz
+    aicpu_ns = AICPU_BASE_NS + AICPU_NS_PER_ELEM * sig["max_elems"]
+    ring = 2.0 * (rank_size - 1) / rank_size if rank_size > 1 else 0.0
+    hccl_ns = HCCL_BASE_NS + ring * bytes_in / chip.hccs_bytes_per_s * 1e9
+    dur_ns = np.select([aic, kind == op_map.KIND_AI_CPU, kind == op_map.KIND_HCCL],
+                       [aic_ns, aicpu_ns, hccl_ns], 0.0)
+    dur_ticks = np.ceil(dur_ns / chip.tick_ns - 1e-9).astype(np.int64)
+    dur_ticks = np.where(kind == op_map.KIND_NONE, 0, np.maximum(dur_ticks, 1))
+
+    # totalCycles = duration x aic clock x block dim / waves (raw-format.md 5.2)
+    cycles_per_tick = chip.aic_mhz / chip.hwts_mhz
+    total = np.where(aic, np.rint(dur_ticks * cycles_per_tick * block / waves), 0.0)
+    l2_hit = np.where(fits, L2_HIT_IN_L2,
+                      L2_HIT_IN_L2 * chip.l2_bytes / np.maximum(working, 1.0))
+    zero = np.zeros(n)
+    return CostTable(
+        block_dim=np.where(kind == op_map.KIND_NONE, 0, block).astype(np.uint16),
+        waves=waves.astype(np.int64),
+        dur_ticks=dur_ticks,
+        core_cycles=np.where(aic, core, zero),
+        cube=np.where(aic, cube, zero), vec=np.where(aic, vec, zero),
+        scalar=np.where(aic, scalar, zero), mte1=np.where(aic, mte1, zero),
+        mte2=np.where(aic, mte2, zero), mte3=np.where(aic, mte3, zero),
+        total_cycles=total.astype(np.uint64),
+        l2_hit=l2_hit,
+        ai_core=aic,
+    )

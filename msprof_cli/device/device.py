@@ -1,0 +1,600 @@
+"""The emulated NPU: CaptureChunk in, raw PROF data out (docs/device-model.md).
+
+    dev = Device(prof_dir, config, clock=ClockPair.now(), pid=os.getpid(), app=sys.argv)
+    dev.consume(chunk)      # any number of times; appends + fsyncs the slice files
+    dev.close(ClockPair.now())
+
+All control files are written by the constructor, so a run killed at any point leaves a PROF
+dir the exporter accepts.  State that must continue across chunks (task ids and flips per
+stream, stream clocks, 4-bit record counters, dictionary entries already written, per-thread
+host record windows, fp/bp choices) lives in this object.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from msprof_cli.collect.capture import CaptureChunk, Iteration
+from msprof_cli.device import op_map
+from msprof_cli.device import scheduler as S
+from msprof_cli.device.chip import ChipSpec, get_chip
+from msprof_cli.device.cost_model import CostTable, evaluate
+from msprof_cli.device.device_records import (aicore_records, aicpu_records, flip_records,
+                                              hwts_records, l2_cache_records,
+                                              step_trace_records)
+from msprof_cli.device.host_records import (api_records, fusion_op_records,
+                                            graph_id_map_records, launch_windows,
+                                            msproftx_records, node_basic_records,
+                                            task_track_records, tensor_info_records)
+from msprof_cli.device.op_table import Interner, IterTable, OpTable, SignatureRegistry, \
+    build_tables
+from msprof_cli.device.pmu import event_counters, l2_counters
+from msprof_cli.device.sample import write_sample_json
+from msprof_cli.device.step_trace import FpBp, resolve_fp_bp
+from msprof_cli.device.writer import DataDir
+from msprof_cli.options import L2_CACHE_EVENTS, ProfilingConfig
+from msprof_cli.raw import control
+from msprof_cli.raw import layouts as L
+from msprof_cli.raw.control import ClockPair
+from msprof_cli.raw.hashing import name_hash
+
+log = logging.getLogger("msprof_cli.device")
+
+DEV_CNTVCT_BASE = 1_000_000_000  # device syscnt at the sync point (10 s of headroom)
+TAG_MODEL_START, TAG_MODEL_END, TAG_FP, TAG_BP, TAG_ITER_END = 0, 1, 2, 3, 4
+TAG_REDUCE_BASE = 10000
+_STREAM_OF_KIND = {op_map.KIND_AI_CORE: S.COMPUTE_STREAM, op_map.KIND_AI_CPU: S.AICPU_STREAM,
+                   op_map.KIND_HCCL: S.HCCL_STREAM}
+_GE_TASK_TYPE = {op_map.KIND_AI_CORE: L.GE_TASK_TYPE_IDS["AI_CORE"],
+                 op_map.KIND_AI_CPU: L.GE_TASK_TYPE_IDS["AI_CPU"],
+                 op_map.KIND_HCCL: L.GE_TASK_TYPE_IDS["HCCL"]}
+_RUNTIME_TYPE = {op_map.KIND_AI_CORE: L.RUNTIME_TASK_TYPE_IDS["KERNEL_AICORE"],
+                 op_map.KIND_AI_CPU: L.RUNTIME_TASK_TYPE_IDS["KERNEL_AICPU"]}
+FLIP_TYPE = L.RUNTIME_TASK_TYPE_IDS["FLIP_TASK"]
+
+
+def _lut(mapping: dict[int, int], default: int = 0) -> np.ndarray:
+    lut = np.full(256, default, np.int64)
+    for k, v in mapping.items():
+        lut[k] = v
+    return lut
+
+
+_STREAM_LUT = _lut(_STREAM_OF_KIND)
+_GE_TYPE_LUT = _lut(_GE_TASK_TYPE)
+_RT_TYPE_LUT = _lut(_RUNTIME_TYPE)
+
+
+@dataclass
+class _DeviceDir:
+    device_id: int
+    path: Path
+    data: DataDir
+    state: S.DeviceState
+
+
+@dataclass
+class _ChunkCtx:
+    """Everything of one chunk that the per-device passes share."""
+
+    ops: OpTable
+    iters: IterTable
+    sig: dict[str, np.ndarray]
+    cost: CostTable
+    kind: np.ndarray  # per op row
+    win: object  # LaunchWindows
+    me_begin: np.ndarray  # per iteration
+    me_end: np.ndarray
+    fp_name: np.ndarray  # per iteration: name idx of the fp op (-1 none)
+    bp_name: np.ndarray
+
+
+class Device:
+    """Emulated Ascend device(s) writing one PROF dir (see module doc)."""
+
+    def __init__(self, prof_dir: Path, config: ProfilingConfig, *, clock: ClockPair, pid: int,
+                 app: list[str], device_ids: Sequence[int] = (0,), rank_id: int = -1,
+                 chip: str = "Ascend910", first_task_id: int = 1) -> None:
+        self.prof_dir = Path(prof_dir)
+        self.config = config
+        self.chip: ChipSpec = get_chip(chip)
+        self.clock = clock
+        self.pid = pid
+        self.app = list(app)
+        self.rank_id = rank_id
+        self.first_task_id = first_task_id  # test hook: start task ids near the u16 wrap
+        self.messages: list[str] = list(config.warnings)
+        self.sync_ns = clock.mono_ns
+        self.sigs = SignatureRegistry()
+        self.names = Interner()
+        self.models: dict = {}
+        self.fpbp: dict[int, FpBp] = {}
+        self._hashed: set[str] = set()
+        self._graph_mapped: set[int] = set()
+        self._fusion_reported: set[str] = set()
+        self._thread_last_end: dict[int, int] = {}
+        self._tx_count = 0
+        self._closed = False
+        self.host_path = self.prof_dir / "host"
+        self.host_path.mkdir(parents=True, exist_ok=True)
+        self.host = DataDir(self.host_path / "data")
+        self._write_control(self.host_path, None)
+        self._write_type_info()
+        self.devices: dict[int, _DeviceDir] = {}
+        for dev_id in device_ids:
+            self._device(int(dev_id))
+
+    # --- control files ---------------------------------------------------------------------
+    def _write_control(self, result_dir: Path, device_id: int | None) -> None:
+        info = control.info_json(pid=self.pid, device_id=device_id, rank_id=self.rank_id,
+                                 device_info=None if device_id is None
+                                 else self.chip.device_info(device_id))
+        info["platform_version"] = self.chip.platform_version
+        control.write_info_json(result_dir, info, device_id)
+        write_sample_json(result_dir, self.config, device_id=device_id, app=self.app,
+                          pid=self.pid)
+        control.write_host_start_log(result_dir, self.sync_ns, device_id)
+        if device_id is not None:
+            control.write_dev_start_log(result_dir, self.sync_ns, DEV_CNTVCT_BASE, device_id)
+        control.write_start_info(result_dir, self.clock, device_id)
+
+    def _write_type_info(self) -> None:
+        lines = [f"{L.LEVEL_RUNTIME}_{tid}:{name}" for tid, name in
+                 sorted(L.RUNTIME_TASK_TYPES.items())]
+        lines += [f"{lvl}_{tid}:{name}" for (lvl, tid), name in L.TYPE_INFO_NAMES.items()]
+        f = self.host.file("type_info_dic",
+                           lambda i: L.host_file_name("type_info_dic", i))
+        f.write_lines(lines)
+        f.sync()
+
+    def _device(self, dev_id: int) -> _DeviceDir:
+        dd = self.devices.get(dev_id)
+        if dd is None:
+            path = self.prof_dir / f"device_{dev_id}"
+            path.mkdir(parents=True, exist_ok=True)
+            clock = S.DeviceClock(self.sync_ns, DEV_CNTVCT_BASE, int(round(self.chip.tick_ns)))
+            dd = _DeviceDir(dev_id, path, DataDir(path / "data"),
+                            S.DeviceState(clock, first_task_id=self.first_task_id))
+            self.devices[dev_id] = dd
+            self._write_control(path, dev_id)
+        return dd
+
+    # --- public ---------------------------------------------------------------------------
+    def consume(self, chunk: CaptureChunk) -> None:
+        """Turn one chunk into host + device records, appended and fsynced."""
+        if self._closed:
+            raise RuntimeError("Device.consume() after close(): create a new Device")
+        self.models.update(chunk.models)
+        ops, iters = build_tables(chunk, self.sigs, self.names)
+        for dev_id in np.unique(ops.device_id).tolist():
+            self._device(int(dev_id))
+        self._resolve_fp_bp(chunk.iterations)
+        if len(ops) or len(iters):
+            ctx = self._prepare(ops, iters)
+            host = self._host_records(ctx)
+            for dd in self.devices.values():
+                self._device_pass(ctx, dd, host)
+            self._write_host(ctx, host)
+        if chunk.markers and self.config.msproftx:
+            self._write_tx(chunk)
+        self.host.sync()
+        for dd in self.devices.values():
+            dd.data.sync()
+
+    def close(self, clock: ClockPair) -> None:
+        """Write end_info(.N) and close the files; calling it again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        control.write_end_info(self.host_path, clock, None)
+        self.host.close()
+        for dd in self.devices.values():
+            control.write_end_info(dd.path, clock, dd.device_id)
+            dd.data.close()
+
+    # --- chunk preparation ------------------------------------------------------------------
+    def _resolve_fp_bp(self, iterations: list[Iteration]) -> None:
+        for it in iterations:
+            if it.model_id in self.fpbp or not it.ops:
+                continue
+            warn: list[str] = []
+            self.fpbp[it.model_id] = resolve_fp_bp(
+                self.models.get(it.model_id), it, fp_point=self.config.fp_point,
+                bp_point=self.config.bp_point, warn=warn)
+            for w in warn:
+                log.warning(w)
+                self.messages.append(w)
+
+    def _prepare(self, ops: OpTable, iters: IterTable) -> _ChunkCtx:
+        sig = self.sigs.arrays()
+        rank_size = max(1, len(self.devices))
+        cost = evaluate(sig, self.chip, rank_size=rank_size)
+        kind = sig["kind"][ops.sig].astype(np.int64)
+        launch = kind != op_map.KIND_NONE
+        in_iter = ops.iter_row >= 0
+        rec_thread = np.where(in_iter, iters.thread[np.maximum(ops.iter_row, 0)]
+                              if len(iters) else 0, ops.thread).astype(np.uint32)
+        win = launch_windows(launch, rec_thread, ops.host_start, ops.host_end,
+                             self._thread_last_end)
+        n_it = len(iters)
+        me_begin = iters.start.copy()
+        me_end = iters.end.copy()
+        rows = np.flatnonzero(launch & in_iter)
+        if len(rows):
+            np.minimum.at(me_begin, ops.iter_row[rows], win.begin[rows] - 2)
+            np.maximum.at(me_end, ops.iter_row[rows], win.end[rows])
+        me_end = np.maximum(me_end, me_begin + 1)
+        if n_it:
+            t = iters.thread
+            for thr in np.unique(t).tolist():
+                m = t == thr
+                self._thread_last_end[thr] = max(self._thread_last_end.get(thr, -1),
+                                                 int(me_end[m].max()))
+        fp_name = np.full(n_it, -1, np.int64)
+        bp_name = np.full(n_it, -1, np.int64)
+        for i, mid in enumerate(iters.model_id.tolist()):
+            fb = self.fpbp.get(int(mid))
+            if fb:
+                fp_name[i] = self._name_idx(fb.fp)
+                bp_name[i] = self._name_idx(fb.bp)
+        return _ChunkCtx(ops, iters, sig, cost, kind, win, me_begin, me_end, fp_name, bp_name)
+
+    def _name_idx(self, name: str | None) -> int:
+        idx = None if name is None else self.names.get(name)
+        return -1 if idx is None else idx
+
+    # --- host side -------------------------------------------------------------------------
+    def _hash_lines(self, texts: list[str]) -> list[str]:
+        lines = []
+        for text in texts:
+            if text not in self._hashed:
+                self._hashed.add(text)
+                lines.append(f"{name_hash(text)}:{text}")
+        return lines
+
+    def _host_records(self, ctx: _ChunkCtx) -> dict[str, list[np.ndarray]]:
+        """Model/node level records of the chunk (runtime-level task_track is added by the
+        per-device passes, which know the task ids)."""
+        ops, iters, win = ctx.ops, ctx.iters, ctx.win
+        task_on = self.config.task_time != "off"
+        out: dict[str, list[np.ndarray]] = {k: [] for k in (
+            "api_event", "task_track", "node_basic_info", "tensor_info", "graph_id_map",
+            "fusion_op_info")}
+        hash_texts: list[str] = []
+        # ModelExecute per iteration (level 15000 type 1, itemId = model id)
+        out["api_event"].append(api_records(L.LEVEL_MODEL, L.MODEL_EXECUTE, iters.thread,
+                                            ctx.me_begin, ctx.me_end, iters.model_id))
+        rows = np.flatnonzero(ctx.kind != op_map.KIND_NONE) if task_on else np.zeros(0, int)
+        name_hashes = np.array([name_hash(n) for n in self.names.items], np.uint64) \
+            if self.names.items else np.zeros(0, np.uint64)
+        if len(rows):
+            item = name_hashes[ops.name_idx[rows]]
+            out["api_event"].append(api_records(L.LEVEL_NODE, L.NODE_LAUNCH, win.thread[rows],
+                                                win.begin[rows], win.end[rows], item))
+            used = np.unique(ops.name_idx[rows])
+            hash_texts += [self.names.items[i] for i in used.tolist()]
+        if len(rows) and self.config.op_info:
+            sigs_used = np.unique(ops.sig[rows])
+            ge_hash = np.zeros(len(self.sigs), np.uint64)
+            for s in sigs_used.tolist():
+                ge_hash[s] = name_hash(self.sigs.ge_type[s])
+                hash_texts.append(self.sigs.ge_type[s])
+            block = ctx.cost.block_dim[ops.sig[rows]]
+            out["node_basic_info"].append(node_basic_records(
+                win.thread[rows], win.nbi_ts[rows], name_hashes[ops.name_idx[rows]],
+                _GE_TYPE_LUT[ctx.kind[rows]], ge_hash[ops.sig[rows]], block))
+            out["tensor_info"].append(tensor_info_records(
+                win.thread[rows], win.tensor_ts[rows], name_hashes[ops.name_idx[rows]],
+                ops.sig[rows], self.sigs.tensors))
+            self._graph_and_fusion(ctx, rows, name_hashes, out, hash_texts)
+        ctx_lines = self._hash_lines(hash_texts)
+        out["_hash_lines"] = ctx_lines  # type: ignore[assignment]
+        return out
+
+    def _graph_and_fusion(self, ctx: _ChunkCtx, rows: np.ndarray, name_hashes: np.ndarray,
+                          out: dict[str, list[np.ndarray]], hash_texts: list[str]) -> None:
+        iters = ctx.iters
+        # graph_id_map once per model, at the begin of its first ModelExecute
+        g_thr, g_ts, g_name, g_id = [], [], [], []
+        for i, mid in enumerate(iters.model_id.tolist()):
+            info = self.models.get(mid)
+            if mid in self._graph_mapped or info is None or not info.name:
+                continue
+            self._graph_mapped.add(mid)
+            hash_texts.append(info.name)
+            g_thr.append(int(iters.thread[i]))
+            g_ts.append(int(ctx.me_begin[i]))
+            g_name.append(name_hash(info.name))
+            g_id.append(mid)
+        if g_ts:
+            out["graph_id_map"].append(graph_id_map_records(
+                np.array(g_thr, np.uint32), np.array(g_ts, np.int64),
+                np.array(g_name, np.uint64), np.array(g_id, np.uint64)))
+        # fusion_op_info once per fused op, beside the graph_id_map (outside node APIs)
+        ops = ctx.ops
+        fz = rows[(ops.fused_idx[rows] >= 0) & (ops.iter_row[rows] >= 0)]
+        f_thr, f_ts, f_name, f_ids, f_sig = [], [], [], [], []
+        for r in fz.tolist():
+            name = self.names.items[int(ops.name_idx[r])]
+            if name in self._fusion_reported:
+                continue
+            self._fusion_reported.add(name)
+            originals = list(ops.fused[int(ops.fused_idx[r])])
+            hash_texts += originals
+            it = int(ops.iter_row[r])
+            f_thr.append(int(iters.thread[it]))
+            f_ts.append(int(ctx.me_begin[it]))
+            f_name.append(int(name_hashes[ops.name_idx[r]]))
+            f_ids.append([name_hash(o) for o in [name] + originals][1:] or [f_name[-1]])
+            f_sig.append(int(ops.sig[r]))
+        if f_ts:
+            sig = np.array(f_sig)
+            out["fusion_op_info"].append(fusion_op_records(
+                np.array(f_thr, np.uint32), np.array(f_ts, np.int64),
+                np.array(f_name, np.uint64), f_ids,
+                ctx.sig["bytes_in"][sig].astype(np.uint64),
+                ctx.sig["bytes_out"][sig].astype(np.uint64)))
+
+    def _write_host(self, ctx: _ChunkCtx, host: dict[str, list[np.ndarray]]) -> None:
+        hash_lines = host.pop("_hash_lines")  # type: ignore[arg-type]
+        if hash_lines:
+            self.host.file("hash_dic", lambda i: L.host_file_name("hash_dic", i)
+                           ).write_lines(hash_lines)  # type: ignore[arg-type]
+        sort_key = {"api_event": "end_time"}
+        for kind, parts in host.items():
+            parts = [p for p in parts if len(p)]
+            if not parts:
+                continue
+            arr = np.concatenate(parts)
+            key = sort_key.get(kind, "timestamp")
+            arr = arr[np.argsort(arr[key], kind="stable")]
+            self.host.file(kind, lambda i, k=kind: L.host_file_name(k, i)).write_records(arr)
+
+    def _write_tx(self, chunk: CaptureChunk) -> None:
+        mk = chunk.markers
+        n = len(mk)
+        for m in mk:
+            self._hash_lines([m.domain])
+        arr = msproftx_records(
+            self.pid, np.array([m.thread_id for m in mk], np.uint32),
+            np.array([m.start_ns for m in mk], np.int64),
+            np.array([m.end_ns for m in mk], np.int64),
+            np.array([m.category for m in mk], np.uint32),
+            np.array([m.event_type for m in mk], np.uint32),
+            np.arange(self._tx_count, self._tx_count + n, dtype=np.uint64),
+            np.array([name_hash(m.domain) for m in mk], np.uint64),
+            [m.message.encode("utf-8") for m in mk])
+        self._tx_count += n
+        self.host.file("msproftx", lambda i: L.host_file_name("msproftx", i)
+                       ).write_records(arr)
+
+    # --- device side -----------------------------------------------------------------------
+    def _device_pass(self, ctx: _ChunkCtx, dd: _DeviceDir,
+                     host: dict[str, list[np.ndarray]]) -> None:
+        ops, iters, win, kind = ctx.ops, ctx.iters, ctx.win, ctx.kind
+        cfg = self.config
+        clk = dd.state.clock
+        trace = cfg.training_trace
+        rows = np.flatnonzero((ops.device_id == dd.device_id) & (kind != op_map.KIND_NONE))
+        # iterations that this device takes part in (markers); empty iterations -> first device
+        it_rows = np.unique(ops.iter_row[(ops.device_id == dd.device_id) & (ops.iter_row >= 0)])
+        if len(iters) and dd.device_id == min(self.devices):
+            have_ops = np.zeros(len(iters), bool)
+            have_ops[ops.iter_row[ops.iter_row >= 0]] = True
+            it_rows = np.union1d(it_rows, np.flatnonzero(~have_ops))
+        if len(rows) == 0 and (len(it_rows) == 0 or not trace):
+            return
+        tt = win.track_ts[rows]
+        ready = clk.ticks(tt + S.LAUNCH_LATENCY_NS)
+        dur = ctx.cost.dur_ticks[ops.sig[rows]]
+        stream = _STREAM_LUT[kind[rows]]
+        op_iter = ops.iter_row[rows]
+        n_it = len(iters)
+
+        # Cross-stream order (GE's event record/wait): an AI CPU / HCCL task waits for the
+        # compute-stream task launched just before it (its producer), and the iteration-end
+        # markers wait for the other streams.  Pass A schedules the compute stream on a
+        # scratch copy of its state to learn the producers' end times.
+        comp = dd.state.stream(S.COMPUTE_STREAM)
+        saved = (comp.counter, comp.free_tick)
+        no_end = np.full(n_it, S.NEVER, np.int64)
+        trial = S.schedule(self._compute_plan(ctx, clk, it_rows, rows, tt, ready, dur, stream,
+                                              op_iter, no_end, {}), dd.state, S.COMPUTE_STREAM)
+        comp.counter, comp.free_tick = saved
+        k_ops = trial.op_row >= 0
+        k_order, k_end = trial.order_ns[k_ops], trial.end[k_ops]
+        scheduled: dict[int, S.ScheduledStream] = {}
+        for sid in (S.AICPU_STREAM, S.HCCL_STREAM):
+            m = stream == sid
+            dep = ready[m].copy()
+            if len(k_order) and m.any():
+                pos = np.searchsorted(k_order, tt[m], side="left") - 1
+                has = pos >= 0
+                dep[has] = np.maximum(dep[has], k_end[pos[has]])
+            plan = S.StreamPlan()
+            plan.add(op_row=rows[m], order_ns=tt[m], sub=0, ready=dep, dur=dur[m],
+                     gap=S.TASK_GAP_TICKS, tag=-1, iter_row=op_iter[m])
+            if sid == S.HCCL_STREAM and trace:
+                self._reduce_markers(plan, ctx, rows[m], tt[m], dep, op_iter[m])
+            if plan.op_row:
+                scheduled[sid] = S.schedule(plan, dd.state, sid)
+        other_end = np.full(n_it, S.NEVER, np.int64)
+        op_end = {}
+        for sch in scheduled.values():
+            sel = sch.iter_row >= 0
+            if n_it and sel.any():
+                np.maximum.at(other_end, sch.iter_row[sel], sch.end[sel])
+            for r, e in zip(sch.op_row[sch.op_row >= 0].tolist(),
+                            sch.end[sch.op_row >= 0].tolist()):
+                op_end[r] = e
+        plan = self._compute_plan(ctx, clk, it_rows, rows, tt, ready, dur, stream, op_iter,
+                                  other_end, op_end)
+        if plan.op_row:
+            scheduled[S.COMPUTE_STREAM] = S.schedule(plan, dd.state, S.COMPUTE_STREAM)
+        self._emit(ctx, dd, scheduled, host)
+
+    def _compute_plan(self, ctx: _ChunkCtx, clk: S.DeviceClock, it_rows: np.ndarray,
+                      rows: np.ndarray, tt: np.ndarray, ready: np.ndarray, dur: np.ndarray,
+                      stream: np.ndarray, op_iter: np.ndarray, other_end: np.ndarray,
+                      op_end: dict[int, int]) -> S.StreamPlan:
+        """AI Core kernels + step-trace markers of the compute stream."""
+        m = stream == S.COMPUTE_STREAM
+        plan = S.StreamPlan()
+        plan.add(op_row=rows[m], order_ns=tt[m], sub=0, ready=ready[m], dur=dur[m],
+                 gap=S.TASK_GAP_TICKS, tag=-1, iter_row=op_iter[m])
+        if self.config.training_trace and len(it_rows):
+            self._step_markers(plan, ctx, clk, it_rows, rows, tt, ready, op_iter, other_end,
+                               op_end)
+        return plan
+
+    def _reduce_markers(self, plan: S.StreamPlan, ctx: _ChunkCtx, rows: np.ndarray,
+                        tt: np.ndarray, ready: np.ndarray, op_iter: np.ndarray) -> None:
+        ar = ctx.sig["allreduce"][ctx.ops.sig[rows]] & (op_iter >= 0)
+        if not ar.any():
+            return
+        r, t, rd, it = rows[ar], tt[ar], ready[ar], op_iter[ar]
+        order = np.lexsort((t, it))
+        r, t, rd, it = r[order], t[order], rd[order], it[order]
+        first = np.r_[0, np.flatnonzero(np.diff(it)) + 1]
+        k = np.arange(len(it)) - np.repeat(first, np.diff(np.r_[first, len(it)]))
+        plan.add(op_row=-1, order_ns=t, sub=-1, ready=rd, dur=0, gap=S.MARKER_GAP_TICKS,
+                 tag=TAG_REDUCE_BASE + 2 * k, iter_row=it)
+        plan.add(op_row=-1, order_ns=t, sub=1, ready=rd, dur=0, gap=0,
+                 tag=TAG_REDUCE_BASE + 2 * k + 1, iter_row=it)
+
+    def _step_markers(self, plan: S.StreamPlan, ctx: _ChunkCtx, clk: S.DeviceClock,
+                      it_rows: np.ndarray, rows: np.ndarray, tt: np.ndarray,
+                      ready: np.ndarray, op_iter: np.ndarray, other_end: np.ndarray,
+                      op_end: dict[int, int]) -> None:
+        lat = S.LAUNCH_LATENCY_NS
+        me_b = ctx.me_begin[it_rows]
+        plan.add(op_row=-1, order_ns=me_b, sub=-2, ready=clk.ticks(me_b + lat), dur=0,
+                 gap=S.MARKER_GAP_TICKS, tag=TAG_MODEL_START, iter_row=it_rows)
+        # last launch of each iteration on this device
+        last = ctx.me_begin.copy()
+        inn = op_iter >= 0
+        if inn.any():
+            np.maximum.at(last, op_iter[inn], tt[inn])
+        last_it = last[it_rows]
+        end_ready = np.maximum(clk.ticks(last_it + lat), other_end[it_rows])
+        names = ctx.ops.name_idx[rows]
+        for tag, name_of_iter, sub in ((TAG_FP, ctx.fp_name, -1), (TAG_BP, ctx.bp_name, 1)):
+            hit = inn & (names == name_of_iter[np.maximum(op_iter, 0)]) & \
+                (name_of_iter[np.maximum(op_iter, 0)] >= 0)
+            idx = np.flatnonzero(hit)
+            if not len(idx):
+                continue
+            order = np.lexsort((tt[idx], op_iter[idx]))
+            idx = idx[order]
+            its = op_iter[idx]
+            if tag == TAG_FP:
+                pick = idx[np.r_[0, np.flatnonzero(np.diff(its)) + 1]]
+            else:
+                pick = idx[np.r_[np.flatnonzero(np.diff(its)), len(its) - 1]]
+            rd = ready[pick].copy()
+            if tag == TAG_BP:  # after the bp op even when it runs on another stream
+                rd = np.maximum(rd, [op_end.get(int(r), S.NEVER) for r in rows[pick]])
+            plan.add(op_row=-1, order_ns=tt[pick], sub=sub, ready=rd, dur=0,
+                     gap=S.MARKER_GAP_TICKS, tag=tag, iter_row=op_iter[pick])
+        plan.add(op_row=-1, order_ns=last_it, sub=2, ready=end_ready, dur=0,
+                 gap=S.MARKER_GAP_TICKS, tag=TAG_ITER_END, iter_row=it_rows)
+        plan.add(op_row=-1, order_ns=last_it, sub=3, ready=end_ready, dur=0,
+                 gap=S.MARKER_GAP_TICKS, tag=TAG_MODEL_END, iter_row=it_rows)
+
+    def _emit(self, ctx: _ChunkCtx, dd: _DeviceDir, scheduled: dict[int, S.ScheduledStream],
+              host: dict[str, list[np.ndarray]]) -> None:
+        cfg = self.config
+        ops, iters, win, cost = ctx.ops, ctx.iters, ctx.win, ctx.cost
+        clk = dd.state.clock
+        task_on = cfg.task_time != "off"
+        files = dd.data
+        dev = dd.device_id
+        ts_parts: list[np.ndarray] = []
+        ts_time: list[np.ndarray] = []
+        name_hash_of = np.array([name_hash(n) for n in self.names.items], np.uint64)
+        for sid, sch in scheduled.items():
+            is_op = sch.op_row >= 0
+            op_rows = sch.op_row[is_op]
+            # host task_track of the launched kernels (AI Core / AI CPU; HCCL has none)
+            kinds = ctx.kind[op_rows] if len(op_rows) else np.zeros(0, np.int64)
+            tracked = np.isin(kinds, [op_map.KIND_AI_CORE, op_map.KIND_AI_CPU])
+            if task_on and tracked.any():
+                r = op_rows[tracked]
+                host["task_track"].append(task_track_records(
+                    win.thread[r], win.track_ts[r], dev, np.full(len(r), sid),
+                    sch.task_id[is_op][tracked], np.zeros(len(r), np.int64),
+                    _RT_TYPE_LUT[ctx.kind[r]], name_hash_of[ops.name_idx[r]],
+                    cost.block_dim[ops.sig[r]]))
+            # flips: host FLIP_TASK + device ts_track rptType 14
+            fl = np.flatnonzero(sch.flip_start)
+            if len(fl):
+                row = sch.op_row[fl]
+                it = np.maximum(sch.iter_row[fl], 0)
+                # host flip strictly between the launches of the tasks around it: before an
+                # op task's task_track, or beside the marker's anchor launch
+                h_ts = np.where(row >= 0, win.track_ts[np.maximum(row, 0)] - 1,
+                                sch.order_ns[fl] + np.where(sch.sub[fl] > 0, 1, -1))
+                h_thr = np.where(row >= 0, win.thread[np.maximum(row, 0)],
+                                 iters.thread[it] if len(iters) else 0)
+                if task_on:
+                    host["task_track"].append(task_track_records(
+                        h_thr.astype(np.uint32), h_ts, dev, np.full(len(fl), sid),
+                        sch.task_id[fl], sch.flip[fl], np.full(len(fl), FLIP_TYPE),
+                        np.zeros(len(fl), np.uint64), np.zeros(len(fl), np.uint16)))
+                f_ts = clk.syscnt(sch.start[fl] - 1)
+                ts_parts.append(flip_records(f_ts, np.full(len(fl), sid), sch.flip[fl],
+                                             sch.task_id[fl]))
+                ts_time.append(f_ts)
+            # step-trace markers
+            mk = np.flatnonzero(~is_op)
+            if len(mk) and cfg.training_trace:
+                it = sch.iter_row[mk]
+                m_ts = clk.syscnt(sch.start[mk])
+                ts_parts.append(step_trace_records(m_ts, iters.index[it], iters.model_id[it],
+                                                   np.full(len(mk), sid), sch.task_id[mk],
+                                                   sch.tag[mk]))
+                ts_time.append(m_ts)
+            if not task_on or not len(op_rows):
+                continue
+            if sid == S.COMPUTE_STREAM:
+                tid = sch.task_id[is_op]
+                st, en = sch.start[is_op], sch.end[is_op]
+                hw = hwts_records(tid, np.full(len(tid), sid), clk.syscnt(st), clk.syscnt(en),
+                                  dd.state.hwts_count)
+                dd.state.hwts_count += len(hw)
+                files.file("hwts", lambda i: L.device_file_name("hwts", dev, i)
+                           ).write_records(hw)
+                by_end = np.argsort(en, kind="stable")
+                tsig = ops.sig[op_rows][by_end]
+                if cfg.pmu_on:
+                    pmu = event_counters(cost, tsig, ctx.sig, cfg.aic_events)
+                    ac = aicore_records(tid[by_end], np.full(len(tid), sid),
+                                        cost.total_cycles[tsig], pmu, dd.state.aicore_count)
+                    dd.state.aicore_count += len(ac)
+                    files.file("aicore", lambda i: L.device_file_name("aicore", dev, i)
+                               ).write_records(ac)
+                if cfg.l2:
+                    ev = l2_counters(cost, tsig, ctx.sig, self.chip.l2_line_bytes,
+                                     L2_CACHE_EVENTS)
+                    files.file("l2_cache", lambda i: L.device_file_name("l2_cache", dev, i)
+                               ).write_records(l2_cache_records(
+                                   np.full(len(tid), sid), tid[by_end], ev))
+            elif sid == S.AICPU_STREAM and cfg.aicpu:
+                tid = sch.task_id[is_op]
+                st, en = sch.start[is_op], sch.end[is_op]
+                rd = clk.ticks(win.track_ts[op_rows] + S.LAUNCH_LATENCY_NS)
+                thr = (4 + np.arange(len(tid)) % self.chip.ai_cpu_core_num).astype(np.uint32)
+                files.file("aicpu", lambda i: L.device_file_name("aicpu", dev, i)
+                           ).write_records(aicpu_records(
+                               dev, np.full(len(tid), sid), tid, clk.syscnt(rd),
+                               clk.syscnt(st), clk.syscnt(en), clk.ns(st), clk.ns(en), thr))
+        if ts_parts:
+            arr = np.concatenate([p.view(np.uint8).reshape(-1, L.TS_TRACK_SIZE)
+                                  for p in ts_parts])
+            order = np.argsort(np.concatenate(ts_time), kind="stable")
+            files.file("ts_track", lambda i: L.device_file_name("ts_track", dev, i)
+                       ).write_records(arr[order].reshape(-1).view(L.TS_TRACK_STEP))

@@ -1,0 +1,386 @@
+"""TensorFlow op type -> Ascend (GE) op type, task kind and cost class (docs/device-model.md 2).
+
+Everything here is data: the tables say which TF ops become AI Core kernels (and under which GE
+type name), which run on the AI CPU (no AI Core kernel exists on Ascend), which are collective
+(HCCL) and which launch nothing at all (host-only bookkeeping ops).  Unknown op types default to
+an AI Core vector kernel named like the TF type.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+# task kinds (one device task per op, or none)
+KIND_NONE = 0  # host-only: no launch, no records
+KIND_AI_CORE = 1
+KIND_AI_CPU = 2
+KIND_HCCL = 3
+
+# cost classes (cost_model.py)
+COST_NONE = 0
+COST_VECTOR = 1  # element-wise / reductions: vector pipe + MTE
+COST_MATMUL = 2  # cube: FLOPs = 2 * |A| * N
+COST_CONV = 3  # cube: FLOPs = 2 * |out| * |filter| / Cout
+COST_CONV_BP_INPUT = 4  # cube: FLOPs = 2 * |dy| * |filter| / Cout
+COST_CONV_BP_FILTER = 5  # cube: FLOPs = 2 * |dy| * |dW| / Cout
+COST_DEPTHWISE = 6  # cube (poorly used): FLOPs = 2 * |out| * kh * kw
+COST_MOVE = 7  # data movement only (transpose, concat, gather...): MTE dominated
+COST_AI_CPU = 8
+COST_HCCL = 9
+
+
+@dataclass(frozen=True)
+class OpMapping:
+    ge_type: str
+    kind: int
+    cost: int
+    vec_factor: float = 1.0  # vector instructions per output element (relative to an Add)
+    allreduce: bool = False  # collective that gets step-trace tags 10000+2k/10001+2k
+
+
+# oneDNN (MKL) rewrites that TF applies on CPU: the original op is the text after the prefix
+ONEDNN_PREFIXES = ("_MklNative", "_Mkl")
+# Grappler fusions (`_Fused*`, also visible after the oneDNN prefix is stripped): TF type of the
+# main op of the fusion.  FusedBatchNorm* are real TF ops, not fusions, and stay as they are.
+FUSED_MAIN_OP = {
+    "FusedConv2D": "Conv2D",
+    "FusedConv3D": "Conv3D",
+    "FusedMatMul": "MatMul",
+    "FusedBatchMatMulV2": "BatchMatMulV2",
+    "FusedDepthwiseConv2dNative": "DepthwiseConv2dNative",
+    "FusedBatchNormEx": "FusedBatchNormV3",
+    "FusedPadConv2D": "Conv2D",
+    "FusedResizeAndPadConv2D": "Conv2D",
+    "Conv2DWithBias": "Conv2D",
+    "FusedConv2DWithBias": "Conv2D",
+    "FusedInstanceNorm": "InstanceNorm",
+}
+
+# TF type -> (GE type, cost class, vector factor)
+AI_CORE_OPS: dict[str, tuple[str, int, float]] = {
+    # cube
+    "MatMul": ("MatMulV2", COST_MATMUL, 1.0),
+    "BatchMatMul": ("BatchMatMul", COST_MATMUL, 1.0),
+    "BatchMatMulV2": ("BatchMatMulV2", COST_MATMUL, 1.0),
+    "BatchMatMulV3": ("BatchMatMulV2", COST_MATMUL, 1.0),
+    "Einsum": ("BatchMatMulV2", COST_MATMUL, 1.0),
+    "Conv2D": ("Conv2D", COST_CONV, 1.0),
+    "Conv3D": ("Conv3D", COST_CONV, 1.0),
+    "Conv2DBackpropInput": ("Conv2DBackpropInput", COST_CONV_BP_INPUT, 1.0),
+    "Conv2DBackpropFilter": ("Conv2DBackpropFilter", COST_CONV_BP_FILTER, 1.0),
+    "Conv3DBackpropInputV2": ("Conv3DBackpropInput", COST_CONV_BP_INPUT, 1.0),
+    "Conv3DBackpropFilterV2": ("Conv3DBackpropFilter", COST_CONV_BP_FILTER, 1.0),
+    "DepthwiseConv2dNative": ("DepthwiseConv2D", COST_DEPTHWISE, 1.0),
+    "DepthwiseConv2dNativeBackpropInput": ("DepthwiseConv2DBackpropInput", COST_DEPTHWISE, 1.0),
+    "DepthwiseConv2dNativeBackpropFilter": ("DepthwiseConv2DBackpropFilter", COST_DEPTHWISE,
+                                            1.0),
+    # element-wise / activation
+    "BiasAdd": ("BiasAdd", COST_VECTOR, 1.0),
+    "BiasAddV1": ("BiasAdd", COST_VECTOR, 1.0),
+    "BiasAddGrad": ("BiasAddGrad", COST_VECTOR, 1.0),
+    "Relu": ("Relu", COST_VECTOR, 1.0),
+    "ReluGrad": ("ReluGrad", COST_VECTOR, 1.0),
+    "Relu6": ("Relu6", COST_VECTOR, 1.0),
+    "Relu6Grad": ("Relu6Grad", COST_VECTOR, 1.0),
+    "LeakyRelu": ("LeakyRelu", COST_VECTOR, 2.0),
+    "LeakyReluGrad": ("LeakyReluGrad", COST_VECTOR, 2.0),
+    "Elu": ("Elu", COST_VECTOR, 4.0),
+    "EluGrad": ("EluGrad", COST_VECTOR, 3.0),
+    "Selu": ("Selu", COST_VECTOR, 4.0),
+    "Softplus": ("Softplus", COST_VECTOR, 6.0),
+    "Sigmoid": ("Sigmoid", COST_VECTOR, 4.0),
+    "SigmoidGrad": ("SigmoidGrad", COST_VECTOR, 3.0),
+    "Tanh": ("Tanh", COST_VECTOR, 4.0),
+    "TanhGrad": ("TanhGrad", COST_VECTOR, 3.0),
+    "Gelu": ("Gelu", COST_VECTOR, 8.0),
+    "Softmax": ("SoftmaxV2", COST_VECTOR, 5.0),
+    "LogSoftmax": ("LogSoftmaxV2", COST_VECTOR, 6.0),
+    "SoftmaxCrossEntropyWithLogits": ("SoftmaxCrossEntropyWithLogits", COST_VECTOR, 8.0),
+    "SparseSoftmaxCrossEntropyWithLogits": ("SparseSoftmaxCrossEntropyWithLogits",
+                                            COST_VECTOR, 8.0),
+    "Add": ("Add", COST_VECTOR, 1.0),
+    "AddV2": ("Add", COST_VECTOR, 1.0),
+    "AddN": ("AddN", COST_VECTOR, 1.0),
+    "Sub": ("Sub", COST_VECTOR, 1.0),
+    "Mul": ("Mul", COST_VECTOR, 1.0),
+    "Div": ("Div", COST_VECTOR, 2.0),
+    "RealDiv": ("RealDiv", COST_VECTOR, 2.0),
+    "DivNoNan": ("DivNoNan", COST_VECTOR, 3.0),
+    "FloorDiv": ("FloorDiv", COST_VECTOR, 3.0),
+    "FloorMod": ("FloorMod", COST_VECTOR, 3.0),
+    "Maximum": ("Maximum", COST_VECTOR, 1.0),
+    "Minimum": ("Minimum", COST_VECTOR, 1.0),
+    "SquaredDifference": ("SquaredDifference", COST_VECTOR, 2.0),
+    "Square": ("Square", COST_VECTOR, 1.0),
+    "Sqrt": ("Sqrt", COST_VECTOR, 2.0),
+    "Rsqrt": ("Rsqrt", COST_VECTOR, 2.0),
+    "RsqrtGrad": ("RsqrtGrad", COST_VECTOR, 3.0),
+    "SqrtGrad": ("SqrtGrad", COST_VECTOR, 2.0),
+    "Reciprocal": ("Reciprocal", COST_VECTOR, 2.0),
+    "Exp": ("Exp", COST_VECTOR, 4.0),
+    "Log": ("Log", COST_VECTOR, 4.0),
+    "Log1p": ("Log1p", COST_VECTOR, 4.0),
+    "Pow": ("Pow", COST_VECTOR, 6.0),
+    "Neg": ("Neg", COST_VECTOR, 1.0),
+    "Abs": ("Abs", COST_VECTOR, 1.0),
+    "Sign": ("Sign", COST_VECTOR, 1.0),
+    "Floor": ("Floor", COST_VECTOR, 1.0),
+    "Ceil": ("Ceil", COST_VECTOR, 1.0),
+    "Round": ("Round", COST_VECTOR, 1.0),
+    "Erf": ("Erf", COST_VECTOR, 6.0),
+    "Cast": ("Cast", COST_VECTOR, 1.0),
+    "Equal": ("Equal", COST_VECTOR, 1.0),
+    "NotEqual": ("NotEqual", COST_VECTOR, 1.0),
+    "Less": ("Less", COST_VECTOR, 1.0),
+    "LessEqual": ("LessEqual", COST_VECTOR, 1.0),
+    "Greater": ("Greater", COST_VECTOR, 1.0),
+    "GreaterEqual": ("GreaterEqual", COST_VECTOR, 1.0),
+    "LogicalAnd": ("LogicalAnd", COST_VECTOR, 1.0),
+    "LogicalOr": ("LogicalOr", COST_VECTOR, 1.0),
+    "LogicalNot": ("LogicalNot", COST_VECTOR, 1.0),
+    "Select": ("Select", COST_VECTOR, 1.0),
+    "SelectV2": ("SelectV2", COST_VECTOR, 1.0),
+    "ZerosLike": ("ZerosLike", COST_VECTOR, 0.5),
+    "OnesLike": ("OnesLike", COST_VECTOR, 0.5),
+    "Fill": ("Fill", COST_VECTOR, 0.5),
+    "L2Loss": ("L2Loss", COST_VECTOR, 2.0),
+    "ClipByValue": ("ClipByValue", COST_VECTOR, 2.0),
+    "IsFinite": ("IsFinite", COST_VECTOR, 1.0),
+    "CheckNumerics": ("CheckNumerics", COST_VECTOR, 1.0),
+    # reductions and normalisation
+    "Sum": ("ReduceSumD", COST_VECTOR, 1.0),
+    "Mean": ("ReduceMeanD", COST_VECTOR, 1.0),
+    "Max": ("ReduceMaxD", COST_VECTOR, 1.0),
+    "Min": ("ReduceMinD", COST_VECTOR, 1.0),
+    "Prod": ("ReduceProdD", COST_VECTOR, 1.0),
+    "All": ("ReduceAllD", COST_VECTOR, 1.0),
+    "Any": ("ReduceAnyD", COST_VECTOR, 1.0),
+    "ArgMax": ("ArgMaxD", COST_VECTOR, 2.0),
+    "ArgMin": ("ArgMinD", COST_VECTOR, 2.0),
+    "FusedBatchNorm": ("BatchNorm", COST_VECTOR, 6.0),
+    "FusedBatchNormV2": ("BatchNorm", COST_VECTOR, 6.0),
+    "FusedBatchNormV3": ("BatchNorm", COST_VECTOR, 6.0),
+    "FusedBatchNormGrad": ("BatchNormGrad", COST_VECTOR, 8.0),
+    "FusedBatchNormGradV2": ("BatchNormGrad", COST_VECTOR, 8.0),
+    "FusedBatchNormGradV3": ("BatchNormGrad", COST_VECTOR, 8.0),
+    "InstanceNorm": ("InstanceNorm", COST_VECTOR, 6.0),
+    "LRN": ("LRN", COST_VECTOR, 6.0),
+    "MaxPool": ("MaxPool", COST_VECTOR, 4.0),
+    "MaxPoolV2": ("MaxPool", COST_VECTOR, 4.0),
+    "MaxPoolGrad": ("MaxPoolGrad", COST_VECTOR, 6.0),
+    "AvgPool": ("AvgPool", COST_VECTOR, 4.0),
+    "AvgPoolGrad": ("AvgPoolGrad", COST_VECTOR, 4.0),
+    "MaxPool3D": ("MaxPool3D", COST_VECTOR, 6.0),
+    "ResizeBilinear": ("ResizeBilinearV2", COST_VECTOR, 6.0),
+    "ResizeNearestNeighbor": ("ResizeNearestNeighborV2", COST_VECTOR, 2.0),
+    "Cumsum": ("Cumsum", COST_VECTOR, 2.0),
+    "TopKV2": ("TopKD", COST_VECTOR, 8.0),
+    "OneHot": ("OneHotD", COST_VECTOR, 1.0),
+    "BroadcastTo": ("BroadcastToD", COST_MOVE, 1.0),
+    # data movement
+    "Transpose": ("TransposeD", COST_MOVE, 1.0),
+    "ConjugateTranspose": ("TransposeD", COST_MOVE, 1.0),
+    "Pad": ("PadD", COST_MOVE, 1.0),
+    "PadV2": ("PadD", COST_MOVE, 1.0),
+    "MirrorPad": ("MirrorPad", COST_MOVE, 1.0),
+    "Tile": ("TileD", COST_MOVE, 1.0),
+    "ConcatV2": ("ConcatV2D", COST_MOVE, 1.0),
+    "Concat": ("ConcatD", COST_MOVE, 1.0),
+    "Split": ("SplitD", COST_MOVE, 1.0),
+    "SplitV": ("SplitVD", COST_MOVE, 1.0),
+    "Pack": ("Pack", COST_MOVE, 1.0),
+    "Unpack": ("Unpack", COST_MOVE, 1.0),
+    "Slice": ("SliceD", COST_MOVE, 1.0),
+    "StridedSlice": ("StridedSliceD", COST_MOVE, 1.0),
+    "StridedSliceGrad": ("StridedSliceGrad", COST_MOVE, 1.0),
+    "GatherV2": ("GatherV2", COST_MOVE, 1.0),
+    "GatherNd": ("GatherNd", COST_MOVE, 1.0),
+    "ResourceGather": ("GatherV2", COST_MOVE, 1.0),
+    "ScatterNd": ("ScatterNd", COST_MOVE, 1.0),
+    "TensorScatterUpdate": ("TensorScatterUpdate", COST_MOVE, 1.0),
+    "UnsortedSegmentSum": ("UnsortedSegmentSum", COST_VECTOR, 2.0),
+    "ReverseV2": ("ReverseV2D", COST_MOVE, 1.0),
+    "DeepCopy": ("TensorMove", COST_MOVE, 1.0),
+    # variable updates and optimizers (variables live in device memory on Ascend)
+    "AssignVariableOp": ("Assign", COST_MOVE, 1.0),
+    "Assign": ("Assign", COST_MOVE, 1.0),
+    "AssignAddVariableOp": ("AssignAdd", COST_VECTOR, 1.0),
+    "AssignAdd": ("AssignAdd", COST_VECTOR, 1.0),
+    "AssignSubVariableOp": ("AssignSub", COST_VECTOR, 1.0),
+    "AssignSub": ("AssignSub", COST_VECTOR, 1.0),
+    "ApplyAdam": ("ApplyAdamD", COST_VECTOR, 10.0),
+    "ResourceApplyAdam": ("ApplyAdamD", COST_VECTOR, 10.0),
+    "ApplyAdamWithAmsgrad": ("ApplyAdamWithAmsgradD", COST_VECTOR, 12.0),
+    "ResourceApplyAdamWithAmsgrad": ("ApplyAdamWithAmsgradD", COST_VECTOR, 12.0),
+    "ApplyGradientDescent": ("ApplyGradientDescent", COST_VECTOR, 2.0),
+    "ResourceApplyGradientDescent": ("ApplyGradientDescent", COST_VECTOR, 2.0),
+    "ApplyMomentum": ("ApplyMomentumD", COST_VECTOR, 4.0),
+    "ResourceApplyMomentum": ("ApplyMomentumD", COST_VECTOR, 4.0),
+    "ResourceApplyKerasMomentum": ("ApplyKerasMomentumD", COST_VECTOR, 4.0),
+    "ApplyRMSProp": ("ApplyRMSPropD", COST_VECTOR, 8.0),
+    "ResourceApplyRMSProp": ("ApplyRMSPropD", COST_VECTOR, 8.0),
+    "ApplyAdagrad": ("ApplyAdagradD", COST_VECTOR, 6.0),
+    "ResourceApplyAdagradV2": ("ApplyAdagradV2D", COST_VECTOR, 6.0),
+}
+
+# No AI Core kernel on Ascend 910: executed by the AI CPU (documented list).
+AI_CPU_OPS: dict[str, str] = {
+    "RandomUniform": "RandomUniform",
+    "RandomUniformInt": "RandomUniformInt",
+    "RandomStandardNormal": "RandomStandardNormal",
+    "TruncatedNormal": "TruncatedNormal",
+    "RandomShuffle": "RandomShuffle",
+    "Multinomial": "Multinomial",
+    "StatelessRandomUniformV2": "StatelessRandomUniformV2",
+    "StatelessRandomNormalV2": "StatelessRandomNormalV2",
+    "StatelessTruncatedNormalV2": "StatelessTruncatedNormalV2",
+    "StatelessRandomUniformIntV2": "StatelessRandomUniformIntV2",
+    "StatelessRandomGetKeyCounter": "StatelessRandomGetKeyCounter",
+    "RngReadAndSkip": "RngReadAndSkip",
+    "Unique": "Unique",
+    "UniqueV2": "Unique",
+    "Where": "Where",
+    "NonMaxSuppressionV3": "NonMaxSuppressionV3",
+    "NonMaxSuppressionV4": "NonMaxSuppressionV4",
+    "NonMaxSuppressionV5": "NonMaxSuppressionV5",
+    "CombinedNonMaxSuppression": "CombinedNonMaxSuppression",
+    "DynamicStitch": "DynamicStitch",
+    "ParallelDynamicStitch": "DynamicStitch",
+    "DynamicPartition": "DynamicPartition",
+    "SparseToDense": "SparseToDense",
+    "SparseSegmentSum": "SparseSegmentSum",
+    "SparseSegmentMean": "SparseSegmentMean",
+    "Bincount": "Bincount",
+    "DenseBincount": "DenseBincount",
+    "CTCLoss": "CTCLoss",
+    "CTCGreedyDecoder": "CTCGreedyDecoder",
+    "Assert": "Assert",
+    "PrintV2": "PrintV2",
+    "Print": "Print",
+    "StringToNumber": "StringToNumber",
+    "AsString": "AsString",
+    "StringJoin": "StringJoin",
+    "StringSplitV2": "StringSplitV2",
+    "RegexReplace": "RegexReplace",
+    "StaticRegexReplace": "StaticRegexReplace",
+    "StringFormat": "StringFormat",
+    "DecodeRaw": "DecodeRaw",
+    "DecodeJpeg": "DecodeJpeg",
+    "DecodeAndCropJpeg": "DecodeAndCropJpeg",
+    "DecodePng": "DecodePng",
+    "EncodeJpeg": "EncodeJpeg",
+    "ParseExample": "ParseExample",
+    "ParseExampleV2": "ParseExampleV2",
+    "ParseSingleExample": "ParseSingleExample",
+    "LookupTableFindV2": "LookupTableFind",
+    "LookupTableImportV2": "LookupTableImport",
+    "HashTableV2": "HashTable",
+    "ListDiff": "ListDiff",
+    "InvertPermutation": "InvertPermutation",
+    "Cholesky": "Cholesky",
+    "MatrixInverse": "MatrixInverse",
+    "MatrixDeterminant": "MatrixDeterminant",
+    "Qr": "Qr",
+    "Svd": "Svd",
+    "SelfAdjointEigV2": "SelfAdjointEig",
+}
+
+# Launch nothing: graph bookkeeping, variables handles (variables stay in device memory),
+# shape arithmetic folded by GE, control flow callers (their bodies' ops are traced
+# separately), host<->device transfers that GE turns into model inputs, data pipeline ops.
+HOST_ONLY_OPS = frozenset({
+    "NoOp", "Const", "HostConst", "Identity", "IdentityN", "_Arg", "_Retval", "_DeviceArg",
+    "_DeviceRetval", "Placeholder", "PlaceholderWithDefault", "PlaceholderV2",
+    "VarHandleOp", "ReadVariableOp", "VarIsInitializedOp", "VariableV2", "Variable",
+    "DestroyResourceOp", "_Recv", "_Send", "_HostRecv", "_HostSend", "Shape", "ShapeN", "Size",
+    "Rank", "Reshape", "ExpandDims", "Squeeze", "StopGradient", "PreventGradient", "Snapshot",
+    "EnsureShape", "BroadcastGradientArgs", "BroadcastArgs", "Range", "ConcatOffset",
+    "StatefulPartitionedCall", "PartitionedCall", "While", "StatelessWhile", "If",
+    "StatelessIf", "Case", "StatelessCase", "Enter", "Exit", "Merge", "Switch",
+    "NextIteration", "LoopCond", "ControlTrigger", "IteratorGetNext", "IteratorGetNextSync",
+    "IteratorV2", "Iterator", "MakeIterator", "AnonymousIteratorV2", "AnonymousIteratorV3",
+    "IteratorToStringHandle", "IteratorFromStringHandleV2", "OptionalGetValue",
+    "OptionalHasValue", "OptionalFromValue", "OptionalNone", "DeleteIterator",
+    "MultiDeviceIterator", "MultiDeviceIteratorGetNextFromShard", "MultiDeviceIteratorInit",
+    "MultiDeviceIteratorToStringHandle", "MultiDeviceIteratorFromStringHandle",
+    "DatasetToGraphV2", "OptimizeDatasetV2", "ModelDataset", "TensorDataset",
+    "TensorSliceDataset", "BatchDatasetV2", "ShuffleDatasetV3", "RepeatDataset",
+    "PrefetchDataset", "MapDataset", "ParallelMapDatasetV2", "RangeDataset",
+    "TakeDataset", "FlatMapDataset", "FilterDataset", "CacheDatasetV2", "ZipDataset",
+    "OptionsDataset", "DummySeedGenerator", "SeedGenerator", "AnonymousSeedGenerator",
+    "SaveV2", "RestoreV2", "MergeV2Checkpoints", "ShardedFilename", "StringJoinHost",
+    "TensorListReserve", "TensorListFromTensor", "TensorListStack", "TensorListGetItem",
+    "TensorListSetItem", "TensorListLength", "TensorListElementShape",
+    "Timestamp", "GuaranteeConst", "FakeParam", "_SwitchN", "Unstage", "Stage",
+})
+
+# collective ops -> GE HCCL op type; AllReduce kinds get step-trace reduce tags
+COLLECTIVE_OPS: dict[str, tuple[str, bool]] = {
+    "CollectiveReduce": ("HcomAllReduce", True),
+    "CollectiveReduceV2": ("HcomAllReduce", True),
+    "CollectiveReduceV3": ("HcomAllReduce", True),
+    "CollectiveAllReduceV2": ("HcomAllReduce", True),
+    "NcclAllReduce": ("HcomAllReduce", True),
+    "HorovodAllreduce": ("HcomAllReduce", True),
+    "HcomAllReduce": ("HcomAllReduce", True),
+    "CollectiveGather": ("HcomAllGather", False),
+    "CollectiveGatherV2": ("HcomAllGather", False),
+    "HorovodAllgather": ("HcomAllGather", False),
+    "CollectiveReduceScatterV2": ("HcomReduceScatter", False),
+    "CollectiveBcastSend": ("HcomBroadcast", False),
+    "CollectiveBcastRecv": ("HcomBroadcast", False),
+    "CollectiveBcastSendV2": ("HcomBroadcast", False),
+    "CollectiveBcastRecvV2": ("HcomBroadcast", False),
+    "HorovodBroadcast": ("HcomBroadcast", False),
+    "CollectiveAllToAllV2": ("HcomAllToAll", False),
+    "CollectiveAllToAllV3": ("HcomAllToAll", False),
+    "NcclBroadcast": ("HcomBroadcast", False),
+    "NcclReduce": ("HcomReduce", False),
+}
+
+# op types whose execution updates weights: the op before the first of them ends BP
+OPTIMIZER_PREFIXES = ("Apply", "ResourceApply", "SparseApply", "ResourceSparseApply")
+
+
+def normalize_tf_type(tf_type: str) -> tuple[str, bool]:
+    """Strip oneDNN prefixes and Grappler fusion names: (TF type of the main op, fused?).
+
+    `_MklNativeFusedConv2D` -> (`Conv2D`, True); `_MklNativeFusedBatchNormV3` ->
+    (`FusedBatchNormV3`, False); `_FusedMatMul` -> (`MatMul`, True).
+    """
+    name = tf_type
+    for prefix in ONEDNN_PREFIXES:
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+            break
+    bare = name.lstrip("_")
+    if bare in FUSED_MAIN_OP:
+        return FUSED_MAIN_OP[bare], True
+    if name.startswith("_") and bare in AI_CORE_OPS:
+        return bare, False
+    return name, False
+
+
+@lru_cache(maxsize=4096)
+def map_op(tf_type: str) -> OpMapping:
+    """The Ascend mapping of a TF op type (oneDNN/fusion names accepted)."""
+    base, _fused = normalize_tf_type(tf_type)
+    if base in HOST_ONLY_OPS or tf_type in HOST_ONLY_OPS:
+        return OpMapping(base, KIND_NONE, COST_NONE, 0.0)
+    if base in COLLECTIVE_OPS:
+        ge, allreduce = COLLECTIVE_OPS[base]
+        return OpMapping(ge, KIND_HCCL, COST_HCCL, 0.0, allreduce)
+    if base in AI_CPU_OPS:
+        return OpMapping(AI_CPU_OPS[base], KIND_AI_CPU, COST_AI_CPU, 1.0)
+    if base in AI_CORE_OPS:
+        ge, cost, factor = AI_CORE_OPS[base]
+        return OpMapping(ge, KIND_AI_CORE, cost, factor)
+    if base.endswith("Dataset") or base.endswith("DatasetV2") or base.startswith("Iterator"):
+        return OpMapping(base, KIND_NONE, COST_NONE, 0.0)
+    # unknown: an AI Core vector kernel under the TF name
+    return OpMapping(base, KIND_AI_CORE, COST_VECTOR, 1.0)
+
+
+def is_optimizer_type(tf_type: str) -> bool:
+    base, _ = normalize_tf_type(tf_type)
+    return base.startswith(OPTIMIZER_PREFIXES)

@@ -1,0 +1,333 @@
+"""Layer (a): CaptureChunk -> columnar op table (one row per op execution).
+
+The Python objects of a chunk are walked exactly once here; everything after this module works
+on numpy columns (layer (b): cost model, scheduler, record builders), so a benchmark generator
+can feed millions of rows by building an `OpTable` (and a `SignatureRegistry`) directly.
+
+Op *signatures* (TF type + tensor specs + fusion count) repeat across iterations, so the shape
+arithmetic (FLOPs, bytes, element counts, tensor_info payloads) is done once per signature and
+rows only carry the signature index.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from msprof_cli.collect.capture import SINGLE_OP_MODEL_ID, CaptureChunk, OpRun, TensorSpec
+from msprof_cli.device import op_map
+from msprof_cli.raw import layouts as L
+
+DEFAULT_DIM = 32  # a dimension captured as -1 (unknown) counts as 32 elements in the cost model
+DEFAULT_TENSOR_ELEMS = 1024  # an op captured without any tensor spec counts as 1024 elements
+
+# TF dtype name -> (GE data type id, bytes per element)
+TF_DTYPES: dict[str, tuple[int, int]] = {
+    "float32": (0, 4), "float": (0, 4), "float16": (1, 2), "half": (1, 2), "int8": (2, 1),
+    "int32": (3, 4), "uint8": (4, 1), "int16": (6, 2), "uint16": (7, 2), "uint32": (8, 4),
+    "int64": (9, 8), "uint64": (10, 8), "float64": (11, 8), "double": (11, 8), "bool": (12, 1),
+    "string": (13, 16), "complex64": (16, 8), "complex128": (17, 16), "qint8": (18, 1),
+    "qint16": (19, 2), "qint32": (20, 4), "quint8": (21, 1), "quint16": (22, 2),
+    "resource": (23, 8), "variant": (26, 8), "bfloat16": (27, 2), "int4": (29, 1),
+}
+UNDEFINED_DTYPE = (0xFFFFFFFF, 4)
+
+# dtype classes used by the cost model / PMU split
+DT_FP16 = 0  # fp16, bf16 (cube native)
+DT_FP32 = 1  # fp32 (cube via fp16 in the default allow_fp32_to_fp16 precision mode)
+DT_INT8 = 2
+DT_INT = 3  # other integers, bool
+DT_OTHER = 4  # string, resource, variant, 64-bit floats...
+_DT_CLASS = {0: DT_FP32, 1: DT_FP16, 27: DT_FP16, 2: DT_INT8, 4: DT_INT8, 18: DT_INT8,
+             21: DT_INT8, 3: DT_INT, 6: DT_INT, 7: DT_INT, 8: DT_INT, 9: DT_INT, 10: DT_INT,
+             12: DT_INT}
+
+
+def dims_elems(shape: Sequence[int]) -> int:
+    """Element count with unknown (-1 / None) dims replaced by DEFAULT_DIM; scalar = 1."""
+    n = 1
+    for d in shape:
+        n *= DEFAULT_DIM if d is None or d < 0 else d
+    return n
+
+
+def _dim(shape: Sequence[int], i: int, default: int = 1) -> int:
+    try:
+        d = shape[i]
+    except IndexError:
+        return default
+    return DEFAULT_DIM if d is None or d < 0 else d
+
+
+@dataclass
+class SignatureRegistry:
+    """Distinct op signatures seen so far, with their shape-derived features (append-only)."""
+
+    tf_type: list[str] = field(default_factory=list)
+    ge_type: list[str] = field(default_factory=list)
+    kind: list[int] = field(default_factory=list)
+    cost: list[int] = field(default_factory=list)
+    allreduce: list[bool] = field(default_factory=list)
+    flops: list[float] = field(default_factory=list)
+    vec_elems: list[float] = field(default_factory=list)
+    bytes_in: list[float] = field(default_factory=list)
+    bytes_out: list[float] = field(default_factory=list)
+    max_elems: list[float] = field(default_factory=list)
+    dtype_class: list[int] = field(default_factory=list)
+    dtype_bytes: list[int] = field(default_factory=list)
+    n_fused: list[int] = field(default_factory=list)
+    tensors: list[np.ndarray] = field(default_factory=list)  # L.TENSOR arrays
+    _index: dict[tuple, int] = field(default_factory=dict)
+    _arrays: dict[str, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.tf_type)
+
+    def intern(self, tf_type: str, inputs: tuple[TensorSpec, ...],
+               outputs: tuple[TensorSpec, ...], n_fused: int) -> int:
+        key = (tf_type, inputs, outputs, n_fused)
+        idx = self._index.get(key)
+        if idx is None:
+            idx = self._add(tf_type, inputs, outputs, n_fused)
+            self._index[key] = idx
+        return idx
+
+    def add_features(self, *, tf_type: str, ge_type: str, kind: int, cost: int, flops: float,
+                     vec_elems: float, bytes_in: float, bytes_out: float, max_elems: float,
+                     dtype_class: int = DT_FP32, dtype_bytes: int = 4, n_fused: int = 0,
+                     allreduce: bool = False, tensors: np.ndarray | None = None) -> int:
+        """Register a signature from precomputed features (benchmark generators use this)."""
+        self.tf_type.append(tf_type)
+        self.ge_type.append(ge_type)
+        self.kind.append(kind)
+        self.cost.append(cost)
+        self.allreduce.append(allreduce)
+        self.flops.append(float(flops))
+        self.vec_elems.append(float(vec_elems))
+        self.bytes_in.append(float(bytes_in))
+        self.bytes_out.append(float(bytes_out))
+        self.max_elems.append(float(max_elems))
+        self.dtype_class.append(dtype_class)
+        self.dtype_bytes.append(dtype_bytes)
+        self.n_fused.append(n_fused)
+        self.tensors.append(np.zeros(0, L.TENSOR) if tensors is None else tensors)
+        self._arrays = None
+        return len(self.tf_type) - 1
+
+    def _add(self, tf_type: str, inputs: tuple[TensorSpec, ...],
+             outputs: tuple[TensorSpec, ...], n_fused: int) -> int:
+        m = op_map.map_op(tf_type)
+        kind, cost = m.kind, m.cost
+        all_specs = inputs + outputs
+        dts = [TF_DTYPES.get(t.dtype, UNDEFINED_DTYPE) for t in all_specs]
+        if kind == op_map.KIND_AI_CORE and any(d[0] in (13, 26) for d in dts):
+            # string / variant tensors have no AI Core kernel: run on the AI CPU
+            kind, cost = op_map.KIND_AI_CPU, op_map.COST_AI_CPU
+        in_elems = [dims_elems(t.shape) for t in inputs]
+        out_elems = [dims_elems(t.shape) for t in outputs]
+        if not inputs and not outputs:
+            in_elems, out_elems = [DEFAULT_TENSOR_ELEMS], [DEFAULT_TENSOR_ELEMS]
+        main = dts[0] if dts else TF_DTYPES["float32"]
+        dclass = _DT_CLASS.get(main[0], DT_OTHER)
+        dbytes = main[1]
+        bytes_in = float(sum(e * TF_DTYPES.get(t.dtype, UNDEFINED_DTYPE)[1]
+                             for e, t in zip(in_elems, inputs))) if inputs else \
+            float(sum(in_elems) * dbytes)
+        bytes_out = float(sum(e * TF_DTYPES.get(t.dtype, UNDEFINED_DTYPE)[1]
+                              for e, t in zip(out_elems, outputs))) if outputs else \
+            float(sum(out_elems) * dbytes)
+        out_total = float(sum(out_elems))
+        max_elems = float(max(in_elems + out_elems))
+        flops = _cube_flops(cost, inputs, outputs, out_total)
+        if cost in (op_map.COST_VECTOR,):
+            vec = m.vec_factor * max(max(in_elems, default=0), out_total) + n_fused * out_total
+        elif cost in (op_map.COST_MATMUL, op_map.COST_CONV, op_map.COST_CONV_BP_INPUT,
+                      op_map.COST_CONV_BP_FILTER, op_map.COST_DEPTHWISE):
+            vec = n_fused * out_total  # fused bias/activation on the cube output
+        elif cost == op_map.COST_MOVE:
+            vec = 0.0
+        else:
+            vec = max_elems
+        return self.add_features(
+            tf_type=tf_type, ge_type=m.ge_type, kind=kind, cost=cost, flops=flops,
+            vec_elems=vec, bytes_in=bytes_in, bytes_out=bytes_out, max_elems=max_elems,
+            dtype_class=dclass, dtype_bytes=dbytes, n_fused=n_fused, allreduce=m.allreduce,
+            tensors=tensor_records(inputs, outputs))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Column arrays of all signatures (cached until the next new signature)."""
+        if self._arrays is None:
+            self._arrays = {
+                "kind": np.array(self.kind, np.uint8),
+                "cost": np.array(self.cost, np.uint8),
+                "allreduce": np.array(self.allreduce, bool),
+                "flops": np.array(self.flops, np.float64),
+                "vec_elems": np.array(self.vec_elems, np.float64),
+                "bytes_in": np.array(self.bytes_in, np.float64),
+                "bytes_out": np.array(self.bytes_out, np.float64),
+                "max_elems": np.array(self.max_elems, np.float64),
+                "dtype_class": np.array(self.dtype_class, np.uint8),
+                "dtype_bytes": np.array(self.dtype_bytes, np.float64),
+                "n_fused": np.array(self.n_fused, np.int32),
+                "n_tensors": np.array([len(t) for t in self.tensors], np.int64),
+            }
+        return self._arrays
+
+
+def _cube_flops(cost: int, inputs: tuple[TensorSpec, ...], outputs: tuple[TensorSpec, ...],
+                out_total: float) -> float:
+    """FLOPs (2 per MAC) of cube ops, independent of transpose/data-format attributes."""
+    out = outputs[0].shape if outputs else ()
+    if cost == op_map.COST_MATMUL:
+        if not inputs:
+            return 2.0 * out_total * DEFAULT_DIM
+        # |A| = batch*M*K whatever the transpose flags, N = last output dim
+        return 2.0 * dims_elems(inputs[0].shape) * _dim(out, -1)
+    if cost == op_map.COST_CONV:
+        if len(inputs) < 2:
+            return 2.0 * out_total * 9 * DEFAULT_DIM
+        filt = inputs[1].shape
+        return 2.0 * out_total * dims_elems(filt) / max(_dim(filt, -1), 1)
+    if cost == op_map.COST_CONV_BP_INPUT:
+        if len(inputs) < 3:
+            return 2.0 * out_total * 9 * DEFAULT_DIM
+        filt = inputs[1].shape
+        return 2.0 * dims_elems(inputs[2].shape) * dims_elems(filt) / max(_dim(filt, -1), 1)
+    if cost == op_map.COST_CONV_BP_FILTER:
+        if len(inputs) < 3 or not outputs:
+            return 2.0 * out_total * 9 * DEFAULT_DIM
+        return 2.0 * dims_elems(inputs[2].shape) * out_total / max(_dim(out, -1), 1)
+    if cost == op_map.COST_DEPTHWISE:
+        filt = inputs[1].shape if len(inputs) >= 2 else (3, 3)
+        big = max([out_total] + [float(dims_elems(t.shape)) for t in inputs])
+        return 2.0 * big * _dim(filt, 0, 3) * _dim(filt, 1, 3)
+    return 0.0
+
+
+def tensor_records(inputs: Iterable[TensorSpec], outputs: Iterable[TensorSpec]) -> np.ndarray:
+    """The tensor_info tensor slots of one op (inputs then outputs)."""
+    specs = [(0, t) for t in inputs] + [(1, t) for t in outputs]
+    arr = np.zeros(len(specs), L.TENSOR)
+    for i, (ttype, t) in enumerate(specs):
+        arr[i]["tensor_type"] = ttype
+        arr[i]["format"] = L.FORMAT_IDS.get(t.format, L.FORMAT_UNDEFINED)
+        arr[i]["data_type"] = TF_DTYPES.get(t.dtype, UNDEFINED_DTYPE)[0]
+        dims = [(d if d is not None else -1) & 0xFFFFFFFF for d in t.shape[:L.MAX_DIMS]]
+        arr[i]["shape"][:len(dims)] = dims
+    return arr
+
+
+@dataclass
+class Interner:
+    """Append-only string table (op names, model names...)."""
+
+    items: list[str] = field(default_factory=list)
+    _index: dict[str, int] = field(default_factory=dict)
+
+    def __call__(self, text: str) -> int:
+        idx = self._index.get(text)
+        if idx is None:
+            idx = len(self.items)
+            self.items.append(text)
+            self._index[text] = idx
+        return idx
+
+    def get(self, text: str) -> int | None:
+        return self._index.get(text)
+
+
+@dataclass
+class IterTable:
+    """One row per iteration (step) of the chunk."""
+
+    model_id: np.ndarray  # u8
+    index: np.ndarray  # i8, 1-based per model
+    start: np.ndarray  # i8 host ns
+    end: np.ndarray  # i8 host ns
+    thread: np.ndarray  # u4
+
+    def __len__(self) -> int:
+        return len(self.model_id)
+
+
+@dataclass
+class OpTable:
+    """One row per op execution of the chunk (layer (a) output, layer (b) input)."""
+
+    device_id: np.ndarray  # i4
+    model_id: np.ndarray  # u8 (SINGLE_OP_MODEL_ID outside iterations)
+    iter_row: np.ndarray  # i8 row of IterTable, -1 for single ops
+    name_idx: np.ndarray  # i8 into Interner `names`
+    sig: np.ndarray  # i8 into SignatureRegistry
+    thread: np.ndarray  # u4 OS thread that ran the op
+    host_start: np.ndarray  # i8 ns
+    host_end: np.ndarray  # i8 ns
+    fused_idx: np.ndarray  # i8 into `fused` list, -1 if the op is not a fusion
+    fused: list[tuple[str, ...]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.sig)
+
+    def take(self, rows: np.ndarray) -> "OpTable":
+        return OpTable(self.device_id[rows], self.model_id[rows], self.iter_row[rows],
+                       self.name_idx[rows], self.sig[rows], self.thread[rows],
+                       self.host_start[rows], self.host_end[rows], self.fused_idx[rows],
+                       self.fused)
+
+
+def build_tables(chunk: CaptureChunk, sigs: SignatureRegistry, names: Interner
+                 ) -> tuple[OpTable, IterTable]:
+    """Walk the chunk once: iterations in order (their ops), then single ops."""
+    cols: dict[str, list[int]] = {k: [] for k in ("dev", "model", "iter", "name", "sig", "thr",
+                                                  "s", "e", "fz")}
+    fused: list[tuple[str, ...]] = []
+    it_cols: dict[str, list[int]] = {k: [] for k in ("model", "index", "s", "e", "thr")}
+
+    def add(op: OpRun, model: int, iter_row: int) -> None:
+        cols["dev"].append(op.device_id)
+        cols["model"].append(model)
+        cols["iter"].append(iter_row)
+        cols["name"].append(names(op.name))
+        cols["sig"].append(sigs.intern(op.tf_type, tuple(op.inputs), tuple(op.outputs),
+                                       len(op.fused_ops)))
+        cols["thr"].append(op.thread_id)
+        cols["s"].append(op.start_ns)
+        cols["e"].append(op.end_ns)
+        if op.fused_ops:
+            cols["fz"].append(len(fused))
+            fused.append(tuple(op.fused_ops))
+        else:
+            cols["fz"].append(-1)
+
+    for row, it in enumerate(chunk.iterations):
+        it_cols["model"].append(it.model_id)
+        it_cols["index"].append(it.index)
+        it_cols["s"].append(it.start_ns)
+        it_cols["e"].append(it.end_ns)
+        it_cols["thr"].append(it.thread_id)
+        for op in it.ops:
+            add(op, it.model_id, row)
+    for op in chunk.single_ops:
+        add(op, SINGLE_OP_MODEL_ID, -1)
+    ops = OpTable(
+        device_id=np.array(cols["dev"], np.int32),
+        model_id=np.array(cols["model"], np.uint64),
+        iter_row=np.array(cols["iter"], np.int64),
+        name_idx=np.array(cols["name"], np.int64),
+        sig=np.array(cols["sig"], np.int64),
+        thread=np.array(cols["thr"], np.uint32),
+        host_start=np.array(cols["s"], np.int64),
+        host_end=np.array(cols["e"], np.int64),
+        fused_idx=np.array(cols["fz"], np.int64),
+        fused=fused,
+    )
+    iters = IterTable(
+        model_id=np.array(it_cols["model"], np.uint64),
+        index=np.array(it_cols["index"], np.int64),
+        start=np.array(it_cols["s"], np.int64),
+        end=np.array(it_cols["e"], np.int64),
+        thread=np.array(it_cols["thr"], np.uint32),
+    )
+    return ops, iters
+

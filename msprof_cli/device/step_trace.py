@@ -1,0 +1,102 @@
+"""FP / BP op selection for the step-trace markers (step-trace-and-advice.md 4, adapted to TF).
+
+Order of precedence per model: PROFILING_OPTIONS fp_point/bp_point (if they name an op of the
+model; else a warning and auto-detection), then ModelInfo.fp_op/bp_op from the collector, then
+auto-detection over the model's device ops in topological order (ModelInfo.op_order; execution
+order of the first captured iteration when the order is unknown):
+
+* FP = the first op that launches a device task and is neither a gradient nor a weight-update op
+  (the first compute op consuming the graph input: TF graphs have no GE Data nodes, and the
+  ops between the input and it - reads, reshapes, identity - launch nothing).
+* BP = with collectives: the last device op before the last AllReduce (GE: the AllReduce's input
+  with the largest op id); else the last op under a `gradients/` / `gradient_tape/` name scope;
+  else the op just before the first optimizer apply op; else the last device op (inference:
+  GE uses the input of NetOutput).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from msprof_cli.collect.capture import Iteration, ModelInfo
+from msprof_cli.device import op_map
+
+FP_NOT_FOUND = "First forward op name can't be found in graph for training trace."
+BP_NOT_FOUND = "Last backward op name can't be found in graph for training trace."
+WEIGHT_UPDATE_GE = {"Assign", "AssignAdd", "AssignSub"}
+
+
+@dataclass(frozen=True)
+class FpBp:
+    fp: str | None
+    bp: str | None
+    fp_source: str  # "option", "model", "auto", "none"
+    bp_source: str
+
+
+def _is_gradient(name: str) -> bool:
+    return any(part.startswith(("gradients", "gradient_tape")) for part in name.split("/"))
+
+
+def resolve_fp_bp(model: ModelInfo | None, first_iteration: Iteration, *, fp_point: str,
+                  bp_point: str, warn: list[str]) -> FpBp:
+    """Choose the fp/bp op names of a model (see module doc); warnings go to `warn`."""
+    seen: dict[str, int] = {}
+    device_ops: list[tuple[str, str]] = []  # (name, tf_type) of ops launching a device task
+    for i, op in enumerate(first_iteration.ops):
+        if op.name not in seen:
+            seen[op.name] = i
+            if op_map.map_op(op.tf_type).kind != op_map.KIND_NONE:
+                device_ops.append((op.name, op.tf_type))
+    order = model.op_order if model else {}
+    if order:
+        big = len(order) + len(seen)
+        device_ops.sort(key=lambda t: (order.get(t[0], big + seen[t[0]]), seen[t[0]]))
+    known = set(seen) | set(order)
+    label = f"model {first_iteration.model_id}"
+
+    fp, fp_src = None, "none"
+    if fp_point:
+        if fp_point in known:
+            fp, fp_src = fp_point, "option"
+        else:
+            warn.append(f"{FP_NOT_FOUND} fp_point={fp_point!r} is not an op of {label}; "
+                        "the FP op is auto-detected instead.")
+    if fp is None and model and model.fp_op:
+        fp, fp_src = model.fp_op, "model"
+    if fp is None:
+        for name, tf_type in device_ops:
+            ge = op_map.map_op(tf_type).ge_type
+            if _is_gradient(name) or op_map.is_optimizer_type(tf_type) or ge in WEIGHT_UPDATE_GE:
+                continue
+            fp, fp_src = name, "auto"
+            break
+
+    bp, bp_src = None, "none"
+    if bp_point:
+        if bp_point in known:
+            bp, bp_src = bp_point, "option"
+        else:
+            warn.append(f"{BP_NOT_FOUND} bp_point={bp_point!r} is not an op of {label}; "
+                        "the BP op is auto-detected instead.")
+    if bp is None and model and model.bp_op:
+        bp, bp_src = model.bp_op, "model"
+    if bp is None and device_ops:
+        bp = _auto_bp(device_ops)
+        bp_src = "auto" if bp else "none"
+    return FpBp(fp, bp, fp_src, bp_src)
+
+
+def _auto_bp(device_ops: list[tuple[str, str]]) -> str | None:
+    kinds = [op_map.map_op(t) for _, t in device_ops]
+    reduces = [i for i, m in enumerate(kinds) if m.allreduce]
+    if reduces:
+        for i in range(reduces[-1] - 1, -1, -1):
+            if kinds[i].kind in (op_map.KIND_AI_CORE, op_map.KIND_AI_CPU):
+                return device_ops[i][0]
+    grads = [i for i, (name, _) in enumerate(device_ops) if _is_gradient(name)]
+    if grads:
+        return device_ops[grads[-1]][0]
+    for i, (_, tf_type) in enumerate(device_ops):
+        if op_map.is_optimizer_type(tf_type) and i > 0:
+            return device_ops[i - 1][0]
+    return device_ops[-1][0]

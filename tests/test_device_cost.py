@@ -1,0 +1,169 @@
+"""Unit tests of the emulated device's op map and cost model (msprof_cli.device)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from msprof_cli.collect.capture import TensorSpec as T
+from msprof_cli.device import op_map
+from msprof_cli.device.chip import ASCEND910, get_chip
+from msprof_cli.device.cost_model import evaluate
+from msprof_cli.device.op_table import DEFAULT_DIM, SignatureRegistry
+from msprof_cli.errors import OptionsError
+
+
+def costs(*specs):
+    """Cost table of signatures given as (tf_type, inputs, outputs[, n_fused])."""
+    reg = SignatureRegistry()
+    for spec in specs:
+        tf_type, ins, outs, *rest = spec
+        reg.intern(tf_type, tuple(ins), tuple(outs), rest[0] if rest else 0)
+    return reg, evaluate(reg.arrays(), ASCEND910)
+
+
+def matmul(m, k, n, dtype="float16"):
+    return ("MatMul", [T((m, k), dtype), T((k, n), dtype)], [T((m, n), dtype)])
+
+
+def dur_us(cost, i):
+    return cost.dur_ticks[i] * ASCEND910.tick_ns / 1000
+
+
+@pytest.mark.parametrize("tf_type,ge,kind", [
+    ("_MklNativeFusedConv2D", "Conv2D", op_map.KIND_AI_CORE),
+    ("_MklNativeFusedMatMul", "MatMulV2", op_map.KIND_AI_CORE),
+    ("_FusedMatMul", "MatMulV2", op_map.KIND_AI_CORE),
+    ("_MklMatMul", "MatMulV2", op_map.KIND_AI_CORE),
+    ("_MklNativeFusedBatchNormV3", "BatchNorm", op_map.KIND_AI_CORE),
+    ("Softmax", "SoftmaxV2", op_map.KIND_AI_CORE),
+    ("AddV2", "Add", op_map.KIND_AI_CORE),
+    ("ResourceApplyAdam", "ApplyAdamD", op_map.KIND_AI_CORE),
+    ("Conv2DBackpropFilter", "Conv2DBackpropFilter", op_map.KIND_AI_CORE),
+    ("RandomUniform", "RandomUniform", op_map.KIND_AI_CPU),
+    ("Unique", "Unique", op_map.KIND_AI_CPU),
+    ("NonMaxSuppressionV5", "NonMaxSuppressionV5", op_map.KIND_AI_CPU),
+    ("NoOp", "NoOp", op_map.KIND_NONE),
+    ("ReadVariableOp", "ReadVariableOp", op_map.KIND_NONE),
+    ("_Arg", "_Arg", op_map.KIND_NONE),
+    ("IteratorGetNext", "IteratorGetNext", op_map.KIND_NONE),
+    ("CollectiveReduceV2", "HcomAllReduce", op_map.KIND_HCCL),
+    ("SomethingNew", "SomethingNew", op_map.KIND_AI_CORE),
+])
+def test_op_map(tf_type, ge, kind):
+    m = op_map.map_op(tf_type)
+    assert (m.ge_type, m.kind) == (ge, kind)
+
+
+def test_normalize_keeps_real_tf_ops():
+    assert op_map.normalize_tf_type("_MklNativeFusedConv2D") == ("Conv2D", True)
+    assert op_map.normalize_tf_type("_MklNativeFusedBatchNormV3") == ("FusedBatchNormV3", False)
+    assert op_map.normalize_tf_type("MatMul") == ("MatMul", False)
+    assert op_map.map_op("NcclAllReduce").allreduce
+    assert not op_map.map_op("CollectiveGatherV2").allreduce
+
+
+def test_chip_lookup_and_device_info():
+    assert get_chip("ascend910") is ASCEND910
+    with pytest.raises(OptionsError, match="Ascend910"):
+        get_chip("Ascend310")
+    info = ASCEND910.device_info(3)
+    assert info["id"] == 3 and info["ai_core_num"] == 32 and info["aic_frequency"] == "1000"
+    assert info["hwts_frequency"] == "100" and info["aiv_num"] == 0
+    assert ASCEND910.cube_flops_per_cycle == 8192
+
+
+def test_string_tensors_run_on_aicpu():
+    reg, _ = costs(("Cast", [T((4,), "string")], [T((4,), "float32")]))
+    assert reg.kind[0] == op_map.KIND_AI_CPU
+
+
+def test_matmul_flops_ignore_transpose():
+    reg, _ = costs(matmul(64, 784, 256),
+                   ("MatMul", [T((784, 64), "float16"), T((256, 784), "float16")],
+                    [T((64, 256), "float16")]))
+    assert reg.flops[0] == reg.flops[1] == 2 * 64 * 784 * 256
+
+
+def test_conv_flops():
+    reg, _ = costs(("Conv2D", [T((8, 56, 56, 64), "float16"), T((3, 3, 64, 128), "float16")],
+                    [T((8, 56, 56, 128), "float16")]))
+    assert reg.flops[0] == 2 * 8 * 56 * 56 * 128 * 3 * 3 * 64
+
+
+def test_matmul_8x_flops_takes_8x_when_compute_bound():
+    reg, c = costs(matmul(4096, 4096, 4096), matmul(8192, 4096, 8192))
+    assert reg.flops[1] == 4 * reg.flops[0]
+    reg, c = costs(matmul(2048, 4096, 4096), matmul(4096, 8192, 8192))
+    assert reg.flops[1] == 8 * reg.flops[0]
+    assert c.block_dim.tolist() == [32, 32]
+    ratio = dur_us(c, 1) / dur_us(c, 0)
+    assert 7.5 < ratio < 8.2
+    assert c.ratio("cube")[1] > 0.8  # compute bound
+
+
+def test_durations_monotonic_in_size():
+    sizes = [16, 64, 256, 1024, 4096]
+    _, c = costs(*[matmul(s, s, s) for s in sizes])
+    assert np.all(np.diff(c.dur_ticks) >= 0) and c.dur_ticks[-1] > c.dur_ticks[0]
+    _, c = costs(*[("Relu", [T((s, s), "float32")], [T((s, s), "float32")]) for s in sizes])
+    assert np.all(np.diff(c.dur_ticks) >= 0) and c.dur_ticks[-1] > 10 * c.dur_ticks[2]
+
+
+def test_memory_to_compute_crossover():
+    """Skinny matmuls (low arithmetic intensity) are MTE2 bound, square ones cube bound."""
+    _, c = costs(matmul(16, 8192, 16), matmul(4096, 4096, 4096))
+    assert c.ratio("mte2")[0] > c.ratio("cube")[0]
+    assert c.ratio("cube")[1] > c.ratio("mte2")[1]
+    # element-wise ops never use the cube
+    _, c = costs(("AddV2", [T((1024, 1024), "float32")] * 2, [T((1024, 1024), "float32")]))
+    assert c.cube[0] == 0 and c.vec[0] > 0
+
+
+def test_block_dim_limits():
+    _, c = costs(("Relu", [T((4,), "float32")], [T((4,), "float32")]),
+                 ("Relu", [T((1 << 26,), "float32")], [T((1 << 26,), "float32")]),
+                 matmul(8, 8, 8), matmul(8192, 8192, 8192),
+                 ("RandomUniform", [T((2,), "int32")], [T((64, 64), "float32")]),
+                 ("NoOp", [], []))
+    assert c.block_dim.tolist() == [1, 32, 1, 32, 1, 0]
+    assert np.all(c.block_dim <= ASCEND910.ai_core_num)
+    assert c.dur_ticks[-1] == 0 and np.all(c.dur_ticks[:-1] >= 1)
+
+
+def test_total_cycles_convention():
+    _, c = costs(matmul(1024, 1024, 1024), ("Relu", [T((100,), "float32")],
+                                            [T((100,), "float32")]))
+    cyc_per_tick = ASCEND910.aic_mhz / ASCEND910.hwts_mhz
+    expect = c.dur_ticks * cyc_per_tick * c.block_dim / c.waves
+    assert np.array_equal(c.total_cycles, expect.astype(np.uint64))
+    for pipe in ("cube", "vec", "scalar", "mte1", "mte2", "mte3"):
+        r = c.ratio(pipe)
+        assert np.all((r >= 0) & (r <= 1))
+
+
+def test_unknown_dims_use_default():
+    reg, c = costs(("Relu", [T((-1, 128), "float32")], [T((-1, 128), "float32")]),
+                   ("Relu", [T((DEFAULT_DIM, 128), "float32")],
+                    [T((DEFAULT_DIM, 128), "float32")]))
+    assert reg.bytes_in[0] == reg.bytes_in[1] == DEFAULT_DIM * 128 * 4
+    assert c.dur_ticks[0] == c.dur_ticks[1]
+
+
+def test_deterministic():
+    specs = [matmul(100, 200, 300), ("Softmax", [T((32, 1000), "float32")],
+                                     [T((32, 1000), "float32")]),
+             ("_MklNativeFusedConv2D", [T((8, 28, 28, 32), "float32"),
+                                        T((3, 3, 32, 64), "float32")],
+              [T((8, 28, 28, 64), "float32")], 2)]
+    _, a = costs(*specs)
+    _, b = costs(*specs)
+    for name in ("dur_ticks", "block_dim", "total_cycles", "cube", "vec", "mte2"):
+        assert np.array_equal(getattr(a, name), getattr(b, name))
+
+
+def test_fused_epilogue_costs_vector_time():
+    conv = ("Conv2D", [T((8, 28, 28, 32), "float32"), T((3, 3, 32, 64), "float32")],
+            [T((8, 28, 28, 64), "float32")])
+    reg, c = costs(conv, (*conv, 2))
+    assert c.vec[0] == 0 and c.vec[1] > 0
+    assert c.dur_ticks[1] >= c.dur_ticks[0]
