@@ -21,6 +21,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+import pandas as pd
 
 _LONG_EXACT = np.finfo(np.longdouble).nmant >= 63  # x86-64 80-bit long double
 
@@ -61,13 +62,21 @@ def sqlite_round(x: np.ndarray, ndigits: int = 3) -> np.ndarray:
     return out
 
 
+def _via_uniques(x: np.ndarray) -> np.ndarray:
+    """Format only the distinct values (hash factorize, O(n)); most columns repeat a lot."""
+    codes, uniq = pd.factorize(x)
+    if len(uniq) * 2 > len(x):
+        return x.astype(str).astype(object)
+    return uniq.astype(str).astype(object)[codes]
+
+
 def float_str(x: np.ndarray) -> np.ndarray:
     """``str(float)`` of every element (``120.0``, ``12.25``, ``1e+16``)."""
-    return np.asarray(x, dtype=np.float64).astype(str).astype(object)
+    return _via_uniques(np.asarray(x, dtype=np.float64))
 
 
 def int_str(x: np.ndarray) -> np.ndarray:
-    return np.asarray(x).astype(np.int64).astype(str).astype(object)
+    return _via_uniques(np.asarray(x).astype(np.int64))
 
 
 def us_str(ns: np.ndarray) -> np.ndarray:
@@ -85,7 +94,7 @@ def ns_to_us_float(ns: np.ndarray) -> np.ndarray:
     return np.asarray(ns, dtype=np.int64) / 1000.0
 
 
-def ts_sort_key(local_ns: np.ndarray) -> np.ndarray:
+def ts_sort_key(ns: np.ndarray) -> np.ndarray:
     """``float(ts_string)`` of a printed timestamp: the sort key of the real tool.
 
     float64 cannot hold 16-digit µs with 3 decimals (ulp 0.25 at 1.7e15), so two different

@@ -1,0 +1,171 @@
+"""`msprof export` entry point used by the CLI: validate, decode, write, report.
+
+``run_export`` exports every PROF dir found at `path` in the chosen layout.  Raw files are
+only read (memory maps opened read-only); outputs are written atomically.  Console: the real
+tool's ``[INFO] Start export data in {PROF}.`` / ``[INFO] Export all data in {PROF} done.``
+lines on stdout, decode warnings as ``[WARNING]`` on stderr, a summary of the files written
+(rich table on a terminal, plain lines otherwise) and a progress bar only when stderr is a TTY.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from msprof_cli.errors import ExportError, ProfDirError
+from msprof_cli.raw.profdir import find_prof_dirs, result_dirs
+
+from .dataset import ProfData, load_prof
+from .legacy import export_legacy
+from .mindstudio import export_mindstudio
+from .selection import check_args
+from .writers import CSV_SLICE_ROWS, JSON_SLICE_EVENTS
+
+LAYOUTS = ("legacy", "mindstudio")
+
+
+@dataclass
+class ExportResult:
+    """What one `run_export` call wrote."""
+
+    prof_dirs: list[Path] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _has_data(prof: Path) -> bool:
+    for rd in result_dirs(prof):
+        data = rd / "data"
+        if data.is_dir() and any(p.is_file() for p in data.iterdir()):
+            return True
+    return False
+
+
+def load(prof: Path) -> ProfData:
+    """Decoded per-device tables of one PROF dir (reusable by `msprof query` and tests)."""
+    return load_prof(prof)
+
+
+def _print_summary(result: ExportResult) -> None:
+    if not result.files:
+        return
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title="Files written", show_lines=False)
+        table.add_column("PROF dir")
+        table.add_column("File")
+        for f in result.files:
+            prof = next((p for p in result.prof_dirs if p in f.parents), None)
+            table.add_row(prof.name if prof else "", str(f.relative_to(prof)) if prof else str(f))
+        Console().print(table)
+    else:
+        print(f"[INFO] {len(result.files)} files written:")
+        for f in result.files:
+            print(f"  {f}")
+
+
+def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
+               summary_format: str = "csv", model_id: int | None = None,
+               iteration_id: int | None = None, iteration_count: int = 1,
+               reports: Path | None = None, clear: bool = False,
+               csv_slice_rows: int = CSV_SLICE_ROWS, json_slice_events: int = JSON_SLICE_EVENTS,
+               quiet: bool = False) -> ExportResult:
+    """Export every PROF dir at `path`; raise msprof_cli.errors exceptions on failure."""
+    path = Path(path)
+    if layout not in LAYOUTS:
+        raise ExportError(f"Unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}.")
+    if summary_format not in ("csv", "json"):
+        raise ExportError(f"Unknown summary format {summary_format!r}; choose csv or json.")
+    if type_ == "db":
+        raise ExportError("The database export (--type db) is not available yet; use "
+                          "--type text (the default) for CSV/JSON files.")
+    if type_ != "text":
+        raise ExportError(f"Unknown export type {type_!r}; choose text or db.")
+    if not path.exists():
+        raise ProfDirError(f"{path} does not exist. Pass the PROF_* directory written by "
+                           f"`msprof collect` (or the directory holding it) to --output.")
+    if not path.is_dir():
+        raise ProfDirError(f"{path} is not a directory. Pass a PROF_* directory to --output.")
+    if layout == "legacy":
+        check_args(model_id, iteration_id, iteration_count)
+    profs = find_prof_dirs(path)
+    if not profs:
+        raise ProfDirError(f"No PROF_* directory found in {path}. Run `msprof collect` first, "
+                           f"then pass its output directory to --output.")
+    if reports is not None and not Path(reports).is_file():
+        raise ExportError(f"--reports file {reports} does not exist.")
+    result = ExportResult(prof_dirs=list(profs))
+    say = (lambda *a, **k: None) if quiet else print
+    if layout == "mindstudio":
+        if iteration_count > 1:
+            msg = (f'Param of "iteration-count" is {iteration_count}, but it is unnecessary in '
+                   f'all export mode.')
+            result.warnings.append(msg)
+            print(f"[WARNING] {msg}", file=sys.stderr)
+        if model_id is not None or iteration_id is not None:
+            msg = ("The mindstudio layout exports all models and iterations; --model-id and "
+                   "--iteration-id are ignored.")
+            result.warnings.append(msg)
+            print(f"[WARNING] {msg}", file=sys.stderr)
+    elif iteration_id is None and iteration_count > 1:
+        msg = (f'Param of "iteration-count" is {iteration_count}, but it is unnecessary in all '
+               f'export mode.')
+        result.warnings.append(msg)
+        print(f"[WARNING] {msg}", file=sys.stderr)
+
+    progress = None
+    if sys.stderr.isatty() and not quiet:
+        from rich.progress import Progress
+
+        progress = Progress(transient=True)
+        progress.start()
+        task = progress.add_task("Exporting", total=len(profs))
+    try:
+        for prof in profs:
+            if not result_dirs(prof) or not _has_data(prof):
+                raise ProfDirError(f"{prof} contains no profiling data (no host/ or device_N/ "
+                                   f"data files). Re-run `msprof collect`; the collection may "
+                                   f"have failed before any data was written.")
+            say(f"[INFO] Start export data in {prof}.")
+            data = load_prof(prof)
+            for w in data.log.warnings:
+                print(f"[WARNING] {w}", file=sys.stderr)
+            result.warnings.extend(data.log.warnings)
+            if not data.devices and (data.host.apis is None or len(data.host.apis) == 0):
+                raise ProfDirError(f"{prof} contains no device data and no host API data; "
+                                   f"nothing to export.")
+            if layout == "mindstudio":
+                files = export_mindstudio(data, summary_format=summary_format, reports=reports,
+                                          csv_slice_rows=csv_slice_rows,
+                                          json_slice_events=json_slice_events)
+            else:
+                files = export_legacy(data, summary_format=summary_format, model_id=model_id,
+                                      iteration_id=iteration_id, iteration_count=iteration_count,
+                                      reports=reports, csv_slice_rows=csv_slice_rows,
+                                      json_slice_events=json_slice_events)
+            result.files.extend(files)
+            if clear:
+                _clear_intermediate(prof)
+            say(f"[INFO] Export all data in {prof} done.")
+            if progress is not None:
+                progress.advance(task)
+    finally:
+        if progress is not None:
+            progress.stop()
+    if not quiet:
+        _print_summary(result)
+    return result
+
+
+def _clear_intermediate(prof: Path) -> None:
+    """--clear: remove intermediate data of the real tool (sqlite/, mindstudio_profiler_log/).
+
+    msprof_cli keeps no intermediate data of its own; raw `data/` dirs are never touched."""
+    for rd in [prof, *result_dirs(prof)]:
+        for name in ("sqlite", "mindstudio_profiler_log"):
+            p = rd / name
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)

@@ -1,0 +1,288 @@
+"""Assemble the decoded host and device tables of one PROF dir into per-device datasets.
+
+Host-to-device join (raw-format.md 4.12): per thread, a node-level API (launch) encloses by
+timestamp the op's node_basic_info, tensor_info and task_track records; a ModelExecute API
+encloses the launches and gives the Model ID (outside any: 4294967295).  Device tasks meet
+their task_track on (stream, task, batch, occurrence).  All joins are pandas merges /
+merge_asof, never a loop per record.  Times become local ns (int64) here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from msprof_cli.errors import ProfDirError
+from msprof_cli.raw import layouts as L
+from msprof_cli.raw.profdir import result_dirs
+
+from .control_info import NO_MODEL, ResultDirInfo, read_result_dir
+from .device import DeviceTables, assign_batches, decode_device
+from .host import NA, HostTables, decode_host, resolve, type_names
+from .rawread import DecodeLog
+from .steptrace import iterations
+
+HARDWARE_OP_TYPES = {"AI_CPU", "DSA", "DVPP"}
+DROPPED_GE_TYPES = {"WRITE_BACK", "INVALID"}
+TENSOR_COLS = ["in_shapes", "in_types", "in_formats", "out_shapes", "out_types", "out_formats"]
+
+
+@dataclass
+class DeviceData:
+    """Everything export needs for one device (times in local ns)."""
+
+    rd: ResultDirInfo
+    tasks: pd.DataFrame  # one row per device task, joined with host info
+    iterations: pd.DataFrame  # step trace iterations (local ns)
+    has_host_ops: bool  # host task_track/type info present (op_summary possible)
+    has_node_info: bool  # node_basic_info present (op_statistic possible)
+    pmu_events: list[int] = field(default_factory=list)
+    aicpu: pd.DataFrame | None = None
+    l2: pd.DataFrame | None = None
+
+    @property
+    def device_id(self) -> int:
+        return int(self.rd.device_id or 0)
+
+
+@dataclass
+class HostData:
+    rd: ResultDirInfo | None
+    tables: HostTables | None
+    apis: pd.DataFrame  # named, local-time API table (CANN layer, api_statistic)
+
+
+@dataclass
+class ProfData:
+    prof: Path
+    host: HostData
+    devices: list[DeviceData]
+    log: DecodeLog
+
+
+def enclose(records: pd.DataFrame, spans: pd.DataFrame, ts_col: str, payload: list[str]
+            ) -> pd.DataFrame:
+    """For each record, payload of the latest span on the same thread with begin <= ts <= end.
+
+    Returns a frame aligned to `records` (NaN where no span encloses)."""
+    out = pd.DataFrame(index=records.index)
+    if len(records) == 0 or len(spans) == 0:
+        for p in payload:
+            out[p] = np.nan
+        return out
+    left = pd.DataFrame({"_row": np.arange(len(records)),
+                         "thread_id": records["thread_id"].to_numpy(np.int64),
+                         "_ts": records[ts_col].to_numpy(np.int64)}).sort_values("_ts",
+                                                                                 kind="stable")
+    right = spans[["thread_id", "begin_ns", "end_ns"] + payload].sort_values("begin_ns",
+                                                                           kind="stable")
+    m = pd.merge_asof(left, right, left_on="_ts", right_on="begin_ns", by="thread_id",
+                      direction="backward")
+    inside = m["_ts"] <= m["end_ns"]
+    m = m.sort_values("_row")
+    inside = inside.loc[m.index]
+    for p in payload:
+        vals = m[p].where(inside)
+        out[p] = vals.to_numpy()
+    return out
+
+
+def _named_apis(host: HostTables, rd: ResultDirInfo) -> pd.DataFrame:
+    a = host.apis.copy()
+    a["type_name"] = type_names(a["level"].to_numpy(), a["type"].to_numpy(), host.types)
+    item = a["item_id"].to_numpy(np.uint64)
+    lvl = a["level"].to_numpy()
+    resolved = resolve(item, host.hashes)
+    item_str = np.where(lvl == L.LEVEL_MODEL, item.astype(str).astype(object),
+                        np.where(np.isin(lvl, [L.LEVEL_NODE, L.LEVEL_HCCL, L.LEVEL_ACL]), resolved,
+                                 "0"))
+    a["item_name"] = item_str
+    a["begin_local"] = a["begin_ns"] + rd.offset_ns
+    a["end_local"] = a["end_ns"] + rd.offset_ns
+    a["dur_ns"] = a["end_ns"] - a["begin_ns"]
+    return a
+
+
+def _host_task_info(host: HostTables) -> pd.DataFrame:
+    """task_track rows with launch connection id, model id, op info and host batch id."""
+    tt = host.task_track.copy()
+    tt["rt_name"] = type_names(np.full(len(tt), L.LEVEL_RUNTIME), tt["rt_type"].to_numpy(),
+                               host.types)
+    is_flip = tt["rt_name"] == "FLIP_TASK"
+    flips = tt[is_flip][["ts_ns", "stream_id", "task_id"]].rename(columns={})
+    tt = tt[~is_flip & (tt["rt_name"] != "MAINTENANCE")].reset_index(drop=True)
+    apis = host.apis
+    nodes = apis[apis["level"] == L.LEVEL_NODE]
+    models = apis[(apis["level"] == L.LEVEL_MODEL) & (apis["type"] == L.MODEL_EXECUTE)].copy()
+    models["model_id"] = models["item_id"].astype(np.int64)
+    tt["launch_cid"] = enclose(tt, nodes, "ts_ns", ["connection_id"])["connection_id"]
+    tt["model_id"] = enclose(tt, models, "ts_ns", ["model_id"])["model_id"]
+    # op info of the launch (last record inside it)
+    nb = host.node_basic.copy()
+    nb["launch_cid"] = enclose(nb, nodes, "ts_ns", ["connection_id"])["connection_id"]
+    nb = nb.dropna(subset=["launch_cid"]).drop_duplicates("launch_cid", keep="last")
+    tens = host.tensors.copy()
+    if len(tens):
+        tens["launch_cid"] = enclose(tens, nodes, "ts_ns", ["connection_id"])["connection_id"]
+        tens = tens.dropna(subset=["launch_cid"]).drop_duplicates("launch_cid", keep="last")
+    tt = tt.merge(nb[["launch_cid", "op_name_hash", "ge_type", "op_type_hash", "block_dim",
+                      "hf32", "aging"]], on="launch_cid", how="left")
+    if len(tens):
+        tt = tt.merge(tens[["launch_cid"] + TENSOR_COLS], on="launch_cid", how="left")
+    else:
+        for c in TENSOR_COLS:
+            tt[c] = np.nan
+    tt["batch_id"] = assign_batches(tt.sort_values("ts_ns", kind="stable"), flips, "ts_ns") \
+        if len(flips) else 0
+    return tt
+
+
+def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: DecodeLog
+                 ) -> DeviceData:
+    tasks = dev.tasks.copy()
+    tasks["start_local"] = tasks["start_ns"] + rd.offset_ns
+    tasks["end_local"] = tasks["end_ns"] + rd.offset_ns
+    # rows starting before the collection began are dropped (the analysis does the same)
+    tasks = tasks[tasks["start_local"] >= rd.begin_local_ns].reset_index(drop=True)
+    tasks["dur_ns"] = tasks["end_ns"] - tasks["start_ns"]
+    ht = host.tables
+    has_host = ht is not None and len(ht.task_track) > 0 and bool(ht.types)
+    has_node = has_host and len(ht.node_basic) > 0
+    if has_host:
+        tt = _host_task_info(ht)
+        tt = tt[tt["device_id"] == (rd.device_id or 0)]
+        tt = tt.sort_values("ts_ns", kind="stable")
+        tt["occ"] = tt.groupby(["stream_id", "task_id", "batch_id"], sort=False).cumcount()
+        tasks["occ"] = tasks.groupby(["stream_id", "task_id", "batch_id"], sort=False).cumcount()
+        tasks = tasks.merge(tt.drop(columns=["device_id"]), how="left",
+                            on=["stream_id", "task_id", "batch_id", "occ"])
+        tasks["host_known"] = tasks["thread_id"].notna()
+    else:
+        tasks["host_known"] = False
+    n = len(tasks)
+
+    def col(name: str, fill) -> np.ndarray:
+        if name in tasks:
+            return tasks[name].to_numpy()
+        return np.full(n, fill, dtype=object)
+
+    known = tasks["host_known"].to_numpy(bool)
+    # names
+    if has_host:
+        op_hash = tasks["op_name_hash"].to_numpy()
+        kern = tasks["kernel_name"].to_numpy()
+        hash_src = np.where(pd.isna(op_hash), kern, op_hash)
+        okh = ~pd.isna(hash_src)
+        op_name = np.full(n, NA, dtype=object)
+        op_name[okh] = resolve(hash_src[okh].astype(np.uint64), ht.hashes)
+        has_nb = ~pd.isna(tasks["ge_type"].to_numpy())
+        op_type = np.full(n, NA, dtype=object)
+        op_type[has_nb] = resolve(tasks["op_type_hash"].to_numpy()[has_nb].astype(np.uint64),
+                                  ht.hashes)
+        ge = np.full(n, NA, dtype=object)
+        ge_ids = tasks["ge_type"].to_numpy()[has_nb].astype(np.uint64)
+        ge[has_nb] = resolve(ge_ids, {k: v for k, v in L.GE_TASK_TYPES.items()})
+        state = np.full(n, NA, dtype=object)
+        aging = tasks["aging"].to_numpy()
+        state[has_nb] = np.where(aging[has_nb].astype(bool), "dynamic", "static")
+        block = np.where(has_nb, tasks["block_dim"].fillna(0).to_numpy(), 0).astype(np.int64)
+        hf32 = np.full(n, NA, dtype=object)
+        hf32[has_nb] = np.where(tasks["hf32"].to_numpy()[has_nb].astype(bool), "YES", "NO")
+        rt_name = np.where(known, tasks["rt_name"].to_numpy(), NA)
+        model = tasks["model_id"].to_numpy()
+        model_id = np.where(pd.isna(model), NO_MODEL, model).astype(np.int64)
+        cid = tasks["launch_cid"].to_numpy()
+        conn = np.where(pd.isna(cid), -1, cid).astype(np.int64)
+        tt_thread = np.where(known, tasks["thread_id"].fillna(0).to_numpy(), 0).astype(np.int64)
+        tt_local = np.where(known, tasks["ts_ns"].fillna(0).to_numpy(), 0).astype(np.int64) \
+            + np.int64(host.rd.offset_ns if host.rd else 0)
+        tensors = {c: np.where(pd.isna(tasks[c].to_numpy()), NA, tasks[c].to_numpy())
+                   for c in TENSOR_COLS}
+    else:
+        op_name = np.full(n, NA, dtype=object)
+        op_type = np.full(n, NA, dtype=object)
+        ge = np.full(n, NA, dtype=object)
+        state = np.full(n, NA, dtype=object)
+        block = np.zeros(n, dtype=np.int64)
+        hf32 = np.full(n, NA, dtype=object)
+        rt_name = np.full(n, NA, dtype=object)
+        model_id = np.full(n, NO_MODEL, dtype=np.int64)
+        conn = np.full(n, -1, dtype=np.int64)
+        tt_thread = np.zeros(n, dtype=np.int64)
+        tt_local = np.zeros(n, dtype=np.int64)
+        tensors = {c: np.full(n, NA, dtype=object) for c in TENSOR_COLS}
+    # AI CPU tasks from aicpu.data are AI_CPU even without node info
+    src = tasks["source"].to_numpy()
+    ge = np.where((src == "aicpu") & (ge == NA), "AI_CPU", ge)
+    out = pd.DataFrame({
+        "stream_id": tasks["stream_id"].to_numpy(np.int64),
+        "task_id": tasks["task_id"].to_numpy(np.int64),
+        "batch_id": tasks["batch_id"].to_numpy(np.int64),
+        "start_local": tasks["start_local"].to_numpy(np.int64),
+        "end_local": tasks["end_local"].to_numpy(np.int64),
+        "dur_ns": tasks["dur_ns"].to_numpy(np.int64),
+        "source": src,
+        "host_known": known,
+        "op_name": op_name, "op_type": op_type, "op_state": state, "task_type": ge,
+        "rt_type": rt_name, "block_dim": block, "hf32": hf32, "model_id": model_id,
+        "connection_id": conn, "tt_thread": tt_thread, "tt_local": tt_local,
+        **tensors,
+    })
+    out = out.sort_values("start_local", kind="stable", ignore_index=True)
+    # PMU: matched by (stream, task) in occurrence order; AI CPU/DSA/DVPP rows get none
+    pmu_ok = np.zeros(len(out), dtype=bool)
+    if dev.pmu is not None and len(out):
+        cand = (out["source"] == "hwts") & ~out["task_type"].isin(list(HARDWARE_OP_TYPES))
+        sub = out[cand]
+        occ = sub.groupby(["stream_id", "task_id"], sort=False).cumcount()
+        key = pd.DataFrame({"_row": sub.index.to_numpy(), "stream_id": sub["stream_id"],
+                            "task_id": sub["task_id"], "occ": occ.to_numpy()})
+        j = key.merge(dev.pmu, on=["stream_id", "task_id", "occ"], how="inner")
+        out["total_cycles"] = np.int64(0)
+        for k in range(8):
+            out[f"pmu_{k}"] = np.int64(0)
+        rows = j["_row"].to_numpy()
+        out.loc[rows, "total_cycles"] = j["total_cycles"].to_numpy()
+        for k in range(8):
+            out.loc[rows, f"pmu_{k}"] = j[f"pmu_{k}"].to_numpy()
+        pmu_ok[rows] = True
+    out["pmu_ok"] = pmu_ok
+    its = iterations(dev.steps)
+    for c in ("step_start_ns", "step_end_ns", "fp_ns", "bp_ns"):
+        v = its[c].to_numpy(np.int64)
+        its[c] = np.where(v >= 0, v + rd.offset_ns, -1) if c in ("fp_ns", "bp_ns") \
+            else v + rd.offset_ns
+    its = its[its["step_start_ns"] >= rd.begin_local_ns].reset_index(drop=True)
+    return DeviceData(rd=rd, tasks=out, iterations=its, has_host_ops=has_host,
+                      has_node_info=has_node, pmu_events=rd.pmu_events if dev.pmu is not None
+                      else [], aicpu=dev.aicpu, l2=dev.l2)
+
+
+def load_prof(prof: Path) -> ProfData:
+    """Decode one PROF dir: host tables once, then every device dir."""
+    log = DecodeLog()
+    dirs = result_dirs(prof)
+    if not dirs:
+        raise ProfDirError(f"{prof} holds no result directory (host/ or device_N/ with an "
+                           f"info.json file). Point --output at a PROF_* directory written by "
+                           f"`msprof collect`.")
+    infos = [read_result_dir(d) for d in dirs]
+    for i in infos:
+        log.warnings.extend(i.warnings)
+    host_rd = next((i for i in infos if i.device_id is None), None)
+    tables = None
+    apis = pd.DataFrame()
+    if host_rd is not None and host_rd.data_dir.is_dir():
+        tables = decode_host(host_rd.data_dir, log)
+        apis = _named_apis(tables, host_rd)
+        apis = apis[apis["begin_local"] >= host_rd.begin_local_ns].reset_index(drop=True)
+    host = HostData(rd=host_rd, tables=tables, apis=apis)
+    devices = []
+    for rd in infos:
+        if rd.device_id is None:
+            continue
+        dev = decode_device(rd, log)
+        devices.append(build_device(rd, dev, host, log))
+    return ProfData(prof=prof, host=host, devices=devices, log=log)

@@ -1,0 +1,178 @@
+"""Decode the Ascend910 device records (raw-format.md 5) into tidy pandas tables.
+
+Device times are syscnt ticks; they become host monotonic ns via dev_start.log / host_start.log
+(raw-format.md 8) in exact integer arithmetic: ``(syscnt - cntvct) * 1000 / MHz + H_sync``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from msprof_cli.raw import layouts as L
+
+from .control_info import ResultDirInfo
+from .fmt import ticks_to_ns
+from .rawread import DecodeLog, device_records
+
+STREAM_MASK = 0x7FF
+
+
+@dataclass
+class DeviceTables:
+    tasks: pd.DataFrame  # stream_id, task_id, batch_id, start_ns, end_ns, source ('hwts'|'aicpu')
+    pmu: pd.DataFrame | None  # stream_id, task_id, occ, total_cycles, pmu_0..7
+    steps: pd.DataFrame  # ts_ns, index_id, model_id, stream_id, task_id, tag_id
+    flips: pd.DataFrame  # ts_ns, stream_id, flip_num, task_id
+    aicpu: pd.DataFrame | None
+    l2: pd.DataFrame | None
+
+
+def to_mono_ns(ticks: np.ndarray, rd: ResultDirInfo) -> np.ndarray:
+    rel = np.asarray(ticks, dtype=np.uint64).astype(np.int64) - np.int64(rd.dev_cntvct)
+    return ticks_to_ns(rel, rd.hwts_mhz) + np.int64(rd.host_sync_ns)
+
+
+def pair_hwts(stream: np.ndarray, task: np.ndarray, log_type: np.ndarray, ticks: np.ndarray,
+              log: DecodeLog, where: str = "hwts") -> pd.DataFrame:
+    """Pair task-start with task-end records per (stream, task), vectorised.
+
+    Records are stably sorted by (stream, task, file order); an end closes the start directly
+    before it with the same key.  Unpaired starts/ends (lost records) are dropped and counted.
+    """
+    keep = (log_type == L.HWTS_TASK_START) | (log_type == L.HWTS_TASK_END)
+    stream, task, log_type, ticks = stream[keep], task[keep], log_type[keep], ticks[keep]
+    order = np.lexsort((np.arange(len(stream)), task, stream))
+    s, t, lt, tk = stream[order], task[order], log_type[order], ticks[order]
+    if len(s) < 2:
+        return pd.DataFrame({"stream_id": [], "task_id": [], "start_tick": [], "end_tick": []})
+    same = (s[1:] == s[:-1]) & (t[1:] == t[:-1])
+    is_pair = same & (lt[:-1] == L.HWTS_TASK_START) & (lt[1:] == L.HWTS_TASK_END)
+    i = np.nonzero(is_pair)[0]
+    lost = len(s) - 2 * len(i)
+    if lost:
+        log.warn(f"{where}: {lost} task start/end records without a partner dropped")
+    return pd.DataFrame({
+        "stream_id": s[i].astype(np.int64), "task_id": t[i].astype(np.int64),
+        "start_tick": tk[i], "end_tick": tk[i + 1],
+    })
+
+
+def assign_batches(tasks: pd.DataFrame, flips: pd.DataFrame, time_col: str) -> np.ndarray:
+    """batch_id = flips of the task's stream already passed (raw-format.md 9), vectorised.
+
+    A task just before a flip whose id is below the flip's taskId moves to the new batch.
+    """
+    n = len(tasks)
+    if n == 0 or len(flips) == 0:
+        return np.zeros(n, dtype=np.int64)
+    # combine (stream, time) into one sortable key per side
+    f = flips.sort_values(["stream_id", "ts_ns"], kind="stable")
+    fs = f["stream_id"].to_numpy(np.int64)
+    ft = f["ts_ns"].to_numpy(np.int64)
+    ftask = f["task_id"].to_numpy(np.int64)
+    ts = tasks["stream_id"].to_numpy(np.int64)
+    tt = tasks[time_col].to_numpy(np.int64)
+    lo = np.searchsorted(fs, ts, side="left")
+    hi = np.searchsorted(fs, ts, side="right")
+    # position among this stream's flips: search on one combined (stream, time) int64 key
+    tmin = min(int(ft.min()), int(tt.min()))
+    key_f = (fs << 47) | (ft - tmin)
+    key_t = (ts << 47) | (tt - tmin)
+    pos = np.searchsorted(key_f, key_t, side="right")
+    batch = pos - lo
+    nxt = np.minimum(pos, len(fs) - 1)
+    moved = (pos < hi) & (tasks["task_id"].to_numpy(np.int64) < ftask[nxt])
+    return (batch + moved).astype(np.int64)
+
+
+def decode_device(rd: ResultDirInfo, log: DecodeLog) -> DeviceTables:
+    d = rd.data_dir
+    hw = device_records(d, "hwts", log, ["flags", "task_id", "syscnt", "stream_id"])
+    pairs = pair_hwts(hw["stream_id"].astype(np.int64) & STREAM_MASK, hw["task_id"],
+                      hw["flags"] & 0x07, hw["syscnt"], log)
+    tasks = pd.DataFrame({
+        "stream_id": pairs["stream_id"].to_numpy(np.int64),
+        "task_id": pairs["task_id"].to_numpy(np.int64),
+        "start_ns": to_mono_ns(pairs["start_tick"].to_numpy(), rd),
+        "end_ns": to_mono_ns(pairs["end_tick"].to_numpy(), rd),
+        "source": "hwts",
+    })
+
+    ts = device_records(d, "ts_track", log)
+    rpt = ts["rpt_type"] if "rpt_type" in ts else np.zeros(0, np.uint8)
+    st = rpt == L.TS_RPT_STEP_TRACE
+    steps = pd.DataFrame({
+        "ts_ns": to_mono_ns(ts["timestamp"][st], rd),
+        "index_id": ts["index_id"][st].astype(np.int64),
+        "model_id": ts["model_id"][st].astype(np.int64),
+        "stream_id": ts["stream_id"][st].astype(np.int64) & STREAM_MASK,
+        "task_id": ts["task_id"][st].astype(np.int64),
+        "tag_id": ts["tag_id"][st].astype(np.int64),
+    })
+    fl = rpt == L.TS_RPT_FLIP
+    if fl.any():
+        # re-view rptType 14 rows with the flip layout (same 40-byte records)
+        raw = np.zeros(int(fl.sum()), dtype=L.TS_TRACK_STEP)
+        for name in L.TS_TRACK_STEP.names:
+            raw[name] = ts[name][fl]
+        fv = raw.view(L.TS_TRACK_FLIP)
+        flips = pd.DataFrame({
+            "ts_ns": to_mono_ns(fv["timestamp"], rd),
+            "stream_id": fv["stream_id"].astype(np.int64) & STREAM_MASK,
+            "flip_num": fv["flip_num"].astype(np.int64),
+            "task_id": fv["task_id"].astype(np.int64),
+        })
+    else:
+        flips = pd.DataFrame({"ts_ns": np.zeros(0, np.int64), "stream_id": np.zeros(0, np.int64),
+                              "flip_num": np.zeros(0, np.int64), "task_id": np.zeros(0, np.int64)})
+
+    aicpu = None
+    ac = device_records(d, "aicpu", log)
+    if len(ac["stream_id"]):
+        okt = ac["data_tag"] == L.AICPU_DATA_TAG
+        aicpu = pd.DataFrame({
+            "stream_id": ac["stream_id"][okt].astype(np.int64) & STREAM_MASK,
+            "task_id": ac["task_id"][okt].astype(np.int64),
+            "start_ns": to_mono_ns(ac["run_start_tick"][okt], rd),
+            "end_ns": to_mono_ns(ac["run_end_tick"][okt], rd),
+            "compute_us": ac["memcpy_start_time"][okt].astype(np.int64)
+            - ac["compute_start_time"][okt].astype(np.int64),
+            "memcpy_us": ac["memcpy_end_time"][okt].astype(np.int64)
+            - ac["memcpy_start_time"][okt].astype(np.int64),
+            "dispatch_us": ac["dispatch_time"][okt].astype(np.int64),
+            "total_ns": to_mono_ns(ac["tick_after_run"][okt], rd)
+            - to_mono_ns(ac["submit_tick"][okt], rd),
+        })
+        tasks = pd.concat([tasks, pd.DataFrame({
+            "stream_id": aicpu["stream_id"], "task_id": aicpu["task_id"],
+            "start_ns": aicpu["start_ns"], "end_ns": aicpu["end_ns"], "source": "aicpu"})],
+            ignore_index=True)
+
+    tasks = tasks.sort_values(["start_ns"], kind="stable", ignore_index=True)
+    tasks["batch_id"] = assign_batches(tasks, flips, "start_ns")
+
+    pmu = None
+    if rd.ai_core_metrics:
+        ai = device_records(d, "aicore", log, ["task_id", "total_cycles", "pmu", "stream_id"])
+        if len(ai["task_id"]):
+            pmu = pd.DataFrame({
+                "stream_id": ai["stream_id"].astype(np.int64) & STREAM_MASK,
+                "task_id": ai["task_id"].astype(np.int64),
+                "total_cycles": ai["total_cycles"].astype(np.int64),
+            })
+            for k in range(8):
+                pmu[f"pmu_{k}"] = ai["pmu"][:, k].astype(np.int64)
+            pmu["occ"] = pmu.groupby(["stream_id", "task_id"], sort=False).cumcount()
+
+    l2 = None
+    l2c = device_records(d, "l2_cache", log)
+    if len(l2c["stream_id"]):
+        l2 = pd.DataFrame({
+            "stream_id": l2c["stream_id"].astype(np.int64) & STREAM_MASK,
+            "task_id": l2c["task_id"].astype(np.int64),
+        })
+        for k in range(8):
+            l2[f"ev_{k}"] = l2c["events"][:, k].astype(np.int64)
+    return DeviceTables(tasks=tasks, pmu=pmu, steps=steps, flips=flips, aicpu=aicpu, l2=l2)

@@ -1,0 +1,224 @@
+"""Decode the host unified-format records (raw-format.md 4) into tidy pandas tables.
+
+Times stay in host monotonic ns (int64) here; conversion to local time happens in the
+dataset assembly.  Vectorised throughout: names are resolved through categorical maps over
+the unique hash values, tensor strings are built once per unique tensor description.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from msprof_cli.raw import layouts as L
+
+from .rawread import DecodeLog, hash_dict, host_records, type_info_dict
+
+NA = "N/A"
+
+
+@dataclass
+class HostTables:
+    apis: pd.DataFrame  # connection_id, level, type, thread_id, begin_ns, end_ns, item_id
+    task_track: pd.DataFrame
+    node_basic: pd.DataFrame
+    tensors: pd.DataFrame
+    hashes: dict[int, str]
+    types: dict[tuple[int, int], str]
+
+    def name_of(self, hashes: np.ndarray) -> np.ndarray:
+        """Resolve u64 hashes via hash_dic; unresolved ones print as the number."""
+        return resolve(hashes, self.hashes)
+
+
+def resolve(values: np.ndarray, table: dict[int, str]) -> np.ndarray:
+    values = np.asarray(values, dtype=np.uint64)
+    if len(values) == 0:
+        return np.zeros(0, dtype=object)
+    inv, uniq = pd.factorize(values)
+    names = np.array([table.get(int(u), str(int(u))) for u in uniq], dtype=object)
+    return names[inv]
+
+
+def type_names(levels: np.ndarray, types: np.ndarray, table: dict[tuple[int, int], str]
+               ) -> np.ndarray:
+    """`{level}_{type}` -> name via type_info_dic; unknown pairs print as the type number."""
+    key = (np.asarray(levels, dtype=np.uint64) << np.uint64(32)) | np.asarray(types, np.uint64)
+    if len(key) == 0:
+        return np.zeros(0, dtype=object)
+    inv, uniq = pd.factorize(key)
+    names = np.array([table.get((int(u) >> 32, int(u) & 0xFFFFFFFF), str(int(u) & 0xFFFFFFFF))
+                      for u in uniq], dtype=object)
+    return names[inv]
+
+
+def decode_apis(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
+    """API records plus begin/end event pairs; connection_id = record index in file order."""
+    cols = host_records(data_dir, "api_event",
+                        log, ["level", "type", "thread_id", "reserve", "begin_time",
+                              "end_time", "item_id"])
+    n = len(cols["level"])
+    idx = np.arange(n, dtype=np.int64)
+    is_event = cols["end_time"] == np.uint64(L.EVENT_RESERVE)
+    api = pd.DataFrame({
+        "connection_id": idx[~is_event],
+        "level": cols["level"][~is_event].astype(np.int64),
+        "type": cols["type"][~is_event].astype(np.int64),
+        "thread_id": cols["thread_id"][~is_event].astype(np.int64),
+        "begin_ns": cols["begin_time"][~is_event].astype(np.int64),
+        "end_ns": cols["end_time"][~is_event].astype(np.int64),
+        "item_id": cols["item_id"][~is_event],
+    })
+    if is_event.any():
+        ev = pd.DataFrame({
+            "connection_id": idx[is_event],
+            "level": cols["level"][is_event].astype(np.int64),
+            "type": cols["type"][is_event].astype(np.int64),
+            "thread_id": cols["thread_id"][is_event].astype(np.int64),
+            "request_id": cols["reserve"][is_event].astype(np.int64),
+            "ts": cols["begin_time"][is_event].astype(np.int64),
+            "item_id": cols["item_id"][is_event],
+        })
+        key = ["level", "thread_id", "type", "request_id", "item_id"]
+        ev["nth"] = ev.groupby(key, sort=False).cumcount()
+        ev["pair"] = ev["nth"] // 2
+        begins = ev[ev["nth"] % 2 == 0]
+        ends = ev[ev["nth"] % 2 == 1][key + ["pair", "ts"]].rename(columns={"ts": "end_ns"})
+        paired = begins.merge(ends, on=key + ["pair"], how="left")
+        unmatched = int(paired["end_ns"].isna().sum())
+        if unmatched:
+            log.warn(f"{data_dir}: {unmatched} api events without a matching end event dropped")
+        paired = paired.dropna(subset=["end_ns"])
+        paired = pd.DataFrame({
+            "connection_id": paired["connection_id"].to_numpy(np.int64),
+            "level": paired["level"].to_numpy(np.int64),
+            "type": paired["type"].to_numpy(np.int64),
+            "thread_id": paired["thread_id"].to_numpy(np.int64),
+            "begin_ns": paired["ts"].to_numpy(np.int64),
+            "end_ns": paired["end_ns"].to_numpy(np.int64),
+            "item_id": paired["item_id"].to_numpy(np.uint64),
+        })
+        api = pd.concat([api, paired], ignore_index=True)
+        api = api.sort_values("connection_id", kind="stable", ignore_index=True)
+    # the analysis ignores APIs with begin == end or begin <= 0
+    api = api[(api["begin_ns"] > 0) & (api["end_ns"] != api["begin_ns"])].reset_index(drop=True)
+    return api
+
+
+def decode_task_track(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
+    c = host_records(data_dir, "task_track", log,
+                     ["thread_id", "timestamp", "device_id", "stream_id", "task_id", "batch_id",
+                      "task_type", "kernel_name", "num_blocks"])
+    return pd.DataFrame({
+        "thread_id": c["thread_id"].astype(np.int64),
+        "ts_ns": c["timestamp"].astype(np.int64),
+        "device_id": (c["device_id"] & 0x0FFF).astype(np.int64),
+        "stream_id": c["stream_id"].astype(np.int64),
+        "task_id": c["task_id"].astype(np.int64),
+        "batch_id": c["batch_id"].astype(np.int64),
+        "rt_type": c["task_type"].astype(np.int64),
+        "kernel_name": c["kernel_name"],
+        "num_blocks": c["num_blocks"].astype(np.int64),
+    })
+
+
+def decode_node_basic(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
+    c = host_records(data_dir, "node_basic_info", log,
+                     ["thread_id", "timestamp", "op_name", "task_type", "op_type", "block_num",
+                      "op_flag"])
+    return pd.DataFrame({
+        "thread_id": c["thread_id"].astype(np.int64),
+        "ts_ns": c["timestamp"].astype(np.int64),
+        "op_name_hash": c["op_name"],
+        "ge_type": c["task_type"].astype(np.int64),
+        "op_type_hash": c["op_type"],
+        "block_dim": (c["block_num"] & 0xFFFF).astype(np.int64),
+        "hf32": c["op_flag"] != 0,
+        "aging": c["_aging"],
+    })
+
+
+def _unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row codes, unique rows) of a 2-D int array; hash-based, O(n) (np.unique(axis=0) sorts
+    whole rows and is far slower)."""
+    codes = pd.DataFrame(a).groupby(list(range(a.shape[1])), sort=False).ngroup().to_numpy()
+    first = np.zeros(codes.max() + 1 if len(codes) else 0, dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes))[::-1]
+    return codes, a[first]
+
+
+def _format_name(fmt: int) -> str:
+    if fmt == L.FORMAT_UNDEFINED:
+        return "UNDEFINED"
+    base, sub = fmt & 0xFF, (fmt >> 8) & 0xFFFF
+    name = L.FORMATS.get(base, str(base))
+    return f"{name}:{sub}" if sub else name
+
+
+def decode_tensors(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
+    """One row per (timestamp, thread, opName) with the 6 printed tensor columns."""
+    c = host_records(data_dir, "tensor_info", log,
+                     ["thread_id", "timestamp", "op_name", "tensor_num", "tensors"])
+    n = len(c["thread_id"])
+    out_cols = ["in_shapes", "in_types", "in_formats", "out_shapes", "out_types", "out_formats"]
+    if n == 0:
+        return pd.DataFrame({"thread_id": [], "ts_ns": [], "op_name_hash": [],
+                             **{k: [] for k in out_cols}})
+    t = c["tensors"]  # (n, 5) structured
+    num = np.minimum(c["tensor_num"].astype(np.int64), L.MAX_TENSORS_PER_RECORD)
+    slot = np.arange(L.MAX_TENSORS_PER_RECORD)[None, :]
+    used = slot < num[:, None]
+    # one string per unique (format, dtype, shape) tensor description
+    flat = np.concatenate([t["format"].reshape(-1, 1).astype(np.int64),
+                           t["data_type"].reshape(-1, 1).astype(np.int64),
+                           t["shape"].reshape(-1, L.MAX_DIMS).astype(np.int64)], axis=1)
+    inv, uniq = _unique_rows(flat)
+    inv = inv.reshape(n, L.MAX_TENSORS_PER_RECORD)
+    shape_s = np.array([",".join(str(d) for d in row[2:] if d != 0) for row in uniq], dtype=object)
+    type_s = np.array([L.DATA_TYPES.get(int(row[1]), str(int(row[1]))) for row in uniq],
+                      dtype=object)
+    fmt_s = np.array([_format_name(int(row[0])) for row in uniq], dtype=object)
+    is_in = used & (t["tensor_type"] == 0)
+    is_out = used & (t["tensor_type"] == 1)
+    # per record: join the tensor strings of the chosen slots; unique slot combos only
+    code = np.where(is_in, inv, -1)
+    code_out = np.where(is_out, inv, -1)
+    combo = np.concatenate([code, code_out], axis=1)
+    cinv, cu = _unique_rows(combo)
+    res = {k: [] for k in out_cols}
+    for row in cu:
+        ins = [int(i) for i in row[:L.MAX_TENSORS_PER_RECORD] if i >= 0]
+        outs = [int(i) for i in row[L.MAX_TENSORS_PER_RECORD:] if i >= 0]
+        res["in_shapes"].append(";".join(shape_s[ins]))
+        res["in_types"].append(";".join(type_s[ins]))
+        res["in_formats"].append(";".join(fmt_s[ins]))
+        res["out_shapes"].append(";".join(shape_s[outs]))
+        res["out_types"].append(";".join(type_s[outs]))
+        res["out_formats"].append(";".join(fmt_s[outs]))
+    df = pd.DataFrame({
+        "thread_id": c["thread_id"].astype(np.int64),
+        "ts_ns": c["timestamp"].astype(np.int64),
+        "op_name_hash": c["op_name"],
+        **{k: np.array(v, dtype=object)[cinv.reshape(-1)] for k, v in res.items()},
+    })
+    key = ["ts_ns", "thread_id", "op_name_hash"]
+    dup = df.duplicated(key, keep=False)
+    if dup.any():  # > 5 tensors: several records with identical keys, concatenated in order
+        single = df[~dup]
+        multi = df[dup].groupby(key, sort=False).agg(
+            {k: (lambda s: ";".join(x for x in s if x)) for k in out_cols}).reset_index()
+        df = pd.concat([single, multi], ignore_index=True)
+    return df
+
+
+def decode_host(data_dir: Path, log: DecodeLog) -> HostTables:
+    return HostTables(
+        apis=decode_apis(data_dir, log),
+        task_track=decode_task_track(data_dir, log),
+        node_basic=decode_node_basic(data_dir, log),
+        tensors=decode_tensors(data_dir, log),
+        hashes=hash_dict(data_dir),
+        types=type_info_dict(data_dir),
+    )

@@ -1,0 +1,105 @@
+"""Layout (b): ``PROF_X/mindstudio_profiler_output/{name}_{YYYYmmddHHMMSS}.{csv,json}``.
+
+All data of the PROF dir (all models, all iterations); devices merged, ``Device_id`` first in
+every CSV; host API rows carry the number of the PROF's (first) device (910 Python engine).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from . import summaries as S
+from . import timeline as T
+from .dataset import ProfData
+from .readme import readme_text
+from .writers import (CSV_SLICE_ROWS, JSON_SLICE_EVENTS, AtomicFile, SliceNamer, write_csv,
+                      write_events, write_json_rows)
+
+OUTPUT_DIR = "mindstudio_profiler_output"
+
+
+def _stamp() -> str:
+    return time.strftime("%Y%m%d%H%M%S", time.localtime())
+
+
+def _with_device(dev_id: int, table: S.Table) -> S.Table:
+    header, df = table
+    df = df.copy()
+    df.insert(0, "Device_id", str(dev_id))
+    return ["Device_id"] + header, df
+
+
+def _merge(tables: list[S.Table]) -> S.Table | None:
+    tables = [t for t in tables if t is not None]
+    if not tables:
+        return None
+    header = tables[0][0]
+    return header, pd.concat([t[1] for t in tables], ignore_index=True)
+
+
+def export_mindstudio(data: ProfData, *, summary_format: str = "csv", reports: Path | None = None,
+                      csv_slice_rows: int = CSV_SLICE_ROWS,
+                      json_slice_events: int = JSON_SLICE_EVENTS) -> list[Path]:
+    out_dir = data.prof / OUTPUT_DIR
+    written: list[Path] = []
+    timelines: set[str] = set()
+    summaries: set[str] = set()
+    devs = data.devices
+    app_pid = devs[0].rd.app_pid if devs else (data.host.rd.app_pid if data.host.rd else 0)
+    host_dev = devs[0].device_id if devs else 0
+
+    def emit(name: str, table: S.Table | None) -> None:
+        if table is None:
+            return
+        header, df = table
+        if summary_format == "json":
+            path = out_dir / f"{name}_{_stamp()}.json"
+            written.extend(write_json_rows(path, header, df))
+        else:
+            written.extend(write_csv(SliceNamer(out_dir, name, f"_{_stamp()}", "csv"), header, df,
+                                     csv_slice_rows))
+        summaries.add(name)
+
+    per_dev = []
+    for d in devs:
+        rows = S.op_rows(d)
+        per_dev.append((d, d.tasks, rows, d.iterations))
+
+    # timelines
+    switches = T.read_reports(reports)
+    layers = T.msprof_layers(per_dev, data.host.apis, app_pid, switches)
+    meta, events = T.assemble(layers)
+    if events:
+        written.extend(write_events(SliceNamer(out_dir, "msprof", f"_{_stamp()}", "json"), meta,
+                                    events, len(events), json_slice_events))
+        timelines.add("msprof")
+    step_layers = [T.step_layer(d, its, app_pid) for d, _, _, its in per_dev]
+    smeta, sev = T.assemble(step_layers)
+    if sev:
+        written.extend(write_events(SliceNamer(out_dir, "step_trace", f"_{_stamp()}", "json"),
+                                    smeta, sev, len(sev), json_slice_events))
+        timelines.add("step_trace")
+
+    # summaries
+    emit("task_time", _merge([_with_device(d.device_id, S.task_time(d, t))
+                              for d, t, _, _ in per_dev if len(t)]))
+    if data.host.apis is not None and len(data.host.apis):
+        emit("api_statistic", _with_device(host_dev, S.api_statistic(data.host.apis)))
+    emit("op_summary", _merge([_with_device(d.device_id, S.op_summary(d, rows))
+                               for d, _, rows, _ in per_dev if d.has_host_ops and len(rows)]))
+    emit("op_statistic", _merge([_with_device(d.device_id, S.op_statistic(rows))
+                                 for d, _, rows, _ in per_dev if d.has_node_info and len(rows)]))
+    emit("step_trace", _merge([_with_device(d.device_id, S.step_trace(its))
+                               for d, _, _, its in per_dev if len(its)]))
+    emit("aicpu", _merge([_with_device(d.device_id, t) for d, tasks, _, _ in per_dev
+                          if (t := S.aicpu(d, tasks)) is not None]))
+    emit("l2_cache", _merge([_with_device(d.device_id, t) for d, tasks, _, _ in per_dev
+                             if (t := S.l2_cache(d, tasks)) is not None]))
+    if written:
+        readme = out_dir / "README.txt"
+        with AtomicFile(readme) as fh:
+            fh.write(readme_text(timelines, summaries))
+        written.append(readme)
+    return written

@@ -1,0 +1,113 @@
+"""Model / iteration selection of the legacy layout (export-files.md 1.4, 8).
+
+Project decision: without ``--iteration-id`` all iterations of the default model are exported
+(files ``_{dev}_{model}_{first}_{last}``, or ``_{iter}`` for a one-iteration model).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from msprof_cli.errors import ExportError
+
+from .control_info import NO_MODEL
+
+MAX_ITERATION_COUNT = 5
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What one device exports: a model and an iteration range, or everything."""
+
+    model_id: int | None
+    first: int | None
+    last: int | None
+    start_ns: int | None  # window [start, end) in local ns; None = no window
+    end_ns: int | None
+
+    def suffix(self, device_id: int) -> str:
+        if self.model_id is None:
+            return f"_{device_id}"
+        it = f"_{self.first}" if self.first == self.last else f"_{self.first}_{self.last}"
+        return f"_{device_id}_{self.model_id}{it}"
+
+
+ALL = Selection(None, None, None, None, None)
+
+
+def check_args(model_id: int | None, iteration_id: int | None, iteration_count: int) -> None:
+    """Argument rules that do not depend on the data."""
+    if model_id is not None and iteration_id is None:
+        raise ExportError("--model-id must be given together with --iteration-id "
+                          "(e.g. --model-id 1 --iteration-id 1).")
+    if iteration_id is not None and iteration_id < 1:
+        raise ExportError(f"The iteration id {iteration_id} is invalid. It must be a positive "
+                          f"integer.")
+    if not 1 <= iteration_count <= MAX_ITERATION_COUNT and iteration_id is not None:
+        raise ExportError(f"The iteration count {iteration_count} is invalid for model id "
+                          f"{model_id if model_id is not None else '(default)'}. Must be greater "
+                          f"than 0 and less than or equal to 5. Please enter a valid iteration "
+                          f"count.")
+
+
+def default_model(its: pd.DataFrame, host_models: set[int]) -> int | None:
+    """Largest iteration count among models in both host op data and step trace; ties -> the
+    larger id; none in both -> the smallest model id known."""
+    if len(its) == 0:
+        return None
+    counts = its.groupby("model_id")["iteration_id"].max()
+    both = counts[counts.index.isin(list(host_models))] if host_models else counts.iloc[0:0]
+    if len(both):
+        best = both[both == both.max()]
+        return int(max(best.index))
+    known = set(int(m) for m in counts.index) | set(host_models)
+    return min(known) if known else None
+
+
+def select(its: pd.DataFrame, host_models: set[int], model_id: int | None,
+           iteration_id: int | None, iteration_count: int) -> Selection:
+    """Resolve the selection for one device (raise ExportError with the real tool's texts)."""
+    models = sorted(int(m) for m in its["model_id"].unique()) if len(its) else []
+    if not models:
+        if model_id is not None or iteration_id is not None:
+            if NO_MODEL in host_models or not host_models:
+                raise ExportError("Please do not set 'model-id' and 'iteration-id' in single op "
+                                  "mode.")
+        return ALL
+    if model_id is None:
+        model_id = default_model(its, host_models)
+    if models == [NO_MODEL] and iteration_id is not None:
+        raise ExportError("Please do not set 'model-id' and 'iteration-id' in single op mode.")
+    if model_id not in models:
+        valid = "{" + ", ".join(str(m) for m in models) + "}"
+        raise ExportError(f"The model id {model_id} is invalid. Must select from {valid}. "
+                          f"Please enter a valid model id.")
+    mine = its[its["model_id"] == model_id].sort_values("iteration_id")
+    lo, hi = int(mine["iteration_id"].min()), int(mine["iteration_id"].max())
+    if iteration_id is None:
+        first, last = lo, hi
+    else:
+        if not 1 <= iteration_count <= MAX_ITERATION_COUNT:
+            raise ExportError(f"The iteration count {iteration_count} is invalid for model id "
+                              f"{model_id}. Must be greater than 0 and less than or equal to 5. "
+                              f"Please enter a valid iteration count.")
+        first, last = iteration_id, iteration_id + iteration_count - 1
+        if first < lo or last > hi:
+            raise ExportError(f"The exported iteration {first}-{last} is invalid for model id "
+                              f"{model_id}. Please enter a valid iteration within {lo}-{hi}.")
+    ids = mine["iteration_id"].to_numpy(np.int64)
+    start = int(mine["step_start_ns"].to_numpy(np.int64)[ids == first][0])
+    end = int(mine["step_end_ns"].to_numpy(np.int64)[ids == last][0])
+    return Selection(model_id, first, last, start, end)
+
+
+def in_window(start_ns: np.ndarray, end_ns: np.ndarray, sel: Selection) -> np.ndarray:
+    """start <= ts < end, or ts < start < ts + dur (export-files.md 1.4)."""
+    start_ns = np.asarray(start_ns, dtype=np.int64)
+    if sel.start_ns is None:
+        return np.ones(len(start_ns), dtype=bool)
+    end_ns = np.asarray(end_ns, dtype=np.int64)
+    return ((start_ns >= sel.start_ns) & (start_ns < sel.end_ns)) | \
+        ((start_ns < sel.start_ns) & (end_ns > sel.start_ns))

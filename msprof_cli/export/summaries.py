@@ -1,0 +1,255 @@
+"""CSV summary tables (export-files.md 3): each builder returns (header, DataFrame of str).
+
+Values are formatted here, vectorised, exactly as the real analysis prints them: absolute
+times as local µs with 3 decimals plus a TAB, durations as Python floats, ``N/A`` for missing.
+The mindstudio layout prepends ``Device_id``; the legacy layout uses the tables as they are.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from msprof_cli.raw import layouts as L
+
+from .dataset import DROPPED_GE_TYPES, DeviceData
+from .fmt import float_str, int_str, py_round, us_str
+from .host import NA
+from .pmu import tail_columns, tail_header
+
+Table = tuple[list[str], pd.DataFrame]
+
+OP_SUMMARY_BASE = ["Model ID", "Task ID", "Stream ID", "Op Name", "OP Type", "OP State",
+                   "Task Type", "Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)",
+                   "Block Dim", "HF32 Eligible", "Input Shapes", "Input Data Types",
+                   "Input Formats", "Output Shapes", "Output Data Types", "Output Formats"]
+OP_STATISTIC = ["OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)",
+                "Avg Time(us)", "Max Time(us)", "Ratio(%)"]
+TASK_TIME = ["kernel_name", "kernel_type", "stream_id", "task_id", "task_time(us)",
+             "task_start(us)", "task_stop(us)"]
+STEP_TRACE = ["Iteration ID", "FP Start(us)", "BP End(us)", "Iteration End(us)",
+              "Iteration Time(us)", "FP to BP Time(us)", "Iteration Refresh(us)",
+              "Data Aug Bound(us)", "Model ID"]
+API_STATISTIC = ["Level", "API Name", "Time(us)", "Count", "Avg(us)", "Min(us)", "Max(us)",
+                 "Variance"]
+AICPU = ["Timestamp(us)", "Node", "Compute_time(us)", "Memcpy_time(us)", "Task_time(us)",
+         "Dispatch_time(us)", "Total_time(us)", "Stream ID", "Task ID"]
+L2_CACHE = ["Stream Id", "Task Id", "Hit Rate", "Victim Rate", "Op Name"]
+
+
+def stamp(ns: np.ndarray) -> np.ndarray:
+    """Absolute local time column: µs with 3 decimals and the trailing TAB."""
+    return us_str(ns) + "\t"
+
+
+def dur_str(ns: np.ndarray) -> np.ndarray:
+    return float_str(py_round(np.asarray(ns, dtype=np.int64) / 1000.0, 3))
+
+
+def op_rows(dev: DeviceData, tasks: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Device tasks that are op_summary rows (WRITE_BACK / INVALID dropped), by start."""
+    t = dev.tasks if tasks is None else tasks
+    return t[~t["task_type"].isin(list(DROPPED_GE_TYPES))].reset_index(drop=True)
+
+
+def wait_times(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """First row literal ``0``; then max(start - prev_start - prev_dur, 0) µs, rounded."""
+    n = len(start)
+    if n == 0:
+        return np.zeros(0, dtype=object)
+    gap = np.maximum(start[1:] - start[:-1] - dur[:-1], 0)
+    out = np.empty(n, dtype=object)
+    out[0] = "0"
+    out[1:] = dur_str(gap)
+    return out
+
+
+def quoted_shapes(v: np.ndarray) -> np.ndarray:
+    v = np.asarray(v, dtype=object)
+    return np.where(v == NA, NA, '"' + v.astype(str).astype(object) + '"')
+
+
+def op_summary(dev: DeviceData, rows: pd.DataFrame) -> Table:
+    metrics = dev.rd.ai_core_metrics if dev.pmu_events else None
+    header = OP_SUMMARY_BASE + tail_header(metrics, dev.pmu_events)
+    start = rows["start_local"].to_numpy(np.int64)
+    dur = rows["dur_ns"].to_numpy(np.int64)
+    cols = {
+        "Model ID": int_str(rows["model_id"]),
+        "Task ID": int_str(rows["task_id"]),
+        "Stream ID": int_str(rows["stream_id"]),
+        "Op Name": rows["op_name"].to_numpy(object),
+        "OP Type": rows["op_type"].to_numpy(object),
+        "OP State": rows["op_state"].to_numpy(object),
+        "Task Type": rows["task_type"].to_numpy(object),
+        "Task Start Time(us)": stamp(start),
+        "Task Duration(us)": dur_str(dur),
+        "Task Wait Time(us)": wait_times(start, dur),
+        "Block Dim": int_str(rows["block_dim"]),
+        "HF32 Eligible": rows["hf32"].to_numpy(object),
+        "Input Shapes": quoted_shapes(rows["in_shapes"].to_numpy(object)),
+        "Input Data Types": rows["in_types"].to_numpy(object),
+        "Input Formats": rows["in_formats"].to_numpy(object),
+        "Output Shapes": quoted_shapes(rows["out_shapes"].to_numpy(object)),
+        "Output Data Types": rows["out_types"].to_numpy(object),
+        "Output Formats": rows["out_formats"].to_numpy(object),
+    }
+    cols.update(tail_columns(rows, metrics, dev.pmu_events, float(dev.rd.aic_mhz),
+                             dev.rd.ai_core_num))
+    return header, pd.DataFrame({h: cols[h] for h in header})
+
+
+def op_statistic(rows: pd.DataFrame) -> Table:
+    g = rows.groupby(["op_type", "task_type"], sort=True)["dur_ns"]
+    agg = pd.DataFrame({"count": g.size(), "total": g.sum(), "min": g.min(), "max": g.max()})
+    agg = agg.reset_index()
+    total_all = agg["total"].sum()
+    total_us = agg["total"].to_numpy(np.int64) / 1000.0
+    count = agg["count"].to_numpy(np.int64)
+    ratio = py_round(total_us / (total_all / 1000.0) * 100, 3) if total_all else np.zeros(len(agg))
+    agg["_total_us"] = total_us
+    order = np.argsort(-total_us, kind="stable")
+    df = pd.DataFrame({
+        "OP Type": agg["op_type"].to_numpy(object),
+        "Core Type": agg["task_type"].to_numpy(object),
+        "Count": int_str(count),
+        "Total Time(us)": float_str(py_round(total_us, 3)),
+        "Min Time(us)": dur_str(agg["min"].to_numpy(np.int64)),
+        "Avg Time(us)": float_str(py_round(total_us / np.maximum(count, 1), 3)),
+        "Max Time(us)": dur_str(agg["max"].to_numpy(np.int64)),
+        "Ratio(%)": float_str(ratio),
+    }).iloc[order].reset_index(drop=True)
+    return OP_STATISTIC, df
+
+
+def task_time(dev: DeviceData, tasks: pd.DataFrame) -> Table:
+    ge = tasks["task_type"].to_numpy(object)
+    rt = tasks["rt_type"].to_numpy(object)
+    known = tasks["host_known"].to_numpy(bool)
+    kind = np.where(ge != NA, ge, np.where(known & (rt != NA), rt, "Other"))
+    start = tasks["start_local"].to_numpy(np.int64)
+    end = tasks["end_local"].to_numpy(np.int64)
+    df = pd.DataFrame({
+        "kernel_name": tasks["op_name"].to_numpy(object),
+        "kernel_type": kind,
+        "stream_id": int_str(tasks["stream_id"]),
+        "task_id": int_str(tasks["task_id"]),
+        "task_time(us)": dur_str(tasks["dur_ns"].to_numpy(np.int64)),
+        "task_start(us)": stamp(start),
+        "task_stop(us)": stamp(end),
+    })
+    return TASK_TIME, df
+
+
+def _opt(ns: np.ndarray, ok: np.ndarray, fn) -> np.ndarray:
+    out = np.full(len(ns), NA, dtype=object)
+    if ok.any():
+        out[ok] = fn(ns[ok])
+    return out
+
+
+def step_trace(its: pd.DataFrame) -> Table:
+    its = its.sort_values("step_end_ns", kind="stable")
+    start = its["step_start_ns"].to_numpy(np.int64)
+    end = its["step_end_ns"].to_numpy(np.int64)
+    fp = its["fp_ns"].to_numpy(np.int64)
+    bp = its["bp_ns"].to_numpy(np.int64)
+    aug = its["data_aug_ns"].to_numpy(np.int64)
+    has_fp, has_bp = fp >= 0, bp >= 0
+    df = pd.DataFrame({
+        "Iteration ID": int_str(its["iteration_id"]),
+        "FP Start(us)": _opt(fp, has_fp, stamp),
+        "BP End(us)": _opt(bp, has_bp, stamp),
+        "Iteration End(us)": stamp(end),
+        "Iteration Time(us)": dur_str(end - start),
+        "FP to BP Time(us)": _opt(bp - fp, has_fp & has_bp, dur_str),
+        "Iteration Refresh(us)": _opt(end - bp, has_bp, dur_str),
+        "Data Aug Bound(us)": _opt(aug, aug >= 0, dur_str),
+        "Model ID": int_str(its["model_id"]),
+    })
+    return STEP_TRACE, df
+
+
+def api_statistic(apis: pd.DataFrame) -> Table:
+    if len(apis) == 0:
+        return API_STATISTIC, pd.DataFrame({h: [] for h in API_STATISTIC})
+    lvl = apis["level"].to_numpy()
+    level = np.array([L.LEVEL_NAMES.get(int(v), str(int(v))) for v in np.unique(lvl)],
+                     dtype=object)[np.unique(lvl, return_inverse=True)[1]]
+    name = np.where(lvl == L.LEVEL_HCCL, apis["item_name"].to_numpy(object),
+                    apis["type_name"].to_numpy(object))
+    d = pd.DataFrame({"name": name, "level": level,
+                      "dur_ns": apis["dur_ns"].to_numpy(np.int64)})
+    g = d.groupby(["name", "level"], sort=False)["dur_ns"]
+    agg = pd.DataFrame({"count": g.size(), "total": g.sum(), "min": g.min(), "max": g.max()})
+    agg = agg.reset_index()
+    count = agg["count"].to_numpy(np.int64)
+    time_us = py_round(agg["total"].to_numpy(np.int64) / 1000.0, 3)
+    avg = py_round(time_us / count, 3)
+    # variance: mean of the per-call squared deviations, each rounded to 3 decimals
+    d = d.merge(pd.DataFrame({"name": agg["name"], "level": agg["level"], "_avg": avg}),
+                on=["name", "level"], how="left")
+    d["_sq"] = py_round((d["dur_ns"].to_numpy(np.int64) / 1000.0 - d["_avg"].to_numpy()) ** 2, 3)
+    sq = d.groupby(["name", "level"], sort=False)["_sq"].sum()
+    sq = sq.reindex(pd.MultiIndex.from_frame(agg[["name", "level"]])).to_numpy()
+    df = pd.DataFrame({
+        "Level": agg["level"].to_numpy(object),
+        "API Name": agg["name"].to_numpy(object),
+        "Time(us)": float_str(time_us),
+        "Count": int_str(count),
+        "Avg(us)": float_str(avg),
+        "Min(us)": dur_str(agg["min"].to_numpy(np.int64)),
+        "Max(us)": dur_str(agg["max"].to_numpy(np.int64)),
+        "Variance": float_str(py_round(sq / count, 3)),
+    })
+    # ordered by (API Name, Level), byte order
+    key = (df["API Name"].astype(str) + "\x00" + df["Level"].astype(str)).to_numpy()
+    order = np.argsort(np.array([k.encode("utf-8") for k in key], dtype=object), kind="stable")
+    return API_STATISTIC, df.iloc[order].reset_index(drop=True)
+
+
+def aicpu(dev: DeviceData, tasks: pd.DataFrame) -> Table | None:
+    a = dev.aicpu
+    if a is None or len(a) == 0:
+        return None
+    t = tasks[tasks["source"] == "aicpu"][["stream_id", "task_id", "start_local", "op_name",
+                                           "dur_ns"]]
+    a = a.copy()
+    a["start_local"] = a["start_ns"] + dev.rd.offset_ns
+    m = a.merge(t, on=["stream_id", "task_id", "start_local"], how="inner")
+    m = m.sort_values("start_local", kind="stable")
+    df = pd.DataFrame({
+        "Timestamp(us)": stamp(m["start_local"].to_numpy(np.int64)),
+        "Node": m["op_name"].to_numpy(object),
+        "Compute_time(us)": float_str(m["compute_us"].to_numpy(np.float64)),
+        "Memcpy_time(us)": float_str(m["memcpy_us"].to_numpy(np.float64)),
+        "Task_time(us)": dur_str(m["dur_ns"].to_numpy(np.int64)),
+        "Dispatch_time(us)": float_str(m["dispatch_us"].to_numpy(np.float64)),
+        "Total_time(us)": dur_str(m["total_ns"].to_numpy(np.int64)),
+        "Stream ID": int_str(m["stream_id"]),
+        "Task ID": int_str(m["task_id"]),
+    })
+    return AICPU, df
+
+
+def l2_cache(dev: DeviceData, tasks: pd.DataFrame) -> Table | None:
+    l2 = dev.l2
+    if l2 is None or len(l2) == 0:
+        return None
+    ev = dev.rd.l2_events
+    pos = {e: i for i, e in enumerate(ev[:8])}
+    n = len(l2)
+    req = l2[f"ev_{pos[0x59]}"].to_numpy(np.float64) if 0x59 in pos else np.zeros(n)
+    hit = l2[f"ev_{pos[0x5B]}"].to_numpy(np.float64) if 0x5B in pos else np.zeros(n)
+    vic = l2[f"ev_{pos[0x5C]}"].to_numpy(np.float64) if 0x5C in pos else np.zeros(n)
+    safe = np.where(req == 0, 1, req)
+    names = tasks.drop_duplicates(["stream_id", "task_id"], keep="first")[
+        ["stream_id", "task_id", "op_name"]]
+    m = l2.merge(names, on=["stream_id", "task_id"], how="left")
+    df = pd.DataFrame({
+        "Stream Id": int_str(l2["stream_id"]),
+        "Task Id": int_str(l2["task_id"]),
+        "Hit Rate": float_str(py_round(np.where(req == 0, 0, hit / safe), 6)),
+        "Victim Rate": float_str(py_round(np.where(req == 0, 0, vic / safe), 6)),
+        "Op Name": m["op_name"].fillna(NA).to_numpy(object),
+    })
+    return L2_CACHE, df

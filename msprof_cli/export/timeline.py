@@ -1,0 +1,332 @@
+"""msprof / step_trace timeline JSON (timeline.md), rendered vectorised.
+
+Events are rendered to JSON text per column with fixed templates in the exact key order and
+separators of the real tool (Python ``json.dumps`` defaults: ``", "`` and ``": "``), because
+orjson cannot emit those separators.  Each layer yields (metadata strings, event strings, sort
+keys); the file is all metadata in layer order, then all events stably sorted by
+``float(ts)`` -- the real tool's sort, including its float64 ties.
+
+Pre-sort layer order (decides ties, read off the golden export): Step Trace, CANN, Ascend
+Hardware tasks, HostToDevice flows, Overlap Analysis.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from msprof_cli.raw import layouts as L
+
+from .dataset import DeviceData
+from .fmt import float_str, int_str, ts_sort_key, us_str
+from .host import NA
+
+SORT_CANN, SORT_HARDWARE, SORT_OVERLAP = 7, 14, 20
+HOST_SLOT = 31
+STEP_TID_BASE = 70000
+CONTEXT_ID_910 = 4294967295
+LEVEL_DISPLAY = {L.LEVEL_ACL: "AscendCL", L.LEVEL_MODEL: "Model", L.LEVEL_NODE: "Node",
+                 L.LEVEL_RUNTIME: "Runtime", L.LEVEL_HCCL: "Communication"}
+LAYERS = ("ascend", "cann", "step_trace", "overlap_analyse")
+
+
+@dataclass
+class Layer:
+    meta: list[str] = field(default_factory=list)
+    events: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
+    keys: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+
+def pid_of(app_pid: int, sort_index: int, slot: int) -> int:
+    return (app_pid << 10) | (sort_index << 5) | slot
+
+
+def jstr(values: np.ndarray) -> np.ndarray:
+    """JSON string literals of an object array (json.dumps per unique value)."""
+    values = np.asarray(values, dtype=object)
+    if len(values) == 0:
+        return values
+    inv, uniq = pd.factorize(values)
+    return np.array([json.dumps(str(u)) for u in uniq], dtype=object)[inv]
+
+
+def meta(name: str, pid: int, tid: int, args: dict) -> str:
+    return json.dumps({"name": name, "pid": pid, "tid": tid, "args": args, "ph": "M"})
+
+
+def process_meta(pid: int, name: str, labels: str, sort_index: int,
+                 threads: list[tuple[int, str, int | None]]) -> list[str]:
+    out = [meta("process_name", pid, 0, {"name": name})]
+    for tid, tname, tsort in threads:
+        out.append(meta("thread_name", pid, tid, {"name": tname}))
+        if tsort is not None:
+            out.append(meta("thread_sort_index", pid, tid, {"sort_index": tsort}))
+    out.append(meta("process_labels", pid, 0, {"labels": labels}))
+    out.append(meta("process_sort_index", pid, 0, {"sort_index": sort_index}))
+    return out
+
+
+def _s(v) -> np.ndarray:
+    return np.asarray(v, dtype=object)
+
+
+def dur_json(ns: np.ndarray) -> np.ndarray:
+    return float_str(np.asarray(ns, dtype=np.int64) / 1000.0)
+
+
+# --- CANN ------------------------------------------------------------------------------
+
+def cann_layer(apis: pd.DataFrame, app_pid: int) -> Layer:
+    if apis is None or len(apis) == 0:
+        return Layer()
+    pid = pid_of(app_pid, SORT_CANN, HOST_SLOT)
+    threads = sorted(int(t) for t in apis["thread_id"].unique())
+    m = process_meta(pid, "CANN", "CPU", SORT_CANN,
+                     [(t, f"Thread {t}", t) for t in threads])
+    lvl = apis["level"].to_numpy()
+    disp = np.array([LEVEL_DISPLAY.get(int(v), L.LEVEL_NAMES.get(int(v), str(int(v))).title())
+                     for v in np.unique(lvl)], dtype=object)[np.unique(lvl, return_inverse=True)[1]]
+    lname = np.array([L.LEVEL_NAMES.get(int(v), str(int(v))) for v in np.unique(lvl)],
+                     dtype=object)[np.unique(lvl, return_inverse=True)[1]]
+    mode = apis["type_name"].to_numpy(object)
+    api = np.where(lvl == L.LEVEL_HCCL, apis["item_name"].to_numpy(object), mode)
+    tid = int_str(apis["thread_id"])
+    ident = np.where(lvl == L.LEVEL_ACL, apis["item_name"].to_numpy(object), "0")
+    ev = ('{"name": ' + jstr(disp + "@" + api.astype(str).astype(object)) + ', "pid": ' + str(pid)
+          + ', "tid": ' + tid + ', "ts": "' + us_str(apis["begin_local"]) + '", "dur": '
+          + dur_json(apis["dur_ns"]) + ', "args": {"Thread Id": ' + tid + ', "Mode": '
+          + jstr(mode) + ', "level": ' + jstr(lname) + ', "id": ' + jstr(ident)
+          + ', "item_id": ' + jstr(apis["item_name"].to_numpy(object)) + ', "connection_id": '
+          + int_str(apis["connection_id"]) + '}, "ph": "X"}')
+    return Layer(m, _s(ev), ts_sort_key(apis["begin_local"].to_numpy(np.int64)))
+
+
+# --- Ascend Hardware ---------------------------------------------------------------------
+
+def task_kind(tasks: pd.DataFrame) -> np.ndarray:
+    ge = tasks["task_type"].to_numpy(object)
+    rt = tasks["rt_type"].to_numpy(object)
+    known = tasks["host_known"].to_numpy(bool)
+    return np.where(ge != NA, ge, np.where(known & (rt != NA), rt, "Other"))
+
+
+def hardware_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
+    if len(tasks) == 0:
+        return Layer()
+    pid = pid_of(app_pid, SORT_HARDWARE, dev.device_id)
+    streams = sorted(int(s) for s in tasks["stream_id"].unique())
+    m = process_meta(pid, "Ascend Hardware", f"NPU {dev.device_id}", SORT_HARDWARE,
+                     [(s, f"Stream {s}", s) for s in streams])
+    kind = task_kind(tasks)
+    name = np.where(tasks["op_name"].to_numpy(object) == NA, kind, tasks["op_name"].to_numpy(object))
+    stream = int_str(tasks["stream_id"])
+    cid = tasks["connection_id"].to_numpy(np.int64)
+    conn = np.where(cid >= 0, ', "connection_id": ' + int_str(cid), "")
+    ev = ('{"name": ' + jstr(name) + ', "pid": ' + str(pid) + ', "tid": ' + stream + ', "ts": "'
+          + us_str(tasks["start_local"]) + '", "dur": ' + dur_json(tasks["dur_ns"])
+          + ', "args": {"Model Id": ' + int_str(tasks["model_id"]) + ', "Task Type": '
+          + jstr(kind) + ', "Physic Stream Id": ' + stream + ', "Task Id": '
+          + int_str(tasks["task_id"]) + ', "Batch Id": ' + int_str(tasks["batch_id"])
+          + ', "Subtask Id": ' + str(CONTEXT_ID_910) + conn + '}, "ph": "X"}')
+    return Layer(m, _s(ev), ts_sort_key(tasks["start_local"].to_numpy(np.int64)))
+
+
+def flow_ids(device_id: int, stream: np.ndarray, task: np.ndarray, batch: np.ndarray
+             ) -> np.ndarray:
+    """Decimal text of (dev<<80)+(stream<<64)+(task<<48)+(batch<<32)+context, vectorised.
+
+    The value exceeds 64 bits, so it is assembled in base-1e9 limbs:
+    hi * 2**64 + lo with hi = (dev<<16)+stream and lo = (task<<48)+(batch<<32)+context."""
+    hi = (np.int64(device_id) << 16) + np.asarray(stream, dtype=np.int64)
+    lo = ((np.asarray(task, dtype=np.uint64) << np.uint64(48))
+          + (np.asarray(batch, dtype=np.uint64) << np.uint64(32)) + np.uint64(CONTEXT_ID_910))
+    b = np.uint64(1_000_000_000)
+    lo0 = (lo % b).astype(np.int64)
+    lo1 = ((lo // b) % b).astype(np.int64)
+    lo2 = (lo // b // b).astype(np.int64)
+    # 2**64 = 18 * 1e18 + 446744073 * 1e9 + 709551616
+    l0 = hi * 709551616 + lo0
+    l1 = hi * 446744073 + lo1 + l0 // 1_000_000_000
+    l0 = l0 % 1_000_000_000
+    l2 = hi * 18 + lo2 + l1 // 1_000_000_000
+    l1 = l1 % 1_000_000_000
+    s2 = int_str(l2)
+    s1 = np.char.zfill(l1.astype(str), 9).astype(object)
+    s0 = np.char.zfill(l0.astype(str), 9).astype(object)
+    lead1 = l1.astype(str).astype(object)
+    return np.where(l2 > 0, s2 + s1 + s0, np.where(l1 > 0, lead1 + s0, int_str(l0)))
+
+
+def flow_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
+    t = tasks[tasks["host_known"].to_numpy(bool)]
+    if len(t) == 0:
+        return Layer()
+    cann = pid_of(app_pid, SORT_CANN, HOST_SLOT)
+    hw = pid_of(app_pid, SORT_HARDWARE, dev.device_id)
+    fid = flow_ids(dev.device_id, t["stream_id"].to_numpy(), t["task_id"].to_numpy(),
+                   t["batch_id"].to_numpy())
+    s = ('{"name": "HostToDevice' + fid + '", "ph": "s", "cat": "HostToDevice", "id": "' + fid
+         + '", "pid": ' + str(cann) + ', "tid": ' + int_str(t["tt_thread"]) + ', "ts": "'
+         + us_str(t["tt_local"]) + '"}')
+    f = ('{"name": "HostToDevice' + fid + '", "ph": "f", "id": "' + fid + '", "ts": "'
+         + us_str(t["start_local"]) + '", "cat": "HostToDevice", "pid": ' + str(hw)
+         + ', "tid": ' + int_str(t["stream_id"]) + ', "bp": "e"}')
+    ev = np.empty(2 * len(t), dtype=object)
+    ev[0::2], ev[1::2] = s, f
+    keys = np.empty(2 * len(t), dtype=np.float64)
+    keys[0::2] = ts_sort_key(t["tt_local"].to_numpy(np.int64))
+    keys[1::2] = ts_sort_key(t["start_local"].to_numpy(np.int64))
+    return Layer([], ev, keys)
+
+
+# --- Overlap Analysis --------------------------------------------------------------------
+
+def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of intervals; touching or overlapping ones merge.  Vectorised."""
+    if len(start) == 0:
+        return start, end
+    o = np.argsort(start, kind="stable")
+    s, e = start[o], end[o]
+    run_end = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > run_end[:-1]
+    grp = np.cumsum(new) - 1
+    ms = s[new]
+    me = np.zeros(len(ms), dtype=np.int64)
+    np.maximum.at(me, grp, e)
+    return ms, me
+
+
+def overlap_layer(dev: DeviceData, rows: pd.DataFrame, app_pid: int) -> Layer:
+    pid = pid_of(app_pid, SORT_OVERLAP, dev.device_id)
+    m = process_meta(pid, "Overlap Analysis", f"NPU {dev.device_id}", SORT_OVERLAP,
+                     [(0, "Computing", None), (1, "Communication", None),
+                      (2, "Communication(Not Overlapped)", None), (3, "Free", None)])
+    if len(rows) == 0:
+        return Layer(m)
+    cs, ce = merge_intervals(rows["start_local"].to_numpy(np.int64),
+                             rows["end_local"].to_numpy(np.int64))
+    fs, fe = ce[:-1], cs[1:]
+    comp = ('{"name": "Computing", "pid": ' + str(pid) + ', "tid": 0, "ts": "' + us_str(cs)
+            + '", "dur": ' + dur_json(ce - cs) + ', "ph": "X"}')
+    free = ('{"name": "Free", "pid": ' + str(pid) + ', "tid": 3, "ts": "' + us_str(fs)
+            + '", "dur": ' + dur_json(fe - fs) + ', "ph": "X"}')
+    ev = np.concatenate([_s(comp), _s(free)])
+    keys = np.concatenate([ts_sort_key(cs), ts_sort_key(fs)])
+    return Layer(m, ev, keys)
+
+
+# --- Step Trace --------------------------------------------------------------------------
+
+def step_layer(dev: DeviceData, its: pd.DataFrame, app_pid: int) -> Layer:
+    if len(its) == 0:
+        return Layer()
+    pid = pid_of(app_pid, SORT_HARDWARE, dev.device_id)
+    models = sorted(int(x) for x in its["model_id"].unique())
+    tid_of = {mdl: app_pid + STEP_TID_BASE + i for i, mdl in enumerate(models)}
+    m = process_meta(pid, "Ascend Hardware", f"NPU {dev.device_id}", SORT_HARDWARE,
+                     [(tid_of[mdl], f"Step Trace(Model ID:{mdl})", STEP_TID_BASE + mdl)
+                      for mdl in models])
+    its = its.sort_values("step_end_ns", kind="stable")
+    tid = int_str(its["model_id"].map(tid_of).to_numpy(np.int64))
+    i = int_str(its["iteration_id"])
+    start = its["step_start_ns"].to_numpy(np.int64)
+    end = its["step_end_ns"].to_numpy(np.int64)
+    fp = its["fp_ns"].to_numpy(np.int64)
+    bp = its["bp_ns"].to_numpy(np.int64)
+    aug = its["data_aug_ns"].to_numpy(np.int64)
+    has_fp, has_bp = fp >= 0, bp >= 0
+    fp_s = np.where(has_fp, '"' + us_str(np.maximum(fp, 0)) + '"', '"N/A"')
+    bp_s = np.where(has_bp, '"' + us_str(np.maximum(bp, 0)) + '"', '"N/A"')
+    end_s = '"' + us_str(end) + '"'
+    head = ', "pid": ' + str(pid) + ', "tid": ' + tid + ', "ts": "'
+    it = ('{"name": "Iteration ' + i + '"' + head + us_str(start) + '", "dur": '
+          + dur_json(end - start) + ', "args": {"Iteration ID": ' + i + ', "FP Start": ' + fp_s
+          + ', "BP End": ' + bp_s + ', "Iteration End": ' + end_s + ', "Iteration Time(us)": '
+          + dur_json(end - start) + '}, "cat": "Iteration Time", "ph": "X"}')
+    fpbp = ('{"name": "FP_BP Time ' + i + '"' + head + us_str(np.maximum(fp, 0)) + '", "dur": '
+            + dur_json(bp - fp) + ', "args": {"Iteration ID": ' + i + ', "FP Start": ' + fp_s
+            + ', "BP End": ' + bp_s + ', "FP_BP Time(us)": ' + dur_json(bp - fp)
+            + '}, "cat": "FP_BP Time", "ph": "X"}')
+    refresh = ('{"name": "Iteration Refresh ' + i + '"' + head + us_str(np.maximum(bp, 0))
+               + '", "dur": ' + dur_json(end - bp) + ', "args": {"Iteration ID": ' + i
+               + ', "BP End": ' + bp_s + ', "Iteration End": ' + end_s
+               + ', "Iteration Refresh(us)": ' + dur_json(end - bp)
+               + '}, "cat": "Iteration Refresh", "ph": "X"}')
+    x_ev = np.stack([_s(it), _s(fpbp), _s(refresh)], axis=1)
+    x_key = np.stack([ts_sort_key(start), ts_sort_key(np.maximum(fp, 0)),
+                      ts_sort_key(np.maximum(bp, 0))], axis=1)
+    x_ok = np.stack([np.ones(len(its), bool), has_fp & has_bp, has_bp], axis=1)
+    # Data_aug flow: "t" at FP of iteration i, "s" at the middle of its refresh phase
+    flow_id = f'"Data_aug Bound {app_pid}_' + tid + '"'
+    prev_i = int_str(its["iteration_id"].to_numpy(np.int64) - 1)
+    mid = bp + (end - bp) // 2
+    t_ev = ('{"name": "Data_aug Bound ' + prev_i + '", "cat": "Data_aug Bound", "ph": "t", '
+            '"ts": "' + us_str(np.maximum(fp, 0)) + '", "pid": ' + str(pid) + ', "tid": ' + tid
+            + ', "id": ' + flow_id + ', "args": {"Iteration ID": ' + i + '}}')
+    aug_v = np.where(aug >= 0, dur_json(np.maximum(aug, 0)), "0.0")
+    s_ev = ('{"name": "Data_aug Bound ' + i + '", "cat": "Data_aug Bound", "ph": "s", '
+            '"ts": "' + us_str(np.maximum(mid, 0)) + '", "pid": ' + str(pid) + ', "tid": ' + tid
+            + ', "id": ' + flow_id + ', "args": {"Data_aug Bound(us)": ' + aug_v + '}}')
+    f_ev = np.stack([_s(t_ev), _s(s_ev)], axis=1)
+    f_key = np.stack([ts_sort_key(np.maximum(fp, 0)), ts_sort_key(np.maximum(mid, 0))], axis=1)
+    f_ok = np.stack([has_fp, has_bp], axis=1)
+    ev = np.concatenate([x_ev[x_ok], f_ev[f_ok]])
+    keys = np.concatenate([x_key[x_ok], f_key[f_ok]])
+    return Layer(m, ev, keys)
+
+
+def assemble(layers: list[Layer]) -> tuple[list[str], list[str]]:
+    """Metadata in layer order, then every event stably sorted by float(ts)."""
+    meta_out: list[str] = []
+    for lay in layers:
+        meta_out.extend(lay.meta)
+    evs = [lay.events for lay in layers if len(lay)]
+    if not evs:
+        return meta_out, []
+    ev = np.concatenate(evs)
+    keys = np.concatenate([lay.keys for lay in layers if len(lay)])
+    order = np.argsort(keys, kind="stable")
+    return meta_out, ev[order].tolist()
+
+
+def read_reports(path) -> dict[str, bool]:
+    """--reports layer switches (timeline.md 8); invalid content -> every layer on."""
+    on = {k: True for k in LAYERS}
+    if path is None:
+        return on
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        proc = data["json_process"]
+        if not isinstance(proc, dict):
+            raise ValueError
+    except (OSError, ValueError, KeyError, TypeError):
+        return on
+    for k in LAYERS:
+        if isinstance(proc.get(k), bool):
+            on[k] = proc[k]
+    return on
+
+
+def msprof_layers(devs: list[tuple[DeviceData, pd.DataFrame, pd.DataFrame, pd.DataFrame]],
+                  apis: pd.DataFrame, app_pid: int, switches: dict[str, bool]) -> list[Layer]:
+    """devs: (device, tasks, op rows, iterations) already restricted to the export window."""
+    layers: list[Layer] = []
+    if switches.get("step_trace", True):
+        layers += [step_layer(d, its, app_pid) for d, _, _, its in devs]
+    if switches.get("cann", True):
+        layers.append(cann_layer(apis, app_pid))
+    if switches.get("ascend", True):
+        layers += [hardware_layer(d, t, app_pid) for d, t, _, _ in devs]
+    if switches.get("ascend", True) and switches.get("cann", True) and apis is not None \
+            and len(apis):
+        layers += [flow_layer(d, t, app_pid) for d, t, _, _ in devs]
+    if switches.get("overlap_analyse", True):
+        layers += [overlap_layer(d, rows, app_pid) for d, t, rows, _ in devs if len(t)]
+    return layers

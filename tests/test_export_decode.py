@@ -1,0 +1,192 @@
+"""Unit tests of the export decoder on small arrays and hand-made raw files."""
+from __future__ import annotations
+
+import random
+import sqlite3
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from msprof_cli.export import fmt
+from msprof_cli.export.dataset import load_prof
+from msprof_cli.export.device import assign_batches, pair_hwts
+from msprof_cli.export.host import decode_apis, decode_tensors
+from msprof_cli.export.rawread import DecodeLog, read_files
+from msprof_cli.export.steptrace import _emit, iterations
+from msprof_cli.export.timeline import flow_ids, merge_intervals
+from msprof_cli.raw import layouts as L
+from tests.export_fixtures import copy_golden
+
+
+def _values(n: int = 20000) -> list[float]:
+    rng = random.Random(7)
+    vals = [12.25 * 0.15, 12.25 * 0.05, 3.0625, 2.4375, 0.0005, 1.0005, 2.675, 0.125, 0.0]
+    vals += [round(rng.random() * 10 ** rng.randint(-3, 9), rng.randint(2, 6)) for _ in range(n)]
+    vals += [rng.randint(0, 10 ** 6) / 8000 for _ in range(n)]  # many exact ties
+    return vals
+
+
+def test_py_round_matches_python() -> None:
+    vals = _values()
+    got = fmt.py_round(np.array(vals), 3)
+    assert [float(x) for x in got] == [round(v, 3) for v in vals]
+
+
+def test_sqlite_round_matches_sqlite() -> None:
+    vals = _values(5000)
+    con = sqlite3.connect(":memory:")
+    if tuple(int(x) for x in sqlite3.sqlite_version.split(".")) >= (3, 43, 0):
+        pytest.skip("reference semantics are those of SQLite <= 3.42 (the golden's engine)")
+    want = [con.execute("select round(?, 3)", (v,)).fetchone()[0] for v in vals]
+    got = fmt.sqlite_round(np.array(vals), 3)
+    assert [float(x) for x in got] == want
+
+
+def test_float_str_is_python_repr() -> None:
+    vals = _values(3000) + [1e16, 1e-5, 120.0, 123456789012.25]
+    assert list(fmt.float_str(np.array(vals))) == [str(v) for v in vals]
+
+
+def test_us_str_exact_on_16_digit_values() -> None:
+    ns = np.array([1700000000001031000, 1700000000001299375, 5, 1700000000001299001])
+    assert list(fmt.us_str(ns)) == ["1700000000001031.000", "1700000000001299.375", "0.005",
+                                    "1700000000001299.001"]
+
+
+def test_ts_sort_key_is_float_of_printed_text() -> None:
+    ns = np.array([1700000000001299375, 1700000000001299500, 1700000000001299001])
+    assert list(fmt.ts_sort_key(ns)) == [float(s) for s in fmt.us_str(ns)]
+
+
+def test_ticks_to_ns_exact_and_half_even() -> None:
+    assert list(fmt.ticks_to_ns(np.array([0, 1, 203100]), Fraction(100))) == [0, 10, 2031000]
+    # 38.4 MHz: 1 tick = 26.0416.. ns
+    got = fmt.ticks_to_ns(np.array([1, 3, 12]), Fraction("38.4"))
+    assert list(got) == [round(Fraction(1000, 1) / Fraction("38.4") * k) for k in (1, 3, 12)]
+
+
+def test_pair_hwts_pairs_per_stream_task() -> None:
+    log = DecodeLog()
+    stream = np.array([1, 2, 1, 2, 1, 1])
+    task = np.array([5, 5, 5, 5, 6, 6])
+    lt = np.array([0, 0, 1, 1, 0, 0])  # the last start of task 6 never ends
+    tick = np.arange(6) * 10
+    df = pair_hwts(stream, task, lt, tick, log)
+    got = sorted(zip(df.stream_id, df.task_id, df.start_tick, df.end_tick))
+    assert got == [(1, 5, 0, 20), (2, 5, 10, 30)]
+    assert any("without a partner" in w for w in log.warnings)
+
+
+def test_assign_batches_counts_flips_per_stream() -> None:
+    tasks = pd.DataFrame({"stream_id": [1, 1, 1, 2], "task_id": [65535, 0, 1, 3],
+                          "t": [10, 30, 40, 35]})
+    flips = pd.DataFrame({"ts_ns": [20], "stream_id": [1], "task_id": [0], "flip_num": [1]})
+    assert list(assign_batches(tasks, flips, "t")) == [0, 1, 1, 0]
+
+
+def test_step_state_machine() -> None:
+    # in E a 1 is ignored, so the following 4 closes [previous 4, t]
+    tags = np.array([0, 4, 4, 1, 1, 4, 0, 1])
+    t = np.arange(len(tags)) * 100
+    start, end = _emit(tags, t)
+    assert [(int(a), int(b)) for a, b in zip(start, end)] == \
+        [(0, 100), (100, 200), (200, 500), (600, 700)]
+    # 1 in S closes and enters M, where a 4 is ignored until the next 0
+    tags = np.array([0, 1, 4, 0, 4])
+    start, end = _emit(tags, np.arange(5) * 100)
+    assert [(int(a), int(b)) for a, b in zip(start, end)] == [(0, 100), (300, 400)]
+
+
+def test_iterations_fp_bp_and_data_aug() -> None:
+    steps = pd.DataFrame({"ts_ns": [0, 5, 50, 60, 61, 100, 106, 150, 160, 161],
+                          "tag_id": [0, 2, 3, 4, 1, 0, 2, 3, 4, 1], "model_id": 7,
+                          "index_id": 1, "stream_id": 0, "task_id": 0})
+    its = iterations(steps)
+    assert list(its.iteration_id) == [1, 2]
+    assert list(its.fp_ns) == [5, 106] and list(its.bp_ns) == [50, 150]
+    assert list(its.data_aug_ns) == [-1, 46]
+
+
+def test_flow_ids_match_python_ints() -> None:
+    rng = np.random.default_rng(3)
+    stream, task, batch = rng.integers(0, 2048, 50), rng.integers(0, 65536, 50), \
+        rng.integers(0, 100, 50)
+    got = flow_ids(1, stream, task, batch)
+    want = [str((1 << 80) + (int(s) << 64) + (int(t) << 48) + (int(b) << 32) + 4294967295)
+            for s, t, b in zip(stream, task, batch)]
+    assert list(got) == want
+    assert flow_ids(0, np.array([2]), np.array([1]), np.array([0]))[0] == "36893769626690781183"
+
+
+def test_merge_intervals_touching_merge() -> None:
+    s, e = merge_intervals(np.array([0, 10, 30, 5]), np.array([10, 20, 40, 8]))
+    assert list(s) == [0, 30] and list(e) == [20, 40]
+
+
+def _write(path: Path, arr: np.ndarray, extra: bytes = b"") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(arr.tobytes() + extra)
+
+
+def test_truncated_tail_and_bad_magic(tmp_path: Path) -> None:
+    rec = np.zeros(3, dtype=L.API_EVENT)
+    rec["magic"] = L.MAGIC
+    rec["magic"][1] = 0x1234
+    rec["begin_time"], rec["end_time"] = [1, 2, 3], [5, 6, 7]
+    f = tmp_path / "unaging.api_event.data.slice_0"
+    _write(f, rec, b"\x01\x02\x03")
+    log = DecodeLog()
+    cols = read_files([f], L.API_EVENT, log, magic_field="magic")
+    assert list(cols["begin_time"]) == [1, 3]
+    assert log.bad_records == 1
+    assert any("3 bytes dropped" in w and str(f) in w for w in log.warnings)
+
+
+def test_event_pairs_and_connection_ids(tmp_path: Path) -> None:
+    rec = np.zeros(4, dtype=L.API_EVENT)
+    rec["magic"] = L.MAGIC
+    rec["level"] = L.LEVEL_NODE
+    rec["type"] = 5
+    rec["thread_id"] = 9
+    rec["begin_time"] = [100, 110, 150, 500]
+    rec["end_time"] = [L.EVENT_RESERVE, 130, L.EVENT_RESERVE, 600]
+    rec["reserve"] = [42, 0, 42, 0]
+    _write(tmp_path / "unaging.api_event.data.slice_0", rec)
+    api = decode_apis(tmp_path, DecodeLog())
+    got = list(zip(api.connection_id, api.begin_ns, api.end_ns))
+    assert got == [(0, 100, 150), (1, 110, 130), (3, 500, 600)]
+
+
+def test_multi_record_tensors_concatenate(tmp_path: Path) -> None:
+    rec = np.zeros(2, dtype=L.TENSOR_INFO)
+    rec["magic"] = L.MAGIC
+    rec["timestamp"], rec["thread_id"], rec["op_name"] = 7, 1, 99
+    rec["tensor_num"] = [5, 1]
+    t = rec["tensors"]
+    t["tensor_type"][0] = [0, 0, 0, 0, 1]
+    t["shape"][0, :, 0] = [1, 2, 3, 4, 5]
+    t["format"][0] = 2
+    t["data_type"][0] = 1
+    t["tensor_type"][1, 0] = 1
+    t["shape"][1, 0, :2] = [6, 0]
+    t["format"][1, 0] = 0
+    _write(tmp_path / "unaging.additional.tensor_info.slice_0", rec)
+    df = decode_tensors(tmp_path, DecodeLog())
+    assert len(df) == 1
+    row = df.iloc[0]
+    assert row.in_shapes == "1;2;3;4"
+    assert row.out_shapes == "5;6"
+    assert row.out_formats == "ND;NCHW"
+    assert row.out_types == "FLOAT16;FLOAT"
+
+
+def test_golden_tables(tmp_path: Path) -> None:
+    data = load_prof(copy_golden(tmp_path))
+    dev = data.devices[0]
+    assert len(dev.tasks) == 18 and dev.tasks.pmu_ok.all()
+    assert list(dev.tasks.connection_id[:7]) == [0, 1, 2, 3, 4, 5, 7]
+    assert set(dev.tasks.model_id) == {1}
+    assert len(dev.iterations) == 3

@@ -1,0 +1,156 @@
+"""Legacy layout: naming, model/iteration selection, error texts, summary json, slicing."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from msprof_cli.errors import ExportError, ProfDirError
+from msprof_cli.export.api import run_export
+from msprof_cli.export.model_info import models_and_iterations
+from msprof_cli.export.selection import Selection, select
+from tests.export_fixtures import copy_golden
+
+
+@pytest.fixture()
+def prof(tmp_path: Path) -> Path:
+    return copy_golden(tmp_path)
+
+
+def _names(prof: Path, sub: str) -> set[str]:
+    return {p.name for p in (prof / "device_0" / sub).iterdir()}
+
+
+def test_default_exports_all_iterations_of_default_model(prof: Path) -> None:
+    res = run_export(prof, quiet=True)
+    assert _names(prof, "summary") == {"op_summary_0_1_1_3.csv", "op_statistic_0_1_1_3.csv",
+                                       "task_time_0_1_1_3.csv", "step_trace_0_1_1_3.csv"}
+    assert _names(prof, "timeline") == {"msprof_0_1_1_3.json", "step_trace_0_1_1_3.json",
+                                        "task_time_0_1_1_3.json"}
+    assert len(res.files) == 7
+    op = (prof / "device_0/summary/op_summary_0_1_1_3.csv").read_bytes()
+    assert b"\r" not in op and op.startswith(b"Model ID,Task ID,") and b"Block Dim" in op
+    assert len(op.splitlines()) == 19
+    st = (prof / "device_0/summary/step_trace_0_1_1_3.csv").read_text().splitlines()
+    assert [line.split(",")[0] for line in st[1:]] == ["1", "2", "3"]
+
+
+def test_iteration_window(prof: Path) -> None:
+    run_export(prof, model_id=1, iteration_id=2, iteration_count=2, quiet=True)
+    summ = prof / "device_0" / "summary"
+    assert (summ / "op_summary_0_1_2_3.csv").is_file()
+    rows = (summ / "op_summary_0_1_2_3.csv").read_text().splitlines()[1:]
+    assert [r.split(",")[1] for r in rows] == [str(t) for t in (12, 13, 14, 15, 16, 17,
+                                                               23, 24, 25, 26, 27, 28)]
+    assert rows[0].split(",")[9] == "0"  # first exported row: wait time 0
+    trace = json.loads((prof / "device_0/timeline/msprof_0_1_2_3.json").read_text())
+    hw = [e for e in trace if e.get("ph") == "X" and "Task Id" in e.get("args", {})]
+    assert len(hw) == 12
+    cann = [e for e in trace if e.get("name", "").startswith("Node@")]
+    assert len(cann) == 18  # CANN events are not filtered
+    run_export(prof, model_id=1, iteration_id=3, quiet=True)
+    assert (summ / "step_trace_0_1_3.csv").read_text().count("\n") == 2
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"model_id": 3, "iteration_id": 1},
+     "The model id 3 is invalid. Must select from {1}. Please enter a valid model id."),
+    ({"model_id": 1, "iteration_id": 2, "iteration_count": 3},
+     "The exported iteration 2-4 is invalid for model id 1. Please enter a valid iteration "
+     "within 1-3."),
+    ({"model_id": 1, "iteration_id": 1, "iteration_count": 6},
+     "The iteration count 6 is invalid for model id 1. Must be greater than 0 and less than or "
+     "equal to 5. Please enter a valid iteration count."),
+    ({"model_id": 1, "iteration_id": 1, "iteration_count": 0},
+     "The iteration count 0 is invalid for model id 1."),
+    ({"model_id": 1}, "--model-id must be given together with --iteration-id"),
+    ({"type_": "db"}, "database export (--type db) is not available yet"),
+])
+def test_error_messages(prof: Path, kwargs: dict, message: str) -> None:
+    with pytest.raises(ExportError) as exc:
+        run_export(prof, quiet=True, **kwargs)
+    assert message in str(exc.value)
+
+
+def test_single_op_mode_error() -> None:
+    its = pd.DataFrame({"model_id": [], "iteration_id": [], "step_start_ns": [],
+                        "step_end_ns": []})
+    with pytest.raises(ExportError, match="in single op mode"):
+        select(its, {4294967295}, 1, 1, 1)
+    assert select(its, {4294967295}, None, None, 1).suffix(0) == "_0"
+
+
+def test_suffix_rules() -> None:
+    assert Selection(1, 2, 2, 0, 1).suffix(0) == "_0_1_2"
+    assert Selection(1, 2, 6, 0, 1).suffix(3) == "_3_1_2_6"
+    assert Selection(None, None, None, None, None).suffix(1) == "_1"
+
+
+def test_default_model_prefers_most_iterations() -> None:
+    its = pd.DataFrame({"model_id": [1, 2, 2, 3, 3], "iteration_id": [1, 1, 2, 1, 2],
+                        "step_start_ns": [0, 10, 20, 30, 40], "step_end_ns": [5, 15, 25, 35, 45]})
+    assert select(its, {1, 2, 3}, None, None, 1).model_id == 3  # tie 2/3 -> larger id
+    assert select(its, {1}, None, None, 1).model_id == 1  # only model 1 has host ops
+
+
+def test_summary_format_json(prof: Path) -> None:
+    run_export(prof, summary_format="json", quiet=True)
+    rows = json.loads((prof / "device_0/summary/op_summary_0_1_1_3.json").read_text())
+    assert len(rows) == 18 and rows[0]["Op Name"] == "Conv2D_1"
+    assert rows[0]["Task Start Time(us)"] == "1700000000001031.000\t"
+
+
+def test_slicing_with_small_limits(prof: Path) -> None:
+    run_export(prof, layout="mindstudio", csv_slice_rows=5, json_slice_events=40, quiet=True)
+    out = prof / "mindstudio_profiler_output"
+    ops = sorted(out.glob("op_summary_slice_*_*.csv"))
+    assert len(ops) == 4
+    assert all(p.read_text().startswith("Device_id,Model ID") for p in ops)
+    assert sum(len(p.read_text().splitlines()) - 1 for p in ops) == 18
+    js = sorted(out.glob("msprof_slice_*_*.json"))
+    assert len(js) == 4  # 125 events / 40
+    for p in js:
+        ev = json.loads(p.read_text())
+        assert ev[0] == {"name": "process_name", "pid": 4344256, "tid": 0,
+                         "args": {"name": "Ascend Hardware"}, "ph": "M"}
+    assert not list(out.glob("op_summary_[0-9]*.csv"))
+
+
+def test_reports_switch_removes_layers(prof: Path, tmp_path: Path) -> None:
+    cfg = tmp_path / "reports.json"
+    cfg.write_text(json.dumps({"json_process": {"cann": False, "overlap_analyse": False}}))
+    run_export(prof, layout="mindstudio", reports=cfg, quiet=True)
+    ev = json.loads(next((prof / "mindstudio_profiler_output").glob("msprof_*.json")).read_text())
+    names = {e["name"] for e in ev}
+    assert "Node@launch" not in names and "Computing" not in names and "Conv2D_1" in names
+
+
+def test_path_errors(tmp_path: Path) -> None:
+    with pytest.raises(ProfDirError, match="does not exist"):
+        run_export(tmp_path / "missing", quiet=True)
+    with pytest.raises(ProfDirError, match="No PROF_"):
+        run_export(tmp_path, quiet=True)
+    empty = tmp_path / "PROF_000001_20250101120000123_ABCDEFGHIJKLMNOP"
+    (empty / "device_0" / "data").mkdir(parents=True)
+    (empty / "device_0" / "info.json.0").write_text("{}")
+    with pytest.raises(ProfDirError, match="contains no profiling data"):
+        run_export(empty, quiet=True)
+
+
+def test_console_lines(prof: Path, capsys) -> None:
+    run_export(prof.parent)
+    out = capsys.readouterr().out
+    assert f"[INFO] Start export data in {prof}." in out
+    assert f"[INFO] Export all data in {prof} done." in out
+
+
+def test_models_and_iterations(prof: Path) -> None:
+    got = models_and_iterations(prof / "device_0")
+    assert list(got) == [1]
+    assert [i for i, _, _ in got[1]] == [1, 2, 3]
+    assert got[1][0][1:] == (1700000000001029500, 1700000000001305500)
+    host = models_and_iterations(prof / "host")
+    assert [i for i, _, _ in host[1]] == [1, 2, 3]
+    assert host[1][0][1] == 1700000000001000000
