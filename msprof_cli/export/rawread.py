@@ -56,7 +56,9 @@ def read_files(files: list[Path], dtype: np.dtype, log: DecodeLog, fields: list[
                magic_field: str | None = None, magic: int = L.MAGIC) -> Columns:
     """Concatenate the records of `files` as {field: column} (only `fields` are copied out of
     the memory maps, which keeps memory bounded); column ``_aging`` flags aging-file records."""
-    names = list(fields or [n for n in dtype.names if dtype[n].kind != "V"])
+    # padding fields are raw void bytes; sub-array and nested-record fields are kept
+    names = list(fields or [n for n in dtype.names
+                            if not (dtype[n].base.kind == "V" and dtype[n].base.names is None)])
     parts: dict[str, list[np.ndarray]] = {n: [] for n in names}
     aging: list[np.ndarray] = []
     for path in files:
