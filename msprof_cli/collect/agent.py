@@ -1,0 +1,450 @@
+"""The in-process agent: one collection (one PROF dir) at a time, fed in chunks.
+
+Lifecycle (tensorflow-capture.md 10.3, 13):
+* `activate(config)` creates the PROF dir and the emulated device, and starts the host
+  tracer as soon as TensorFlow is importable (`on_tensorflow_imported`);
+* the step hooks (steps.py) call `step_begin` / `step_end` around every top-level graph
+  execution; `step_end` is the only place a chunk is flushed during the run (between steps,
+  on the training thread, nothing in flight);
+* a flush collects the tracer (XSpace), starts the next one when needed, converts the chunk
+  (convert.py) and hands it to `Device.consume`;
+* `deactivate` (atexit, SIGTERM, the Profiler's `__exit__`) does the final flush and closes
+  the device.
+Any failure inside the agent is caught: one `[msprof] WARNING` line says what was not
+captured and why, and the user's script continues.
+"""
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from msprof_cli.collect.capture import CaptureChunk
+from msprof_cli.collect.convert import ConverterState, GraphRegistry, convert
+from msprof_cli.collect.records import ExecRecord
+from msprof_cli.collect.sampling import SamplingPolicy
+from msprof_cli.options import ProfilingConfig
+from msprof_cli.raw.control import ClockPair
+
+RESULT_FILE_VAR = "MSPROF_CLI_RESULT_FILE"  # launcher: where to list the PROF dirs written
+DUMP_VAR = "MSPROF_CLI_DUMP_CAPTURE"  # tests: also write every CaptureChunk as JSON here
+FLUSH_SECONDS = 10.0
+FLUSH_EVENTS = 100_000
+FLUSH_RECORDS = 20_000  # unsampled steps pending without any trace
+
+
+def warn(message: str) -> None:
+    try:
+        sys.stderr.write(f"[msprof] WARNING {message}\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+def info(message: str) -> None:
+    try:
+        sys.stderr.write(f"[msprof] {message}\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+def _mono() -> int:
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)
+
+
+def _load_device() -> Any:
+    try:
+        from msprof_cli.device import Device  # written by the device side
+    except ImportError:
+        return None
+    return Device
+
+
+class Collection:
+    """One PROF dir: its device, tracer chunks and converter state."""
+
+    def __init__(self, agent: "Agent", config: ProfilingConfig) -> None:
+        self.agent = agent
+        self.config = config
+        self.pid = os.getpid()
+        from msprof_cli.raw.profdir import create_prof_dir
+
+        self.prof_dir = create_prof_dir(config.output)
+        self.clock = ClockPair.now()
+        self.device: Any = None
+        device_cls = _load_device()
+        if device_cls is not None:
+            try:
+                self.device = device_cls(self.prof_dir, config, clock=self.clock, pid=self.pid,
+                                         app=list(sys.argv))
+            except Exception as exc:
+                agent.fail(f"the emulated device could not start ({exc!r}): no raw data is "
+                           f"written to {self.prof_dir}", exc)
+        elif not agent.dump_dir:
+            warn("msprof_cli.device is not available: captured ops are not written to "
+                 f"{self.prof_dir}")
+        self.state = ConverterState(pid=self.pid,
+                                    main_thread_id=threading.main_thread().native_id or 0)
+        self.policy = SamplingPolicy(config.full_trace)
+        self.records: list[ExecRecord] = []
+        self.traced_keys: set[str] = set()
+        self.deferred: list[tuple[bytes | None, list[ExecRecord], int]] = []
+        self.tracer: Any = None
+        self.tracer_failed = False
+        self.chunk_no = 0
+        self.chunk_started = time.monotonic()
+        self.steps_in_chunk = 0
+        self.events_per_step = 0.0
+        self.notes: list[str] = []
+        agent.announce(self.prof_dir)
+
+    # -- tracer ---------------------------------------------------------------------------
+    def start_tracer(self) -> bool:
+        if self.tracer is not None:
+            return True
+        if self.tracer_failed:
+            return False
+        try:
+            from msprof_cli.collect.tf_trace import Tracer
+
+            tracer = Tracer()
+            if not tracer.start():
+                self.notes.append("another profiler (e.g. tf.profiler.experimental.start or "
+                                  "the Keras TensorBoard callback) held the tracer: a sample "
+                                  "was skipped")
+                return False
+        except Exception as exc:
+            self.tracer_failed = True
+            self.agent.fail(f"TensorFlow's host tracer could not start ({exc!r}): ops are "
+                            "not captured", exc)
+            return False
+        self.tracer = tracer
+        self.chunk_started = time.monotonic()
+        self.steps_in_chunk = 0
+        return True
+
+    def offset_ns(self) -> int:
+        """epoch ns -> CLOCK_MONOTONIC_RAW ns, used when the trace lacks its anchor."""
+        pair = ClockPair.now()
+        return pair.mono_ns - pair.wall_us * 1000
+
+    # -- flushing -------------------------------------------------------------------------
+    def due(self) -> bool:
+        if self.tracer is None:
+            return len(self.records) >= FLUSH_RECORDS or (
+                self.records and time.monotonic() - self.chunk_started >= FLUSH_SECONDS)
+        if time.monotonic() - self.chunk_started >= FLUSH_SECONDS:
+            return True
+        return self.events_per_step > 0 and \
+            self.steps_in_chunk * self.events_per_step >= FLUSH_EVENTS
+
+    def flush(self, restart: bool, defer: bool = False) -> None:
+        """Collect the current chunk, restart the tracer if asked, convert and consume.
+
+        `defer`: only collect; the conversion waits for the next flush (the TF1 shape run
+        pauses the tracer and its runtime shapes should reach the chunk before it)."""
+        if os.getpid() != self.pid:
+            return
+        tracer, self.tracer = self.tracer, None
+        records, self.records = self.records, []
+        steps = self.steps_in_chunk
+        data = None
+        if tracer is not None:
+            try:
+                data = tracer.collect()
+            except Exception as exc:
+                self.agent.fail(f"a trace chunk could not be collected ({exc!r}): the ops of "
+                                f"{len(records)} steps are lost", exc)
+        if restart:
+            self.start_tracer()
+        else:
+            self.chunk_started = time.monotonic()
+        if data is not None or records:
+            self.deferred.append((data, records, steps))
+        if defer:
+            return
+        pending, self.deferred = self.deferred, []
+        for data, records, steps in pending:
+            self._convert(data, records, steps)
+
+    def _convert(self, data: bytes | None, records: list[ExecRecord], steps: int) -> None:
+        try:
+            trace = None
+            if data is not None:
+                from msprof_cli.collect.xspace import parse_xspace
+
+                trace = parse_xspace(data)
+                if steps:
+                    self.events_per_step = trace.raw_events / steps
+            chunk = convert(trace, records, self.state, self.agent.registry,
+                            fallback_offset_ns=self.offset_ns(), fp_point=self.config.fp_point,
+                            bp_point=self.config.bp_point)
+        except Exception as exc:
+            self.agent.fail(f"a trace chunk could not be converted ({exc!r}): the ops of "
+                            f"{len(records)} steps are lost", exc)
+            return
+        chunk.notes.extend(self.notes)
+        self.notes = []
+        self.chunk_no += 1
+        self.consume(chunk)
+
+    def consume(self, chunk: CaptureChunk) -> None:
+        if self.agent.dump_dir:
+            try:
+                path = Path(self.agent.dump_dir) / f"chunk_{self.pid}_{self.prof_dir.name}_" \
+                    f"{self.chunk_no:04d}.json"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                payload = dataclasses.asdict(chunk)
+                payload["prof_dir"] = str(self.prof_dir)
+                path.write_text(json.dumps(payload))
+            except Exception as exc:
+                warn(f"could not dump a capture chunk to {self.agent.dump_dir}: {exc!r}")
+        if self.device is not None:
+            try:
+                self.device.consume(chunk)
+            except Exception as exc:
+                self.agent.fail(f"the emulated device failed on a chunk ({exc!r}): "
+                                f"{len(chunk.iterations)} steps are missing from "
+                                f"{self.prof_dir}", exc)
+
+    def close(self) -> None:
+        self.flush(restart=False)
+        if self.device is not None:
+            try:
+                self.device.close(ClockPair.now())
+            except Exception as exc:
+                self.agent.fail(f"the emulated device could not finish {self.prof_dir} "
+                                f"({exc!r})", exc)
+
+
+class Agent:
+    """Process-wide singleton (`AGENT`): hooks installed once, collections come and go."""
+
+    def __init__(self) -> None:
+        self.collection: Collection | None = None
+        self.pending: ProfilingConfig | None = None
+        self.registry = GraphRegistry()
+        self.lock = threading.RLock()
+        self.local = threading.local()
+        self.seq = 0
+        self.pid = os.getpid()
+        self.disabled = False
+        self.tf_ready = False
+        self.exit_hooks = False
+        self.result_file = os.environ.pop(RESULT_FILE_VAR, None)
+        self.dump_dir = os.environ.get(DUMP_VAR) or None
+        self.failures = 0
+        self.reason = ""
+        self.scope = "process"  # "process" | "profiler" | "session"
+        self.session_profiling_seen = False
+
+    # -- messages -------------------------------------------------------------------------
+    def fail(self, message: str, exc: BaseException | None = None) -> None:
+        self.failures += 1
+        if self.failures <= 5:
+            warn(message)
+            if exc is not None and os.environ.get("MSPROF_CLI_DEBUG"):
+                traceback.print_exception(type(exc), exc, exc.__traceback__)
+
+    def announce(self, prof_dir: Path) -> None:
+        if self.result_file:
+            try:
+                with open(self.result_file, "a", encoding="utf-8") as fh:
+                    fh.write(f"{prof_dir}\n")
+            except OSError:
+                pass
+
+    # -- activation -----------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        return self.collection is not None and not self.disabled
+
+    def request(self, config: ProfilingConfig, scope: str = "process") -> None:
+        """Profile this process with `config` from the moment TensorFlow is imported."""
+        self.scope = scope
+        if self.tf_ready:
+            self.activate(config)
+        else:
+            self.pending = config
+
+    def activate(self, config: ProfilingConfig) -> Collection | None:
+        with self.lock:
+            if self.collection is not None or self.disabled:
+                return self.collection
+            try:
+                self.collection = Collection(self, config)
+            except Exception as exc:
+                self.fail(f"profiling could not start ({exc!r}): nothing is captured", exc)
+                return None
+            for w in config.warnings:
+                warn(w)
+            self.collection.start_tracer()
+            return self.collection
+
+    def deactivate(self) -> Path | None:
+        with self.lock:
+            coll, self.collection = self.collection, None
+        if coll is None or os.getpid() != coll.pid:
+            return None
+        coll.close()
+        return coll.prof_dir
+
+    def on_tensorflow_imported(self, module: Any) -> None:
+        """Post-import callback of `tensorflow` (tensorflow-capture.md 10.3)."""
+        try:
+            if self.tf_ready:
+                return
+            self.tf_ready = True
+            from msprof_cli.collect import steps
+
+            steps.install_tf_hooks(self)
+            if self.pending is not None:
+                try:
+                    from tensorflow.python.eager import context
+
+                    context.context().enable_run_metadata()
+                except Exception:
+                    pass
+                config, self.pending = self.pending, None
+                self.install_exit_hooks()
+                self.activate(config)
+        except Exception as exc:
+            self.fail(f"the agent could not hook TensorFlow ({exc!r}): nothing is captured",
+                      exc)
+
+    def was_traced(self, model_key: str) -> bool:
+        coll = self.collection
+        return coll is not None and model_key in coll.traced_keys
+
+    def on_keras_trainer_imported(self, module: Any) -> None:
+        try:
+            from msprof_cli.collect import steps
+
+            steps.install_keras_hooks(self, module)
+        except Exception as exc:
+            self.fail(f"the Keras 3 step hook could not be installed ({exc!r}): model.fit "
+                      "steps are recorded as plain tf.function calls", exc)
+
+    def install_exit_hooks(self) -> None:
+        """atexit after the TF import (runs before TF's own, LIFO), SIGTERM, excepthook, fork."""
+        if self.exit_hooks:
+            return
+        self.exit_hooks = True
+        atexit.register(self._at_exit)
+        try:
+            if threading.current_thread() is threading.main_thread() and \
+                    signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, _sigterm_to_exit)
+        except (ValueError, OSError):
+            pass
+        previous = sys.excepthook
+
+        def excepthook(tp, value, tb):  # type: ignore[no-untyped-def]
+            self.reason = f"the script raised {tp.__name__}"
+            previous(tp, value, tb)
+
+        sys.excepthook = excepthook
+        try:
+            os.register_at_fork(after_in_child=self._after_fork)
+        except AttributeError:
+            pass
+
+    def _after_fork(self) -> None:
+        # a forked worker inherits our state; it must neither trace nor write the PROF dir
+        self.disabled = True
+        self.collection = None
+
+    def _at_exit(self) -> None:
+        if self.collection is None or os.getpid() != self.pid:
+            return
+        old = None
+        try:
+            if threading.current_thread() is threading.main_thread():
+                # a second Ctrl-C must not cut the final flush short (section 13)
+                old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except (ValueError, OSError):
+            old = None
+        try:
+            self.deactivate()
+        except Exception as exc:
+            self.fail(f"the final flush failed ({exc!r}): the last chunk is lost", exc)
+        finally:
+            if old is not None:
+                try:
+                    signal.signal(signal.SIGINT, old)
+                except (ValueError, OSError):
+                    pass
+
+    # -- steps ----------------------------------------------------------------------------
+    def step_begin(self, kind: str, name: str, fn_name: str, model_key: str | None,
+                   static_key: str | None, untraced: bool = False
+                   ) -> tuple[ExecRecord, Any] | None:
+        """Record the start of an execution; `untraced` keeps the tracer off for it (a TF1
+        FULL_TRACE shape run cannot share the process' one profiler slot)."""
+        coll = self.collection
+        if coll is None or self.disabled:
+            return None
+        try:
+            with self.lock:
+                self.seq += 1
+                seq = self.seq
+            trace_it = coll.policy.should_trace(model_key) and not untraced
+            if trace_it and coll.tracer is None:
+                coll.start_tracer()
+            elif not trace_it and coll.tracer is not None:
+                # stop tracing: the steps until the next sample replay
+                coll.flush(restart=False, defer=True)
+            rec = ExecRecord(seq=seq, kind=kind, name=name, fn_name=fn_name,
+                             model_key=model_key, static_key=static_key, start_ns=_mono(),
+                             thread_id=threading.get_native_id())
+            marker = None
+            if coll.tracer is not None:
+                from msprof_cli.collect.tf_trace import traceme
+
+                rec.profiled = True
+                marker = traceme("msprof_step", seq=seq, _r=1)
+            return rec, (marker, coll.tracer)
+        except Exception as exc:
+            self.fail(f"a step could not be recorded ({exc!r})", exc)
+            return None
+
+    def step_end(self, token: tuple[ExecRecord, Any] | None) -> None:
+        if token is None:
+            return
+        rec, (marker, tracer) = token
+        try:
+            if marker is not None:
+                marker.Stop()
+            rec.end_ns = _mono()
+            coll = self.collection
+            if coll is None or os.getpid() != coll.pid:
+                return
+            if rec.profiled and coll.tracer is not tracer:
+                rec.profiled = False  # a flush happened inside (nested); the marker is lost
+            coll.records.append(rec)
+            if rec.profiled and rec.model_key:
+                coll.traced_keys.add(rec.model_key)
+            coll.steps_in_chunk += 1
+            key = rec.model_key or rec.static_key
+            coll.policy.done(key, rec.profiled, rec.traced_now, rec.end_ns - rec.start_ns)
+            if coll.due():
+                coll.flush(restart=coll.tracer is not None)
+        except Exception as exc:
+            self.fail(f"a step could not be recorded ({exc!r})", exc)
+
+
+def _sigterm_to_exit(signum: int, frame: Any) -> None:
+    # runs `finally` blocks and atexit (the final flush); exit status 128+15 like SIG_DFL
+    raise SystemExit(128 + signum)
+
+
+AGENT = Agent()

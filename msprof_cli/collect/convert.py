@@ -1,0 +1,352 @@
+"""Turn one chunk of trace events + Python step records into a `CaptureChunk`.
+
+Join rules (tensorflow-capture.md 6.1, 8):
+* a step marker (`msprof_step{seq}`) encloses, on its own thread, the eager function call
+  (`EagerLocalExecute: __inference_<fn>_<uid>` = the graph key) and its `FunctionRun{id}`;
+  every op event of that execution sits inside an `ExecutorState::Process{id}` with the
+  same id, on whatever thread ran it;
+* TF1 `Session.run` has no run id: the Process ids that start inside the marker interval
+  (on executor threads) are the run's ids (runs are synchronous);
+* `Process{id=-1}` is constant folding while a graph is built: dropped;
+* ops on `tf_data*` threads are the input pipeline (host side): dropped, counted in notes;
+* eager ops (`EagerLocalExecute: <Op>`, timed by their `EagerKernelExecute`) belong to the
+  step whose marker encloses them, else they are single ops;
+* unsampled executions (no marker in the trace) replay the op schedule of the last sampled
+  execution of the same graph, anchored at their own start and end (section 13).
+"""
+from __future__ import annotations
+
+import bisect
+import os
+import re
+from dataclasses import dataclass, field
+
+from msprof_cli.collect.capture import CaptureChunk, Iteration, ModelInfo, OpRun
+from msprof_cli.collect.records import ExecRecord
+from msprof_cli.collect.tf_graphs import OpShape, StaticGraph, resolve
+from msprof_cli.collect.xspace import Event, Trace
+
+# eager ops that only create handles, constants or input-pipeline objects on the host
+HOST_EAGER_OPS = frozenset({"_EagerConst", "VarHandleOp", "DestroyResourceOp", "VarIsInitializedOp",
+                            "AnonymousIteratorV3", "AnonymousIteratorV2", "DeleteIterator",
+                            "MakeIterator", "IteratorGetNext", "OptionsDataset",
+                            "AnonymousMultiDeviceIteratorV3", "MultiDeviceIteratorInit",
+                            "ReadVariableOp", "Identity", "NoOp"})
+DATA_LINE_PREFIX = "tf_data"
+
+
+def is_host_eager(op_type: str) -> bool:
+    return op_type in HOST_EAGER_OPS or op_type.endswith(("Dataset", "DatasetV2", "DatasetV3"))
+
+
+@dataclass
+class Schedule:
+    """Op schedule of one sampled execution, times relative to its start (plain tuples in
+    OpRun field order: replay builds thousands of OpRuns per second, so it must be cheap)."""
+
+    duration: int
+    ops: list[tuple]
+    version: int = 0  # static graph version the shapes came from
+
+
+@dataclass
+class ConverterState:
+    """What survives from chunk to chunk within one collection (one PROF dir)."""
+
+    pid: int = field(default_factory=os.getpid)
+    main_thread_id: int = 0
+    model_ids: dict[str, int] = field(default_factory=dict)
+    models: dict[int, ModelInfo] = field(default_factory=dict)
+    iteration_counts: dict[int, int] = field(default_factory=dict)
+    thread_ids: dict[str, int] = field(default_factory=dict)
+    schedules: dict[str, Schedule] = field(default_factory=dict)
+    shape_caches: dict[str, dict[tuple[str, str], OpShape]] = field(default_factory=dict)
+    fp_bp_done: set[int] = field(default_factory=set)
+
+    def model_id(self, key: str, name: str) -> int:
+        mid = self.model_ids.get(key)
+        if mid is None:
+            mid = len(self.model_ids) + 1
+            self.model_ids[key] = mid
+            self.models[mid] = ModelInfo(model_id=mid, name=name, graph_key=key)
+        return mid
+
+    def next_index(self, model_id: int) -> int:
+        n = self.iteration_counts.get(model_id, 0) + 1
+        self.iteration_counts[model_id] = n
+        return n
+
+    def thread_id(self, line_name: str) -> int:
+        """A stable, OS-like id per TF thread (TF ids are 64-bit hashes, not tids)."""
+        tid = self.thread_ids.get(line_name)
+        if tid is None:
+            tid = (self.pid + 1 + len(self.thread_ids)) & 0x7FFFFFFF
+            self.thread_ids[line_name] = tid
+        return tid
+
+
+@dataclass
+class GraphRegistry:
+    """Static graph maps by key (filled by the step hooks, read by the converter)."""
+
+    graphs: dict[str, StaticGraph] = field(default_factory=dict)
+
+
+def _interval_events(starts: list[int], events: list[Event], lo: int, hi: int) -> list[Event]:
+    i = bisect.bisect_left(starts, lo)
+    j = bisect.bisect_right(starts, hi)
+    return events[i:j]
+
+
+def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterState,
+            registry: GraphRegistry, *, fallback_offset_ns: int, fp_point: str = "",
+            bp_point: str = "") -> CaptureChunk:
+    chunk = CaptureChunk()
+    by_seq = {r.seq: r for r in records}
+    ops_by_seq: dict[int, list[OpRun]] = {}
+    markers: dict[int, Event] = {}
+    graph_of_seq: dict[int, str] = {}
+    dropped_data = dropped_unknown = 0
+
+    if trace is not None:
+        offset = fallback_offset_ns
+        for ev in trace.events:
+            if ev.kind == "anchor" and ev.stats and ev.stats.get("mono"):
+                offset = int(ev.stats["mono"]) - ev.start
+                break
+        per_line: dict[int, list[Event]] = {}
+        for ev in trace.events:
+            ev.start += offset
+            ev.end += offset
+            per_line.setdefault(ev.line, []).append(ev)
+        starts_of: dict[int, list[int]] = {}
+        for line, evs in per_line.items():
+            evs.sort(key=lambda e: e.start)
+            starts_of[line] = [e.start for e in evs]
+
+        run_to_seq: dict[int, int] = {}
+        line_thread: dict[int, int] = {}
+        marker_spans: list[tuple[int, int, int]] = []  # (start, end, seq)
+        for line, evs in per_line.items():
+            for m in evs:
+                if m.kind != "marker" or not m.stats:
+                    continue
+                try:
+                    seq = int(m.stats.get("seq"))
+                except (TypeError, ValueError):
+                    continue
+                rec = by_seq.get(seq)
+                if rec is None:
+                    continue
+                markers[seq] = m
+                marker_spans.append((m.start, m.end, seq))
+                line_thread[line] = rec.thread_id
+                inner = _interval_events(starts_of[line], evs, m.start, m.end)
+                for ev in inner:
+                    if ev.kind == "fn" and seq not in graph_of_seq:
+                        if not rec.fn_name or re.match(rf"__inference_{re.escape(rec.fn_name)}_\d+$",
+                                                       ev.name):
+                            graph_of_seq[seq] = ev.name
+                    elif ev.kind == "run" and ev.stats and ev.stats.get("id") is not None:
+                        run_to_seq.setdefault(int(ev.stats["id"]), seq)
+                if seq not in graph_of_seq:
+                    for ev in inner:
+                        if ev.kind == "fn":
+                            graph_of_seq[seq] = ev.name
+                            break
+        marker_spans.sort()
+        span_starts = [s for s, _, _ in marker_spans]
+
+        def seq_at(t: int) -> int | None:
+            i = bisect.bisect_right(span_starts, t) - 1
+            while i >= 0:
+                s, e, seq = marker_spans[i]
+                if s <= t <= e:
+                    return seq
+                if e < t and i < len(marker_spans) - 1:
+                    break
+                i -= 1
+            return None
+
+        # TF1: Process ids starting inside a session-run marker belong to that run
+        for line, evs in per_line.items():
+            if trace.lines[line].startswith(DATA_LINE_PREFIX):
+                continue
+            for ev in evs:
+                if ev.kind != "proc" or not ev.stats:
+                    continue
+                pid_ = int(ev.stats.get("id", -1))
+                if pid_ == -1 or pid_ in run_to_seq:
+                    continue
+                seq = seq_at(ev.start)
+                if seq is not None and by_seq[seq].kind == "tf1":
+                    run_to_seq[pid_] = seq
+
+        for line, evs in per_line.items():
+            lname = trace.lines[line]
+            is_data = lname.startswith(DATA_LINE_PREFIX)
+            if lname == "python" or lname.startswith("python"):
+                tid = line_thread.get(line) or state.main_thread_id or state.thread_id(lname)
+            else:
+                tid = state.thread_id(lname)
+            procs: list[Event] = []  # enclosing ExecutorState::Process events (a stack)
+            kexec_starts = [e.start for e in evs if e.kind == "kexec"]
+            kexecs = [e for e in evs if e.kind == "kexec"]
+            for ev in evs:
+                if ev.kind == "proc":
+                    while procs and procs[-1].end < ev.start:
+                        procs.pop()
+                    procs.append(ev)
+                    continue
+                if ev.kind == "op":
+                    while procs and procs[-1].end < ev.start:
+                        procs.pop()
+                    proc = procs[-1] if procs else None
+                    if is_data:
+                        dropped_data += 1
+                        continue
+                    seq = None
+                    in_proc = proc is not None and proc.start <= ev.start <= proc.end
+                    pid_ = int(proc.stats.get("id", -1)) if in_proc and proc.stats else None
+                    if pid_ == -1:
+                        continue  # constant folding during graph building
+                    if pid_ is not None:
+                        seq = run_to_seq.get(pid_)
+                    if seq is None:
+                        seq = seq_at(ev.start)
+                    op = OpRun(name=ev.name, tf_type=ev.tf_type, start_ns=ev.start,
+                               end_ns=max(ev.end, ev.start), thread_id=tid)
+                    if seq is None:
+                        _attach_shapes(op, None, state)
+                        chunk.single_ops.append(op)
+                        dropped_unknown += 1
+                    else:
+                        ops_by_seq.setdefault(seq, []).append(op)
+                elif ev.kind == "eager":
+                    if is_host_eager(ev.name):
+                        continue
+                    start, end = ev.start, ev.end
+                    k = bisect.bisect_left(kexec_starts, ev.start)
+                    if k < len(kexecs) and kexecs[k].start <= ev.end:
+                        start, end = kexecs[k].start, kexecs[k].end
+                    op = OpRun(name=ev.name, tf_type=ev.name, start_ns=start, end_ns=end,
+                               thread_id=tid)
+                    seq = seq_at(ev.start)
+                    if seq is None:
+                        chunk.single_ops.append(op)
+                    else:
+                        ops_by_seq.setdefault(seq, []).append(op)
+        if dropped_data:
+            chunk.notes.append(f"{dropped_data} op events of the tf.data input pipeline "
+                               "(host threads) were not sent to the device")
+        if dropped_unknown:
+            chunk.notes.append(f"{dropped_unknown} graph ops ran outside any recorded step "
+                               "(e.g. a ConcreteFunction called directly): kept as single ops")
+
+    used_models: set[int] = set()
+    for rec in sorted(records, key=lambda r: r.seq):
+        key = graph_of_seq.get(rec.seq) or rec.model_key
+        if key is None:
+            key = f"{rec.kind}:{rec.fn_name or rec.name}"
+        static = registry.graphs.get(rec.static_key or key)
+        mid = state.model_id(key, rec.name)
+        used_models.add(mid)
+        marker = markers.get(rec.seq)
+        if marker is not None:
+            ops = sorted(ops_by_seq.get(rec.seq, []), key=lambda o: (o.start_ns, o.name))
+            for op in ops:
+                _attach_shapes(op, static, state, key)
+            start, end = marker.start, marker.end
+            it = Iteration(model_id=mid, index=state.next_index(mid), start_ns=start,
+                           end_ns=end, thread_id=rec.thread_id, ops=ops)
+            if ops and (not rec.traced_now or key not in state.schedules):
+                state.schedules[key] = Schedule(max(end - start, 1), [
+                    (o.name, o.tf_type, o.start_ns - start, o.end_ns - start, o.thread_id,
+                     o.inputs, o.outputs, o.fused_ops, o.device_id) for o in ops],
+                    static.version if static is not None else 0)
+            if ops and mid not in state.fp_bp_done:
+                _fp_bp(state.models[mid], ops, static, fp_point, bp_point, chunk)
+                state.fp_bp_done.add(mid)
+        else:
+            it = Iteration(model_id=mid, index=state.next_index(mid), start_ns=rec.start_ns,
+                           end_ns=max(rec.end_ns, rec.start_ns), thread_id=rec.thread_id,
+                           replayed=True, ops=_replay(state.schedules.get(key), rec))
+            sched = state.schedules.get(key)
+            if static is not None and sched is not None and sched.version != static.version:
+                for op in it.ops:  # shapes improved since the sample (TF1 shape run)
+                    _attach_shapes(op, static, state, key)
+        chunk.iterations.append(it)
+    for mid in used_models:
+        chunk.models[mid] = state.models[mid]
+    return chunk
+
+
+def _attach_shapes(op: OpRun, static: StaticGraph | None, state: ConverterState,
+                   key: str = "") -> None:
+    version = static.version if static is not None else 0
+    shape = resolve(static, op.name, op.tf_type,
+                    state.shape_caches.setdefault(f"{key}@{version}", {}))
+    if shape is not None:
+        op.inputs, op.outputs, op.fused_ops = shape.inputs, shape.outputs, shape.fused_ops
+
+
+def _replay(schedule: Schedule | None, rec: ExecRecord) -> list[OpRun]:
+    if schedule is None:
+        return []
+    t0 = rec.start_ns
+    scale = max(rec.end_ns - t0, 1) / schedule.duration
+    return [OpRun(name, typ, t0 + int(s * scale), t0 + int(max(e, s) * scale), tid, ins, outs,
+                  fused, dev)
+            for name, typ, s, e, tid, ins, outs, fused, dev in schedule.ops]
+
+
+def _fp_bp(model: ModelInfo, ops: list[OpRun], static: StaticGraph | None, fp_point: str,
+           bp_point: str, chunk: CaptureChunk) -> None:
+    """FP/BP ops of a model (step-trace-and-advice.md 4); project mapping in docs/collect.md."""
+    if static is not None:
+        model.op_order = dict(static.order)
+    names = {o.name for o in ops}
+    if fp_point:
+        if fp_point in names or any(fp_point in o.fused_ops for o in ops):
+            model.fp_op = fp_point
+        else:
+            chunk.notes.append("First forward op name can't be found in graph for training "
+                               f"trace. ({fp_point!r}, model {model.name})")
+    if bp_point:
+        if bp_point in names or any(bp_point in o.fused_ops for o in ops):
+            model.bp_op = bp_point
+        else:
+            chunk.notes.append("Last backward op name can't be found in graph for training "
+                               f"trace. ({bp_point!r}, model {model.name})")
+    if static is None:
+        return
+    order = static.order
+    big = len(order) + 1
+    if not fp_point:
+        feeds = _data_consumers(static)
+        cands = [o for o in ops if o.name in feeds or any(f in feeds for f in o.fused_ops)]
+        if cands:
+            model.fp_op = min(cands, key=lambda o: order.get(o.name, big)).name
+    if not bp_point:
+        grads = [o for o in ops if ("gradient" in o.name) and o.name in order]
+        if grads:
+            model.bp_op = max(grads, key=lambda o: order[o.name]).name
+
+
+def _data_consumers(static: StaticGraph) -> set[str]:
+    """Ops reading the graph's input data (directly or through untraced host ops)."""
+    sources = set(static.inputs)
+    out: set[str] = set()
+    passthrough = {"Identity", "Cast", "Reshape", "ExpandDims", "Squeeze", "OptionalGetValue",
+                   "OptionalFromValue"}
+    for _ in range(3):
+        grew = False
+        for name, op in static.ops.items():
+            if any(p in sources for p in op.producers):
+                if op.type in passthrough and name not in sources:
+                    sources.add(name)
+                    grew = True
+                out.add(name)
+        if not grew:
+            break
+    return out

@@ -1,0 +1,271 @@
+"""Step hooks: the three monkey-patches that mark graph executions (tensorflow-capture.md 6).
+
+* `Function.__call__` (tf.function): a top-level eager call is one execution of the
+  concrete function it runs; when the call (re)traced, the concrete graph is walked once
+  for static shapes (tf_graphs.py) and its `__inference_*` name becomes the graph key.
+* `BaseSession.run` (TF1): one execution per run; graph key = graph id + fetch signature;
+  the graph is walked again whenever it grew.  `BaseSession.__init__` also watches the
+  session config for the NpuOptimizer `profiling_mode` switch (options.md 1).
+* Keras 3 `TensorFlowTrainer.make_train_function`: wraps `train_function` so each call is
+  one training step named after the model.
+Only depth-0 calls are executions: nested calls (a tf.function called while another runs
+eagerly, e.g. Keras' variable initialisation) belong to the enclosing one.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from msprof_cli.collect.agent import Agent
+
+_local = threading.local()
+KERAS_TAG = "_msprof_wrapped"
+
+
+def _depth() -> int:
+    return getattr(_local, "depth", 0)
+
+
+def install_tf_hooks(agent: Agent) -> None:
+    from tensorflow.python.eager.polymorphic_function import polymorphic_function as pf
+
+    _patch_function_call(agent, pf.Function)
+    try:
+        from tensorflow.python.client import session as tf_session
+    except ImportError:
+        return
+    _patch_session(agent, tf_session.BaseSession)
+
+
+# -- tf.function ------------------------------------------------------------------------
+def _patch_function_call(agent: Agent, cls: Any) -> None:
+    if getattr(cls.__call__, KERAS_TAG, False):
+        return
+    original = cls.__call__
+    from tensorflow.python.eager import context
+
+    def __call__(self: Any, *args: Any, **kwds: Any) -> Any:
+        if agent.collection is None or not context.executing_eagerly():
+            return original(self, *args, **kwds)
+        current = getattr(_local, "current", None)
+        if _depth() > 0:
+            if current is not None and current.fn_name == "" and current.kind == "keras":
+                # the Keras train_function itself: adopt its graph identity
+                return _observed_call(agent, original, self, args, kwds, current)
+            return original(self, *args, **kwds)
+        name = getattr(self, "_name", "function")
+        key = getattr(self, "_msprof_graph_key", None)
+        token = agent.step_begin("tf2", name, name, key, key)
+        if token is None:
+            return original(self, *args, **kwds)
+        _local.depth = 1
+        _local.current = token[0]
+        try:
+            return _observed_call(agent, original, self, args, kwds, token[0])
+        finally:
+            _local.depth = 0
+            _local.current = None
+            agent.step_end(token)
+
+    setattr(__call__, KERAS_TAG, True)
+    cls.__call__ = __call__
+
+
+def _observed_call(agent: Agent, original: Any, fn: Any, args: tuple, kwds: dict,
+                   rec: Any) -> Any:
+    before = fn.experimental_get_tracing_count()
+    result = original(fn, *args, **kwds)
+    try:
+        retraced = fn.experimental_get_tracing_count() != before
+        rec.fn_name = getattr(fn, "_name", "") if rec.kind != "tf2" else rec.fn_name
+        if retraced or getattr(fn, "_msprof_graph_key", None) is None:
+            rec.traced_now = retraced
+            concrete = fn.get_concrete_function(*args, **kwds)  # cache hit: no retrace
+            key = _concrete_key(concrete)
+            if key not in agent.registry.graphs:
+                from msprof_cli.collect.tf_graphs import walk_graph
+
+                agent.registry.graphs[key] = walk_graph(concrete.graph)
+            fn._msprof_graph_key = key
+        rec.model_key = rec.static_key = fn._msprof_graph_key
+    except Exception as exc:
+        agent.fail(f"the graph of tf.function {getattr(fn, '_name', '?')} could not be read "
+                   f"({exc!r}): its ops have no shapes", exc)
+    return result
+
+
+def _concrete_key(concrete: Any) -> str:
+    name = concrete.name
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+# -- TF1 sessions -------------------------------------------------------------------------
+def fetch_signature(fetches: Any) -> str:
+    """Stable text of what a `Session.run` fetches (op and tensor names)."""
+    out: list[str] = []
+
+    def visit(f: Any, depth: int = 0) -> None:
+        if depth > 4 or len(out) > 64:
+            return
+        if isinstance(f, (list, tuple)):
+            for x in f:
+                visit(x, depth + 1)
+        elif isinstance(f, dict):
+            for k in sorted(f, key=str):
+                visit(f[k], depth + 1)
+        else:
+            out.append(getattr(f, "name", None) or str(f))
+
+    visit(fetches)
+    return ",".join(out)
+
+
+_shape_runs: set[str] = set()
+
+
+def _full_trace_options() -> tuple[Any, Any] | None:
+    try:
+        from tensorflow.core.protobuf import config_pb2
+
+        return (config_pb2.RunOptions(trace_level=config_pb2.RunOptions.FULL_TRACE),
+                config_pb2.RunMetadata())
+    except Exception:
+        return None
+
+
+def _apply_step_stats(agent: Agent, static_key: str, run_metadata: Any, feed_dict: Any
+                      ) -> None:
+    try:
+        import numpy as np
+
+        from msprof_cli.collect.tf_graphs import (apply_runtime_shapes,
+                                                  runtime_shapes_from_step_stats)
+
+        graph = agent.registry.graphs.get(static_key)
+        if graph is None:
+            return
+        runtime = runtime_shapes_from_step_stats(run_metadata.step_stats)
+        # fed tensors (placeholders) are not in step_stats: their shapes are the feeds'
+        for key, value in (feed_dict or {}).items():
+            op = getattr(key, "op", None)
+            if op is not None and hasattr(key, "value_index"):
+                runtime.setdefault(op.name, {})[key.value_index] = tuple(np.shape(value))
+        apply_runtime_shapes(graph, runtime)
+    except Exception as exc:
+        agent.fail(f"runtime shapes could not be read ({exc!r}): unknown dims stay -1", exc)
+
+
+def _patch_session(agent: Agent, cls: Any) -> None:
+    if getattr(cls.run, KERAS_TAG, False):
+        return
+    original_run = cls.run
+    original_init = cls.__init__
+
+    def run(self: Any, fetches: Any, feed_dict: Any = None, options: Any = None,
+            run_metadata: Any = None) -> Any:
+        if agent.collection is None or _depth() > 0:
+            return original_run(self, fetches, feed_dict, options, run_metadata)
+        token = None
+        try:
+            graph = self.graph
+            sig = fetch_signature(fetches)
+            static_key = f"tf1:{id(graph)}"
+            model_key = f"{static_key}:{sig}"
+            version = graph.version
+            if agent.registry.graphs.get(static_key) is None or \
+                    getattr(graph, "_msprof_version", None) != version:
+                from msprof_cli.collect.tf_graphs import walk_graph
+
+                agent.registry.graphs[static_key] = walk_graph(graph)
+                graph._msprof_version = version
+            name = sig if len(sig) <= 80 else sig[:77] + "..."
+            shape_run = options is None and run_metadata is None and \
+                model_key not in _shape_runs and agent.was_traced(model_key)
+            token = agent.step_begin("tf1", name, "", model_key, static_key,
+                                     untraced=shape_run)
+        except Exception as exc:
+            agent.fail(f"a Session.run could not be recorded ({exc!r})", exc)
+        if token is None:
+            return original_run(self, fetches, feed_dict, options, run_metadata)
+        full_trace = None
+        if shape_run:
+            # the second run of a fetch signature goes once under FULL_TRACE: runtime shapes
+            # for the dims the graph leaves unknown (tensorflow-capture.md 5; never on every
+            # step: +41-47%).  The tracer is paused for it (one profiler per process), so
+            # this step replays the schedule of the first run.
+            _shape_runs.add(model_key)
+            full_trace = _full_trace_options()
+        _local.depth = 1
+        try:
+            if full_trace is not None:
+                try:
+                    return original_run(self, fetches, feed_dict, *full_trace)
+                except Exception as exc:
+                    if type(exc).__name__ != "AlreadyExistsError":
+                        raise
+                    full_trace = None  # the user's own profiler holds the slot: run plainly
+            return original_run(self, fetches, feed_dict, options, run_metadata)
+        finally:
+            _local.depth = 0
+            agent.step_end(token)
+            if full_trace is not None:
+                _apply_step_stats(agent, static_key, full_trace[1], feed_dict)
+
+    def __init__(self: Any, target: Any = "", graph: Any = None, config: Any = None) -> None:
+        original_init(self, target, graph, config)
+        try:
+            from msprof_cli.collect import routes
+
+            routes.on_session_config(agent, config)
+        except Exception as exc:
+            agent.fail(f"the session config could not be read ({exc!r})", exc)
+
+    setattr(run, KERAS_TAG, True)
+    cls.run = run
+    cls.__init__ = __init__
+
+
+# -- Keras 3 ------------------------------------------------------------------------------
+def install_keras_hooks(agent: Agent, trainer_module: Any) -> None:
+    cls = trainer_module.TensorFlowTrainer
+    if getattr(cls.make_train_function, KERAS_TAG, False):
+        return
+    original = cls.make_train_function
+
+    def make_train_function(self: Any, force: bool = False) -> Any:
+        result = original(self, force)
+        fn = self.train_function
+        if fn is not None and not getattr(fn, KERAS_TAG, False):
+            self.train_function = _wrap_train_function(agent, self, fn)
+        return result if result is None else self.train_function
+
+    setattr(make_train_function, KERAS_TAG, True)
+    cls.make_train_function = make_train_function
+
+
+def _wrap_train_function(agent: Agent, model: Any, fn: Any) -> Any:
+    # Keras 3's train_function is a Python closure around the tf.function; the graph key
+    # learnt on the first call is kept here so the sampling policy knows it up front
+    last_key: list[str | None] = [None]
+
+    def train_function(*args: Any, **kwds: Any) -> Any:
+        if agent.collection is None or _depth() > 0:
+            return fn(*args, **kwds)
+        name = getattr(model, "name", "model")
+        key = last_key[0]
+        token = agent.step_begin("keras", name, "", key, key)
+        if token is None:
+            return fn(*args, **kwds)
+        token[0].is_train_step = True
+        _local.depth = 1
+        _local.current = token[0]
+        try:
+            return fn(*args, **kwds)
+        finally:
+            _local.depth = 0
+            _local.current = None
+            last_key[0] = token[0].model_key
+            agent.step_end(token)
+
+    setattr(train_function, KERAS_TAG, True)
+    return train_function

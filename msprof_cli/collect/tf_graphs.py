@@ -1,0 +1,220 @@
+"""Static op shapes, dtypes and order from a traced graph (tensorflow-capture.md 7.4, 7.5, 7.7).
+
+The host tracer gives names and times but no shapes, so each graph is walked once when it is
+traced: every op with its qualified name (nested `StatefulPartitionedCall` bodies get the
+call op's name as prefix, which is exactly how the runtime `long_name`s look once Grappler has
+inlined them), its type, input/output specs and its producers.  The converter joins the trace
+to this map by name.  Fusions are recovered from the same map: a fused runtime node carries
+the name of the last op of its chain, so walking back through first inputs while the op type
+is the base op or a fusable activation gives the absorbed ops (7.7).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from msprof_cli.collect.capture import TensorSpec
+
+CALL_OPS = ("StatefulPartitionedCall", "PartitionedCall")
+# ops Grappler/oneDNN fold into the tail of a Conv2D/MatMul chain
+FUSABLE = frozenset({"BiasAdd", "Add", "AddV2", "Relu", "Relu6", "Elu", "Selu", "LeakyRelu",
+                     "Sigmoid", "Tanh", "Sigmoid", "FusedBatchNorm", "FusedBatchNormV3",
+                     "_FusedBatchNormEx", "Mul", "Swish", "_MklSwish", "GeLU", "Gelu"})
+# runtime fused type (oneDNN prefixes stripped) -> base op types of the chain head
+FUSED_BASES = {
+    "FusedConv2D": ("Conv2D",),
+    "FusedConv3D": ("Conv3D",),
+    "FusedDepthwiseConv2dNative": ("DepthwiseConv2dNative",),
+    "FusedMatMul": ("MatMul",),
+    "FusedBatchMatMulV2": ("BatchMatMulV2", "BatchMatMul"),
+    "FusedBatchMatMulV3": ("BatchMatMulV3",),
+}
+MAX_WALK_OPS = 200_000  # a runaway graph is truncated rather than stalling the script
+
+
+@dataclass
+class StaticOp:
+    type: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    producers: tuple[str, ...]  # qualified producer op name per input
+    slots: tuple[int, ...] = ()  # output index of the producer, per input
+
+
+@dataclass
+class StaticGraph:
+    """Qualified op name -> static info, plus the topological op order (1-based)."""
+
+    ops: dict[str, StaticOp] = field(default_factory=dict)
+    order: dict[str, int] = field(default_factory=dict)
+    inputs: set[str] = field(default_factory=set)  # ops that produce the graph's input data
+    truncated: bool = False
+    version: int = 0  # bumped when runtime shapes replace unknown dims (caches key on it)
+
+    def add(self, name: str, op: StaticOp) -> None:
+        self.ops[name] = op
+        self.order.setdefault(name, len(self.order) + 1)
+
+
+def tensor_spec(tensor: Any) -> TensorSpec:
+    dtype = tensor.dtype
+    dname = getattr(dtype, "name", str(dtype))
+    shape = tensor.shape
+    if getattr(shape, "rank", None) is None:
+        return TensorSpec(shape=(), dtype=dname, format="ND") if dname == "resource" else \
+            TensorSpec(shape=(-2,), dtype=dname)  # -2: unknown rank (Ascend convention)
+    dims = tuple(-1 if d is None else int(d) for d in shape.as_list())
+    return TensorSpec(shape=dims, dtype=dname, format=_format(len(dims)))
+
+
+def _format(rank: int) -> str:
+    # TF's default layout; the device decides the Ascend format (NC1HWC0...) per op
+    return "NHWC" if rank == 4 else "ND"
+
+
+DATA_SOURCES = frozenset({"IteratorGetNext", "IteratorGetNextSync", "OptionalGetValue",
+                          "IteratorGetNextAsOptional"})
+
+
+def walk_graph(graph: Any, into: StaticGraph | None = None, prefix: str = "",
+               depth: int = 0, data_args: frozenset[int] | None = None) -> StaticGraph:
+    """Record every op of `graph` (a tf.Graph / FuncGraph), recursing into call bodies.
+
+    Data sources (for FP detection) are iterator reads, the non-resource placeholders of
+    the top-level graph (TF1 feeds, tf.function arguments), and, inside a called body, the
+    arguments that the call op fed from a data source (`data_args`, by position)."""
+    out = into if into is not None else StaticGraph()
+    if depth > 8:
+        return out
+    arg_names: set[str] = set()
+    if data_args:
+        for i, t in enumerate(getattr(graph, "inputs", ()) or ()):
+            if i in data_args:
+                arg_names.add(t.op.name)
+    for op in graph.get_operations():
+        if len(out.ops) >= MAX_WALK_OPS:
+            out.truncated = True
+            return out
+        name = prefix + op.name
+        try:
+            inputs = tuple(tensor_spec(t) for t in op.inputs)
+            outputs = tuple(tensor_spec(t) for t in op.outputs)
+            producers = tuple(prefix + t.op.name for t in op.inputs)
+            slots = tuple(t.value_index for t in op.inputs)
+        except Exception:  # a broken tensor must not lose the whole graph
+            inputs, outputs, producers, slots = (), (), (), ()
+        out.add(name, StaticOp(op.type, inputs, outputs, producers, slots))
+        if op.type in DATA_SOURCES or op.name in arg_names or (
+                depth == 0 and op.type == "Placeholder" and outputs
+                and outputs[0].dtype != "resource"):
+            out.inputs.add(name)
+        if op.type in CALL_OPS:
+            body = _called_graph(graph, op)
+            if body is not None:
+                fed = frozenset(i for i, p in enumerate(producers) if p in out.inputs)
+                walk_graph(body, out, name + "/", depth + 1, fed)
+    return out
+
+
+def _called_graph(graph: Any, op: Any) -> Any:
+    try:
+        fname = op.get_attr("f").name
+    except Exception:
+        return None
+    g = graph
+    while g is not None:  # the function may be defined in an outer graph
+        fn = g._get_function(fname) if hasattr(g, "_get_function") else None
+        if fn is not None:
+            return getattr(fn, "graph", None)
+        g = getattr(g, "outer_graph", None)
+    return None
+
+
+def strip_onednn(tf_type: str) -> str:
+    for pre in ("_MklNative", "_Mkl"):
+        if tf_type.startswith(pre):
+            return tf_type[len(pre):]
+    return tf_type.lstrip("_")
+
+
+@dataclass(frozen=True)
+class OpShape:
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    fused_ops: tuple[str, ...] = ()
+
+
+def resolve(graph: StaticGraph | None, name: str, tf_type: str,
+            cache: dict[tuple[str, str], OpShape]) -> OpShape | None:
+    """Shapes (and absorbed ops, for a fused runtime node) of the runtime op `name`."""
+    if graph is None:
+        return None
+    key = (name, tf_type)
+    hit = cache.get(key)
+    if hit is not None:
+        return hit
+    op = graph.ops.get(name)
+    if op is None:
+        return None
+    base = FUSED_BASES.get(strip_onednn(tf_type).lstrip("_"))
+    result = OpShape(op.inputs, op.outputs)
+    if base and op.type not in base:
+        chain = [name]
+        cur = op
+        extra: list[TensorSpec] = []
+        while cur.type not in base and cur.type in FUSABLE and cur.producers:
+            extra = list(cur.inputs[1:]) + extra  # side inputs (bias, scale...) of the tail
+            prev = cur.producers[0]
+            nxt = graph.ops.get(prev)
+            if nxt is None:
+                break
+            chain.append(prev)
+            cur = nxt
+        if cur.type in base:
+            chain.reverse()
+            result = OpShape(tuple(cur.inputs) + tuple(extra), op.outputs, tuple(chain))
+    cache[key] = result
+    return result
+
+
+def apply_runtime_shapes(graph: StaticGraph, runtime: dict[str, dict[int, tuple[int, ...]]]
+                         ) -> int:
+    """Fill unknown dims with the output shapes one FULL_TRACE run reported (TF1, 5/7.6).
+
+    `runtime`: node name -> {output slot: shape}.  Inputs follow from their producers.
+    Returns how many tensor specs changed."""
+    changed = 0
+
+    def merged(spec: TensorSpec, shape: tuple[int, ...] | None) -> TensorSpec:
+        nonlocal changed
+        if shape is None or -1 not in spec.shape and spec.shape != (-2,):
+            return spec
+        if spec.shape != (-2,) and len(shape) != len(spec.shape):
+            return spec
+        changed += 1
+        return TensorSpec(shape=tuple(shape), dtype=spec.dtype, format=_format(len(shape)))
+
+    for name, op in graph.ops.items():
+        rt = runtime.get(name)
+        if rt:
+            op.outputs = tuple(merged(o, rt.get(i)) for i, o in enumerate(op.outputs))
+    for op in graph.ops.values():
+        if op.inputs and op.slots:
+            op.inputs = tuple(merged(spec, runtime.get(p, {}).get(slot))
+                              for spec, p, slot in zip(op.inputs, op.producers, op.slots))
+    if changed:
+        graph.version += 1
+    return changed
+
+
+def runtime_shapes_from_step_stats(step_stats: Any) -> dict[str, dict[int, tuple[int, ...]]]:
+    out: dict[str, dict[int, tuple[int, ...]]] = {}
+    for dev in step_stats.dev_stats:
+        for ns in dev.node_stats:
+            slots = out.setdefault(ns.node_name, {})
+            for o in ns.output:
+                shape = o.tensor_description.shape
+                if shape.unknown_rank:
+                    continue
+                slots[o.slot] = tuple(int(d.size) for d in shape.dim)
+    return out

@@ -1,0 +1,236 @@
+"""End-to-end: real TensorFlow scripts (tests/scripts/) run through `msprof collect` and the
+other routes.  Each script is tiny; each subprocess run is shared by several assertions."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from msprof_cli.raw.profdir import PROF_RE
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "tests" / "scripts"
+
+
+def _env(dump: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PROFILING_MODE", "PROFILING_OPTIONS", "MSPROF_CLI_OWNER")}
+    env["MSPROF_CLI_DUMP_CAPTURE"] = str(dump)
+    env.update(extra)
+    return env
+
+
+def _collect_cmd(out: Path, script: str, *flags: str) -> list[str]:
+    return [sys.executable, "-m", "msprof_cli", "collect", "--output", str(out), *flags, "--",
+            sys.executable, str(SCRIPTS / script)]
+
+
+class Run:
+    def __init__(self, tmp: Path, proc: subprocess.CompletedProcess | Any, stdout: str,
+                 stderr: str) -> None:
+        self.out = tmp / "out"
+        self.dump = tmp / "dump"
+        self.rc = proc.returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        self.chunks = [json.loads(p.read_text()) for p in sorted(self.dump.glob("*.json"))]
+
+    @property
+    def prof_dirs(self) -> list[Path]:
+        return sorted(p for p in self.out.iterdir() if PROF_RE.match(p.name)) \
+            if self.out.exists() else []
+
+    def iterations(self, prof: str | None = None) -> list[dict]:
+        return [it for c in self.chunks if prof is None or c["prof_dir"] == prof
+                for it in c["iterations"]]
+
+    def models(self) -> dict[str, dict]:
+        out: dict[str, dict] = {}
+        for c in self.chunks:
+            out.update(c["models"])
+        return out
+
+
+def _run(tmp: Path, cmd: list[str], env: dict[str, str], timeout: float = 120) -> Run:
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
+                          cwd=tmp)
+    return Run(tmp, proc, proc.stdout, proc.stderr)
+
+
+@pytest.fixture(scope="module")
+def keras_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    tmp = tmp_path_factory.mktemp("keras")
+    return _run(tmp, _collect_cmd(tmp / "out", "keras_fit.py"),
+                _env(tmp / "dump", EXIT_CODE="3"))
+
+
+def test_keras_exit_code_and_output_passthrough(keras_run: Run) -> None:
+    assert keras_run.rc == 3, keras_run.stderr
+    assert "stdout line from the script" in keras_run.stdout
+    assert "stderr line from the script" in keras_run.stderr
+    for noise in ("oneDNN custom operations", "absl::InitializeLog", "Profiler session"):
+        assert noise not in keras_run.stderr
+
+
+def test_keras_prof_dir_announced(keras_run: Run) -> None:
+    (prof,) = keras_run.prof_dirs
+    assert f"[INFO] Profiling finished. Data is saved in {prof}" in keras_run.stdout
+    assert f"msprof export --output {prof}" in keras_run.stdout
+    assert {c["prof_dir"] for c in keras_run.chunks} == {str(prof)}
+
+
+def test_keras_steps_and_model(keras_run: Run) -> None:
+    models = keras_run.models()
+    (model,) = models.values()
+    assert model["name"] == "tiny_cnn"
+    assert model["graph_key"].startswith("__inference_multi_step_on_iterator_")
+    its = keras_run.iterations()
+    assert [it["index"] for it in its] == [1, 2, 3]
+    assert all(it["model_id"] == model["model_id"] for it in its)
+    for a, b in zip(its, its[1:]):
+        assert a["end_ns"] <= b["start_ns"]
+    assert model["fp_op"] and model["bp_op"] and "gradient" in model["bp_op"]
+
+
+def test_keras_ops_names_types_shapes(keras_run: Run) -> None:
+    its = keras_run.iterations()
+    traced = [it for it in its if not it["replayed"]]
+    assert traced
+    for it in traced:
+        assert len(it["ops"]) > 20
+        for op in it["ops"]:
+            assert it["start_ns"] <= op["start_ns"] <= op["end_ns"] <= it["end_ns"] + 1_000_000
+    ops = {op["name"]: op for op in traced[-1]["ops"]}
+    conv = ops["StatefulPartitionedCall/tiny_cnn_1/conv2d_1/Relu"]
+    assert conv["tf_type"] == "_MklNativeFusedConv2D"
+    assert conv["inputs"][0]["shape"] == [4, 8, 8, 1]
+    assert conv["inputs"][1]["shape"] == [3, 3, 1, 4]
+    assert conv["outputs"][0]["shape"] == [4, 6, 6, 4]
+    assert conv["outputs"][0]["dtype"] == "float32"
+    assert conv["fused_ops"][0].endswith("conv2d_1/convolution")
+    dense = ops["StatefulPartitionedCall/tiny_cnn_1/dense_1/BiasAdd"]
+    assert dense["tf_type"] == "_MklNativeFusedMatMul"
+    assert [t["shape"] for t in dense["inputs"]] == [[4, 144], [144, 3], [3]]
+    # every op of a traced step ran on a TF executor thread or the caller
+    assert len({op["thread_id"] for op in traced[-1]["ops"]}) >= 1
+
+
+@pytest.fixture(scope="module")
+def custom_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    tmp = tmp_path_factory.mktemp("custom")
+    return _run(tmp, _collect_cmd(tmp / "out", "custom_loop.py", "--full-trace"),
+                _env(tmp / "dump"))
+
+
+def test_custom_loop_full_trace(custom_run: Run) -> None:
+    assert custom_run.rc == 0, custom_run.stderr
+    (model,) = custom_run.models().values()
+    assert model["name"] == "train_step"
+    its = custom_run.iterations()
+    assert len(its) == 3 and not any(it["replayed"] for it in its)
+    ops = {op["name"]: op for op in its[-1]["ops"]}
+    relu = ops["Relu"]
+    assert relu["tf_type"] == "_MklNativeFusedMatMul"
+    assert relu["fused_ops"] == ["MatMul", "add", "Relu"]
+    assert [t["shape"] for t in relu["inputs"]] == [[4, 16], [16, 8], [8]]
+    single = [op["tf_type"] for c in custom_run.chunks for op in c["single_ops"]]
+    assert "MatMul" in single and "Softmax" in single  # eager ops outside any step
+
+
+@pytest.fixture(scope="module")
+def tf1_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    tmp = tmp_path_factory.mktemp("tf1")
+    return _run(tmp, _collect_cmd(tmp / "out", "tf1_session.py"), _env(tmp / "dump"))
+
+
+def test_tf1_session_runs(tf1_run: Run) -> None:
+    assert tf1_run.rc == 0, tf1_run.stderr
+    assert "tf1 loss" in tf1_run.stdout
+    names = {m["name"]: m for m in tf1_run.models().values()}
+    assert set(names) == {"init", "GradientDescent,Mean:0", "Mean:0"}
+    train = names["GradientDescent,Mean:0"]
+    its = [it for it in tf1_run.iterations() if it["model_id"] == train["model_id"]]
+    assert [it["index"] for it in its] == [1, 2, 3]
+    last = {op["name"]: op for op in its[-1]["ops"]}
+    fc1 = last["fc1"]
+    assert fc1["tf_type"] == "_MklNativeFusedMatMul"
+    # the batch dim is dynamic in the graph; the sampled FULL_TRACE run fills it in
+    assert [t["shape"] for t in fc1["inputs"]] == [[8, 16], [16, 8], [8]]
+    assert fc1["outputs"][0]["shape"] == [8, 8]
+    assert train["fp_op"] == "fc1"
+
+
+def _signal_run(tmp: Path, sig: int) -> Run:
+    cmd = _collect_cmd(tmp / "out", "keras_fit.py")
+    proc = subprocess.Popen(cmd, env=_env(tmp / "dump", LOOP="1"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 90
+    for line in proc.stdout:
+        if "looping" in line or time.monotonic() > deadline:
+            break
+    time.sleep(1.0)
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=60)
+    return Run(tmp, proc, stdout, stderr)
+
+
+@pytest.mark.parametrize("sig,rc", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signal_keeps_data(tmp_path: Path, sig: int, rc: int) -> None:
+    run = _signal_run(tmp_path, sig)
+    assert run.rc == rc, run.stderr
+    its = run.iterations()
+    assert len(its) >= 3
+    assert [it["index"] for it in its] == list(range(1, len(its) + 1))
+    assert "Data is saved in" in run.stdout
+
+
+def test_uncaught_exception_keeps_data(tmp_path: Path) -> None:
+    run = _run(tmp_path, _collect_cmd(tmp_path / "out", "keras_fit.py"),
+               _env(tmp_path / "dump", RAISE="1"))
+    assert run.rc == 1
+    assert "RuntimeError: boom from the script" in run.stderr
+    assert len(run.iterations()) == 3
+
+
+def test_env_route(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    env = _env(tmp_path / "dump", PROFILING_MODE="true",
+               PROFILING_OPTIONS=json.dumps({"output": str(out), "task_trace": "on",
+                                             "training_trace": "on"}))
+    run = _run(tmp_path, [sys.executable, "-m", "msprof_cli.collect.run",
+                          str(SCRIPTS / "custom_loop.py")], env)
+    assert run.rc == 0, run.stderr
+    assert len(run.prof_dirs) == 1
+    assert len(run.iterations()) == 3
+
+
+def test_session_config_route(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    env = _env(tmp_path / "dump", SESSION_PROFILING=json.dumps({"output": str(out)}))
+    run = _run(tmp_path, [sys.executable, "-m", "msprof_cli.collect.run",
+                          str(SCRIPTS / "tf1_session.py")], env)
+    assert run.rc == 0, run.stderr
+    assert len(run.prof_dirs) == 1
+    assert {m["name"] for m in run.models().values()} >= {"GradientDescent,Mean:0"}
+
+
+def test_npu_bridge_profiler_blocks(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run = _run(tmp_path, [sys.executable, "-m", "msprof_cli.collect.run",
+                          str(SCRIPTS / "tf1_profiler.py"), str(out)], _env(tmp_path / "dump"))
+    assert run.rc == 0, run.stderr
+    assert "nested: Profiler blocks cannot be nested" in run.stdout
+    assert "result [[-19, 4], [3, 6]]" in run.stdout
+    dirs = run.prof_dirs
+    assert len(dirs) == 3  # two blocks + the outer block of the nesting attempt
+    assert len(run.iterations(str(dirs[0]))) == 1
+    assert len(run.iterations(str(dirs[1]))) == 2
