@@ -3,12 +3,14 @@ the golden Ascend910 raw dir (real layout, 3 iterations each)."""
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 from _common import MSPROF, ROOT, median, timed, write_results
 
-GOLDEN = ROOT.parent / "shared/golden/ascend910-small/raw"
+sys.path.insert(0, str(ROOT / "tests"))
+from shared_paths import GOLDEN_RAW as GOLDEN  # noqa: E402
 
 
 def make_folder(n: int, dest: Path) -> Path:

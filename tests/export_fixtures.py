@@ -5,7 +5,7 @@ import shutil
 import stat
 from pathlib import Path
 
-GOLDEN = Path("/work/shared/golden/ascend910-small")
+from shared_paths import GOLDEN_DIR as GOLDEN
 GOLDEN_RAW = GOLDEN / "raw"
 GOLDEN_EXPECTED = GOLDEN / "expected-mindstudio"
 

@@ -12,6 +12,7 @@ import pytest
 from msprof_cli.collect.capture import (SINGLE_OP_MODEL_ID, CaptureChunk, Iteration, ModelInfo,
                                         OpRun, TensorSpec as T, TxMarker)
 from msprof_cli.device import Device
+from shared_paths import GOLDEN_RAW
 from msprof_cli.device import readback as R
 from msprof_cli.device.chip import ASCEND910
 from msprof_cli.device.cost_model import evaluate
@@ -143,7 +144,7 @@ def test_control_files_written_at_construction(tmp_path):
     start = read_json_line(prof / "device_0" / "start_info.0")
     assert start["clockMonotonicRaw"] == str(CLOCK.mono_ns)
     assert read_ini(prof / "device_0" / "dev_start.log.0")["cntvct"] == "1000000000"
-    golden = next(Path("/work/shared/golden/ascend910-small/raw").glob("PROF_*"))
+    golden = next(GOLDEN_RAW.glob("PROF_*"))
     gkeys = list(read_json_line(golden / "host" / "sample.json"))
     sample = read_json_line(prof / "device_0" / "sample.json")
     assert list(sample) == gkeys

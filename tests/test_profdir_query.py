@@ -9,7 +9,7 @@ from msprof_cli.errors import ProfDirError
 from msprof_cli.query import HEADERS, QueryRow, format_plain, query_rows, top_time_iterations
 from msprof_cli.raw import profdir
 
-GOLDEN = Path(__file__).resolve().parents[2] / "shared/golden/ascend910-small/raw"
+from shared_paths import GOLDEN_RAW as GOLDEN
 
 
 def test_prof_dir_name_pattern(tmp_path):
