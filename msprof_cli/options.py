@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 from msprof_cli.errors import OptionsError
@@ -117,6 +118,49 @@ def check_output_path(value: str, key: str = "output") -> None:
             raise OptionsError(
                 f'The value of "{key}" ({value!r}) contains the forbidden character "{shown}". '
                 'Paths must not contain \\n \\f \\r \\b \\t \\v or \\u007F.')
+
+
+def check_output_dir(path: str | os.PathLike[str], *, create: bool = True) -> None:
+    """Refuse an output directory the collection could not (or must not) write into:
+    a symbolic link (refused as the real msprof does), a file where a directory is expected,
+    a directory that cannot be created, is not writable, or belongs to another user (root and
+    directories owned by root, such as /tmp, are trusted).  With `create` a missing
+    directory is created (0750) and checked again.  Call it before the user's script starts."""
+    p = os.path.abspath(os.fspath(path))
+    if os.path.islink(p):
+        raise OptionsError(f'The output path "{p}" is a symbolic link; msprof refuses symlinked '
+                           f'output paths. Give the real directory: '
+                           f'"{os.path.realpath(p)}".')
+    if os.path.exists(p) and not os.path.isdir(p):
+        raise OptionsError(f'The output path "{p}" is a file, not a directory. Give a directory '
+                           "(it is created if missing).")
+    if not os.path.exists(p):
+        parent = os.path.dirname(p)
+        while parent and not os.path.exists(parent) and parent != os.path.dirname(parent):
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent):
+            raise OptionsError(f'The output directory "{p}" cannot be created: "{parent}" is a '
+                               "file, not a directory.")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise OptionsError(f'The output directory "{p}" cannot be created: "{parent}" is '
+                               "not writable. Choose a directory you can write to.")
+        if not create:
+            return
+        from msprof_cli.raw.profdir import make_dir
+
+        try:
+            make_dir(Path(p))
+        except OSError as exc:
+            raise OptionsError(f'The output directory "{p}" cannot be created: '
+                               f"{exc.strerror or exc}.") from None
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise OptionsError(f'The output directory "{p}" is not writable. Choose a directory you '
+                           "can write to, or fix its permissions (chmod u+w).")
+    owner = os.stat(p).st_uid
+    euid = os.geteuid()
+    if euid != 0 and owner not in (euid, 0):
+        raise OptionsError(f'The output directory "{p}" belongs to another user (uid {owner}); '
+                           "msprof refuses to write into it. Use a directory of your own.")
 
 
 def parse_aic_metrics(value: str, key: str = "aic_metrics") -> tuple[str, tuple[int, ...]]:

@@ -6,6 +6,7 @@ the whole dataset, so listing hundreds of PROF dirs stays fast.
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import sys
@@ -13,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from msprof_cli.errors import ProfDirError
-from msprof_cli.raw import control, profdir
+from msprof_cli.raw import ageing, control, profdir
 
 HEADERS = ("Job Info", "Device ID", "Dir Name", "Collection Time", "Model ID",
            "Iteration Number", "Top Time Iteration", "Rank ID")
@@ -54,15 +55,43 @@ def _warn(message: str) -> None:
     print(f"[WARNING] {message}", file=sys.stderr)
 
 
+def _why(exc: Exception) -> str:
+    if isinstance(exc, OSError):
+        if exc.errno == errno.ELOOP:
+            return "it is a symbolic link (control files are never read through links)"
+        return exc.strerror or str(exc)
+    return str(exc)
+
+
+def _check_prof(prof: Path) -> None:
+    """Errors for a PROF dir that cannot be listed; warning when data was aged out."""
+    for bad in profdir.incomplete_result_dirs(prof):
+        raise ProfDirError(f"{bad} has no info.json file (or it cannot be read), so it cannot "
+                           "be listed. Restore its control files or re-collect the data.")
+    if not profdir.result_dirs(prof):
+        raise ProfDirError(f"{prof} holds no result directory (host/ or device_N/ with an "
+                           "info.json file): the collection wrote nothing. Re-run "
+                           "`msprof collect`.")
+    marker = ageing.read_marker(prof)
+    if marker is not None:
+        _warn(ageing.aged_message(prof, marker))
+
+
 def _rows_for_result_dir(prof: Path, rdir: Path) -> list[QueryRow]:
+    from msprof_cli.export.control_info import read_result_dir
+
+    # the same control-file checks (and errors) as export: start_info, info.json, sample.json,
+    # chip; reads only the small control files
+    read_result_dir(rdir)
     device_id = profdir.device_id_of(rdir)
     info_name = "info.json" if device_id is None else f"info.json.{device_id}"
     start_name = "start_info" if device_id is None else f"start_info.{device_id}"
     try:
         info = control.read_json_line(rdir / info_name)
     except (OSError, ValueError) as exc:
-        raise ProfDirError(f"cannot read {rdir / info_name}: {exc}. The control file is missing "
-                           "or damaged; this result dir cannot be listed.") from None
+        raise ProfDirError(f"cannot read {rdir / info_name}: {_why(exc)}. The control file is "
+                           "missing or damaged; this result dir cannot be listed. Restore it "
+                           "or re-collect the data.") from None
     try:
         collection_time = str(control.read_json_line(rdir / start_name)
                               .get("collectionDateBegin", "")) or NA
@@ -105,6 +134,7 @@ def query_rows(path: Path) -> list[QueryRow]:
         raise ProfDirError(f'The path "{path}" does not have PROF dir. Please check the path.')
     rows: list[QueryRow] = []
     for prof in profs:
+        _check_prof(prof)
         rdirs = profdir.result_dirs(prof)
         for sub in sorted(p for p in prof.iterdir() if p.is_dir()):
             if sub not in rdirs and sub.name not in ("mindstudio_profiler_output",

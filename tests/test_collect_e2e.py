@@ -146,6 +146,42 @@ def test_custom_loop_full_trace(custom_run: Run) -> None:
 
 
 @pytest.fixture(scope="module")
+def steps_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    tmp = tmp_path_factory.mktemp("keras_steps")
+    return _run(tmp, _collect_cmd(tmp / "out", "keras_steps.py"), _env(tmp / "dump"))
+
+
+def test_keras_validation_is_its_own_model(steps_run: Run) -> None:
+    assert steps_run.rc == 0, steps_run.stderr
+    assert "optimizer steps 9" in steps_run.stdout
+    names = {m["name"]: m for m in steps_run.models().values()}
+    assert set(names) == {"spe_cnn", "spe_cnn_eval"}
+    assert names["spe_cnn"]["graph_key"] != names["spe_cnn_eval"]["graph_key"]
+    assert names["spe_cnn"]["fp_op"].endswith("conv2d_1/Relu")
+    assert "gradient_tape" in names["spe_cnn"]["bp_op"]
+
+
+def test_keras_steps_per_execution_split(steps_run: Run) -> None:
+    ids = {m["name"]: m["model_id"] for m in steps_run.models().values()}
+    its = steps_run.iterations()
+    train = [it for it in its if it["model_id"] == ids["spe_cnn"]]
+    evals = [it for it in its if it["model_id"] == ids["spe_cnn_eval"]]
+    # 3 epochs x 3 steps (calls of 2 + 1 steps); 3 x 2 evaluation steps (one call each)
+    assert [it["index"] for it in train] == list(range(1, 10))
+    assert len(evals) == 6
+    assert any(it["replayed"] for it in train)  # calls after the warm-up replay their split
+    for it in train + evals:
+        kinds = [op["name"] for op in it["ops"] if op["name"].endswith("conv2d_1/Relu")]
+        assert len(kinds) == 1, (it["index"], it["replayed"], len(it["ops"]))
+    for it in train:
+        grads = [op for op in it["ops"] if op["name"].endswith("Conv2DBackpropFilter")]
+        assert len(grads) == 1
+        assert grads[0]["inputs"] and grads[0]["inputs"][0]["shape"] == [4, 8, 8, 1]
+    for a, b in zip(train, train[1:]):
+        assert a["end_ns"] <= b["start_ns"]  # the steps of one call follow each other
+
+
+@pytest.fixture(scope="module")
 def tf1_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     tmp = tmp_path_factory.mktemp("tf1")
     return _run(tmp, _collect_cmd(tmp / "out", "tf1_session.py"), _env(tmp / "dump"))

@@ -342,3 +342,56 @@ def test_post_import_hook(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=ROOT).stdout
     assert out.split() == ["[1]", "SourceFileLoader"]
+
+
+# --- multi-device (MirroredStrategy replicas) -------------------------------------------------
+def test_device_index_and_replica_scope() -> None:
+    from msprof_cli.collect.tf_graphs import device_index, replica_of_name
+
+    assert device_index("/job:localhost/replica:0/task:0/device:CPU:1") == 1
+    assert device_index("/device:CPU:0") == 0
+    assert device_index("") == -1 and device_index("/job:localhost") == -1
+    assert replica_of_name("StatefulPartitionedCall/replica_3/dense/MatMul") == 3
+    assert replica_of_name("StatefulPartitionedCall/gradient_tape/replica_1/x") == 1
+    assert replica_of_name("StatefulPartitionedCall/dense/MatMul") == -1
+    assert replica_of_name("my_replica_1/x") == -1
+
+
+def test_replica_counterpart() -> None:
+    from msprof_cli.device.device import _replica_counterpart
+
+    names = {"S/replica_1/m/conv/Relu", "S/gradient_tape/replica_1/m/dense/BiasAddGrad"}
+    assert _replica_counterpart("S/m/conv/Relu", names) == "S/replica_1/m/conv/Relu"
+    assert _replica_counterpart("S/gradient_tape/m/dense/BiasAddGrad", names) == \
+        "S/gradient_tape/replica_1/m/dense/BiasAddGrad"
+    assert _replica_counterpart("S/m/other", names) is None
+    assert _replica_counterpart(None, names) is None
+
+
+def test_split_steps_by_loop_iteration() -> None:
+    from msprof_cli.collect.capture import OpRun
+    from msprof_cli.collect.convert import split_steps
+
+    def op(name: str, t: int) -> OpRun:
+        return OpRun(name=name, tf_type="X", start_ns=t, end_ns=t + 5, thread_id=1)
+
+    setup = op("OptionalGetValue", 0)  # outside the loop: by time
+    a0, a1 = op("while/body/_1/m/conv", 10), op("while/body/_1/m/conv", 50)
+    inner = op("while/body/_1/m/lstm/while/body/_3/mm", 60)  # nested loop: by time
+    late0 = op("while/body/_1/m/grad", 55)  # iteration 0 finishing after step 1 began
+    iter_of = {id(a0): 0, id(a1): 1, id(inner): 7, id(late0): 0}
+    parts = split_steps([setup, a0, a1, late0, inner], iter_of, 0, 100)
+    assert [(s, e) for s, e, _ in parts] == [(0, 50), (50, 100)]
+    assert [o.name for o in parts[0][2]] == ["OptionalGetValue", "while/body/_1/m/conv",
+                                            "while/body/_1/m/grad"]
+    assert [o.start_ns for o in parts[1][2]] == [50, 60]
+    # no loop iterations seen: one step
+    assert len(split_steps([setup], {}, 0, 100)) == 1
+
+
+def test_lowered_control_flow_names() -> None:
+    from msprof_cli.collect.tf_graphs import lowered_name
+
+    assert lowered_name("while/body/_1/while/cond/then/_87/while/cond/S/conv/Relu") == \
+        "while/body/while/cond/then/while/cond/S/conv/Relu"
+    assert lowered_name("S/dense/MatMul") == "S/dense/MatMul"

@@ -26,10 +26,13 @@ def _names(prof: Path, sub: str) -> set[str]:
 def test_default_exports_all_iterations_of_default_model(prof: Path) -> None:
     res = run_export(prof, quiet=True)
     assert _names(prof, "summary") == {"op_summary_0_1_1_3.csv", "op_statistic_0_1_1_3.csv",
-                                       "task_time_0_1_1_3.csv", "step_trace_0_1_1_3.csv"}
+                                       "task_time_0_1_1_3.csv", "step_trace_0_1_1_3.csv",
+                                       "ai_stack_time_0_1_1_3.csv", "prof_rule_0.json"}
+    # the golden raw data has no GE copies: ge / ai_stack_time come from ModelExecute + tasks
     assert _names(prof, "timeline") == {"msprof_0_1_1_3.json", "step_trace_0_1_1_3.json",
-                                        "task_time_0_1_1_3.json"}
-    assert len(res.files) == 7
+                                        "task_time_0_1_1_3.json", "ai_stack_time_0_1_1_3.json",
+                                        "ge_0_1_1_3.json"}
+    assert len(res.files) == 11
     op = (prof / "device_0/summary/op_summary_0_1_1_3.csv").read_bytes()
     assert b"\r" not in op and op.startswith(b"Model ID,Task ID,") and b"Block Dim" in op
     assert len(op.splitlines()) == 19
@@ -66,7 +69,7 @@ def test_iteration_window(prof: Path) -> None:
     ({"model_id": 1, "iteration_id": 1, "iteration_count": 0},
      "The iteration count 0 is invalid for model id 1."),
     ({"model_id": 1}, "--model-id must be given together with --iteration-id"),
-    ({"type_": "db"}, "database export (--type db) is not available yet"),
+    ({"type_": "sqlite"}, "Unknown export type 'sqlite'; choose text or db."),
 ])
 def test_error_messages(prof: Path, kwargs: dict, message: str) -> None:
     with pytest.raises(ExportError) as exc:

@@ -308,12 +308,11 @@ class Agent:
 
             steps.install_tf_hooks(self)
             if self.pending is not None:
-                try:
-                    from tensorflow.python.eager import context
-
-                    context.context().enable_run_metadata()
-                except Exception:
-                    pass
+                # No `context().enable_run_metadata()` here (tensorflow-capture.md 10.3 says so):
+                # it initialises the eager context at import time, which makes the script's
+                # own `tf.config.set_logical_device_configuration` / `set_visible_devices` /
+                # `set_memory_growth` fail ("cannot be modified after being initialized"), and
+                # its buffer of function graphs grows unread.  Shapes come from the graph walk.
                 config, self.pending = self.pending, None
                 self.install_exit_hooks()
                 self.activate(config)

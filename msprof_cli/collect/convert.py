@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 from msprof_cli.collect.capture import CaptureChunk, Iteration, ModelInfo, OpRun
 from msprof_cli.collect.records import ExecRecord
-from msprof_cli.collect.tf_graphs import OpShape, StaticGraph, resolve
+from msprof_cli.collect.tf_graphs import (OpShape, StaticGraph, lowered_name, replica_of_name,
+                                          resolve)
 from msprof_cli.collect.xspace import Event, Trace
 
 # eager ops that only create handles, constants or input-pipeline objects on the host
@@ -62,6 +63,8 @@ class ConverterState:
     schedules: dict[str, Schedule] = field(default_factory=dict)
     shape_caches: dict[str, dict[tuple[str, str], OpShape]] = field(default_factory=dict)
     fp_bp_done: set[int] = field(default_factory=set)
+    # steps_per_execution > 1: per graph key, the schedule of each step of a sampled call
+    sub_schedules: dict[str, list[Schedule]] = field(default_factory=dict)
 
     def model_id(self, key: str, name: str) -> int:
         mid = self.model_ids.get(key)
@@ -107,6 +110,9 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
     markers: dict[int, Event] = {}
     graph_of_seq: dict[int, str] = {}
     dropped_data = dropped_unknown = 0
+    # steps_per_execution > 1: loop iteration (ExecutorState::Process iter_num) of the ops
+    split_seqs = {r.seq for r in records if r.sub_steps > 1}
+    iter_of: dict[int, int] = {}  # id(OpRun) -> iter_num, only for ops of split_seqs
 
     if trace is not None:
         offset = fallback_offset_ns
@@ -222,6 +228,8 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
                         dropped_unknown += 1
                     else:
                         ops_by_seq.setdefault(seq, []).append(op)
+                        if seq in split_seqs and in_proc and proc.stats:
+                            iter_of[id(op)] = int(proc.stats.get("iter_num") or 0)
                 elif ev.kind == "eager":
                     if is_host_eager(ev.name):
                         continue
@@ -257,6 +265,19 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
             for op in ops:
                 _attach_shapes(op, static, state, key)
             start, end = marker.start, marker.end
+            if rec.sub_steps > 1:
+                parts = split_steps(ops, iter_of, start, end)
+                for s_, e_, o_ in parts:
+                    chunk.iterations.append(Iteration(
+                        model_id=mid, index=state.next_index(mid), start_ns=s_, end_ns=e_,
+                        thread_id=rec.thread_id, ops=o_))
+                if ops and (not rec.traced_now or key not in state.sub_schedules):
+                    state.sub_schedules[key] = [_schedule(o_, s_, e_, static)
+                                                for s_, e_, o_ in parts]
+                if ops and mid not in state.fp_bp_done:
+                    _fp_bp(state.models[mid], ops, static, fp_point, bp_point, chunk)
+                    state.fp_bp_done.add(mid)
+                continue
             it = Iteration(model_id=mid, index=state.next_index(mid), start_ns=start,
                            end_ns=end, thread_id=rec.thread_id, ops=ops)
             if ops and (not rec.traced_now or key not in state.schedules):
@@ -267,6 +288,9 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
             if ops and mid not in state.fp_bp_done:
                 _fp_bp(state.models[mid], ops, static, fp_point, bp_point, chunk)
                 state.fp_bp_done.add(mid)
+        elif rec.sub_steps > 1:
+            _replay_split(chunk, state, key, mid, rec, static)
+            continue
         else:
             it = Iteration(model_id=mid, index=state.next_index(mid), start_ns=rec.start_ns,
                            end_ns=max(rec.end_ns, rec.start_ns), thread_id=rec.thread_id,
@@ -288,6 +312,11 @@ def _attach_shapes(op: OpRun, static: StaticGraph | None, state: ConverterState,
                     state.shape_caches.setdefault(f"{key}@{version}", {}))
     if shape is not None:
         op.inputs, op.outputs, op.fused_ops = shape.inputs, shape.outputs, shape.fused_ops
+    # replica = the op's placement; else MirroredStrategy's `replica_N/` scope; else device 0
+    dev = shape.device if shape is not None else -1
+    if dev < 0:
+        dev = replica_of_name(op.name)
+    op.device_id = max(dev, 0)
 
 
 def _replay(schedule: Schedule | None, rec: ExecRecord) -> list[OpRun]:
@@ -322,15 +351,26 @@ def _fp_bp(model: ModelInfo, ops: list[OpRun], static: StaticGraph | None, fp_po
         return
     order = static.order
     big = len(order) + 1
+    # runtime names of ops in lowered While/If bodies carry `/_<N>/`: static names without
+    static_name = {o.name: lowered_name(o.name) for o in ops}
     if not fp_point:
         feeds = _data_consumers(static)
-        cands = [o for o in ops if o.name in feeds or any(f in feeds for f in o.fused_ops)]
+        cands = [o for o in ops if (static_name[o.name] in feeds or
+                 any(f in feeds for f in o.fused_ops)) and not _host_only(o.tf_type)]
         if cands:
-            model.fp_op = min(cands, key=lambda o: order.get(o.name, big)).name
+            model.fp_op = min(cands, key=lambda o: order.get(static_name[o.name], big)).name
     if not bp_point:
-        grads = [o for o in ops if ("gradient" in o.name) and o.name in order]
+        grads = [o for o in ops if ("gradient" in o.name) and static_name[o.name] in order]
         if grads:
-            model.bp_op = max(grads, key=lambda o: order[o.name]).name
+            model.bp_op = max(grads, key=lambda o: order[static_name[o.name]]).name
+
+
+# data-handling ops that read the input but launch no device task (FP must be a compute op)
+_HOST_DATA_OPS = frozenset({"Identity", "Shape", "ShapeN", "Size", "Rank", "StridedSlice"})
+
+
+def _host_only(tf_type: str) -> bool:
+    return tf_type in _HOST_DATA_OPS or tf_type.startswith(("Optional", "Iterator"))
 
 
 def _data_consumers(static: StaticGraph) -> set[str]:
@@ -350,3 +390,68 @@ def _data_consumers(static: StaticGraph) -> set[str]:
         if not grew:
             break
     return out
+
+
+# --- steps_per_execution > 1 (Keras multi-step calls) ----------------------------------------
+# Keras 3 runs `steps_per_execution` training steps per train_function call in one tf.while_loop
+# (`multi_step_on_iterator`).  Lowered by Grappler, the step's ops are named `while/body/_N/...`
+# and each ExecutorState::Process event carries the loop iteration (`iter_num`) of the frame
+# that ran it.  Ops with exactly one `while/body/` level are in that loop's frame, so their
+# iter_num is the step.  Ops of nested loops (a model's own while loop: iter_num is the inner
+# loop's) and the loop setup outside the body are assigned by time to the step whose first
+# outer-frame op started last before them.
+_LOOP_BODY = re.compile(r"(?:^|/)while(?:_\d+)?/body/")
+
+
+def split_steps(ops: list[OpRun], iter_of: dict[int, int], start: int, end: int
+                ) -> list[tuple[int, int, list[OpRun]]]:
+    """Split one multi-step call into (start, end, ops) per step (see above)."""
+    firsts: dict[int, int] = {}
+    step_of: dict[int, int] = {}
+    for op in ops:
+        k = iter_of.get(id(op))
+        if k is None or len(_LOOP_BODY.findall(op.name)) != 1:
+            continue
+        step_of[id(op)] = k
+        firsts[k] = min(firsts.get(k, op.start_ns), op.start_ns)
+    if len(firsts) < 2:
+        return [(start, end, ops)]
+    ks = sorted(firsts)
+    bounds = [start] + [max(firsts[k], start) for k in ks[1:]]
+    index = {k: i for i, k in enumerate(ks)}
+    parts: list[list[OpRun]] = [[] for _ in ks]
+    for op in ops:
+        k = step_of.get(id(op))
+        i = index[k] if k is not None else max(bisect.bisect_right(bounds, op.start_ns) - 1, 0)
+        parts[i].append(op)
+    ends = bounds[1:] + [end]
+    return [(bounds[i], max(ends[i], bounds[i] + 1), parts[i]) for i in range(len(ks))]
+
+
+def _schedule(ops: list[OpRun], start: int, end: int, static: StaticGraph | None) -> Schedule:
+    return Schedule(max(end - start, 1), [
+        (o.name, o.tf_type, o.start_ns - start, o.end_ns - start, o.thread_id, o.inputs,
+         o.outputs, o.fused_ops, o.device_id) for o in ops],
+        static.version if static is not None else 0)
+
+
+def _replay_split(chunk: CaptureChunk, state: ConverterState, key: str, mid: int,
+                  rec: ExecRecord, static: StaticGraph | None) -> None:
+    """An unsampled multi-step call: `rec.sub_steps` Iterations of equal length over the
+    call's measured time; step i replays step i of the last sampled call (its later steps
+    replay that call's second step, which is in steady state; no sampled split yet: the
+    whole-call schedule is used for each step)."""
+    subs = state.sub_schedules.get(key) or \
+        ([state.schedules[key]] if key in state.schedules else [])
+    n = rec.sub_steps
+    t0, t1 = rec.start_ns, max(rec.end_ns, rec.start_ns + n)
+    for i in range(n):
+        s_ = t0 + (t1 - t0) * i // n
+        e_ = t0 + (t1 - t0) * (i + 1) // n
+        sched = subs[i] if i < len(subs) else (subs[min(1, len(subs) - 1)] if subs else None)
+        sub_rec = ExecRecord(seq=rec.seq, kind=rec.kind, name=rec.name, fn_name=rec.fn_name,
+                             model_key=rec.model_key, static_key=rec.static_key,
+                             start_ns=s_, end_ns=e_, thread_id=rec.thread_id)
+        chunk.iterations.append(Iteration(
+            model_id=mid, index=state.next_index(mid), start_ns=s_, end_ns=e_,
+            thread_id=rec.thread_id, replayed=True, ops=_replay(sched, sub_rec)))

@@ -25,3 +25,6 @@ class ExecRecord:
     traced_now: bool = False  # the call (re)traced its graph: a graph-building step
     profiled: bool = False  # the tracer was running for the whole execution
     is_train_step: bool = False  # a Keras train_function call
+    # Keras steps_per_execution > 1: how many training steps this call ran (0: not split).
+    # The converter splits the call back into that many Iterations (convert.py).
+    sub_steps: int = 0

@@ -226,46 +226,83 @@ def _patch_session(agent: Agent, cls: Any) -> None:
 
 
 # -- Keras 3 ------------------------------------------------------------------------------
+# Keras 3 builds one function per mode; each is its own graph, so its own model.  Training
+# keeps the Keras model name; evaluation (fit's validation_data, evaluate) and predict get a
+# suffix so the models are told apart in graph_id_map / model names (project choice).
+KERAS_MODES = (("make_train_function", "train_function", ""),
+               ("make_test_function", "test_function", "_eval"),
+               ("make_predict_function", "predict_function", "_predict"))
+
+
 def install_keras_hooks(agent: Agent, trainer_module: Any) -> None:
     cls = trainer_module.TensorFlowTrainer
-    if getattr(cls.make_train_function, KERAS_TAG, False):
-        return
-    original = cls.make_train_function
+    for maker, attr, suffix in KERAS_MODES:
+        original = getattr(cls, maker, None)
+        if original is None or getattr(original, KERAS_TAG, False):
+            continue
+        setattr(cls, maker, _wrap_maker(agent, original, attr, suffix))
 
-    def make_train_function(self: Any, force: bool = False) -> Any:
+
+def _wrap_maker(agent: Agent, original: Any, attr: str, suffix: str) -> Any:
+    def make_function(self: Any, force: bool = False) -> Any:
         result = original(self, force)
-        fn = self.train_function
+        fn = getattr(self, attr, None)
         if fn is not None and not getattr(fn, KERAS_TAG, False):
-            self.train_function = _wrap_train_function(agent, self, fn)
-        return result if result is None else self.train_function
+            setattr(self, attr, _wrap_step_function(agent, self, fn, suffix))
+        return result if result is None else getattr(self, attr)
 
-    setattr(make_train_function, KERAS_TAG, True)
-    cls.make_train_function = make_train_function
+    setattr(make_function, KERAS_TAG, True)
+    return make_function
 
 
-def _wrap_train_function(agent: Agent, model: Any, fn: Any) -> Any:
-    # Keras 3's train_function is a Python closure around the tf.function; the graph key
-    # learnt on the first call is kept here so the sampling policy knows it up front
+def _optimizer_iterations(model: Any) -> int | None:
+    """The optimizer's step counter (one eager variable read, ~30 us), or None."""
+    try:
+        return int(model.optimizer.iterations.numpy())
+    except Exception:
+        return None
+
+
+def _wrap_step_function(agent: Agent, model: Any, fn: Any, suffix: str) -> Any:
+    # Keras 3's train/test/predict function is a Python closure around the tf.function; the
+    # graph key learnt on the first call is kept here so the sampling policy knows it up front
     last_key: list[str | None] = [None]
+    train = suffix == ""
 
-    def train_function(*args: Any, **kwds: Any) -> Any:
+    def step_function(*args: Any, **kwds: Any) -> Any:
         if agent.collection is None or _depth() > 0:
             return fn(*args, **kwds)
-        name = getattr(model, "name", "model")
+        name = getattr(model, "name", "model") + suffix
         key = last_key[0]
+        spe = _steps_per_execution(model)
+        before = _optimizer_iterations(model) if train and spe > 1 else None
         token = agent.step_begin("keras", name, "", key, key)
         if token is None:
             return fn(*args, **kwds)
-        token[0].is_train_step = True
+        rec = token[0]
+        rec.is_train_step = train
         _local.depth = 1
-        _local.current = token[0]
+        _local.current = rec
         try:
             return fn(*args, **kwds)
         finally:
             _local.depth = 0
             _local.current = None
-            last_key[0] = token[0].model_key
+            last_key[0] = rec.model_key
+            if spe > 1:
+                # steps this call really ran: the optimizer's counter for training (the last
+                # call of an epoch may run fewer); evaluation/predict: steps_per_execution
+                after = _optimizer_iterations(model) if before is not None else None
+                rec.sub_steps = max(1, min(spe, after - before)) if after is not None \
+                    and before is not None else spe
             agent.step_end(token)
 
-    setattr(train_function, KERAS_TAG, True)
-    return train_function
+    setattr(step_function, KERAS_TAG, True)
+    return step_function
+
+
+def _steps_per_execution(model: Any) -> int:
+    try:
+        return max(1, int(getattr(model, "steps_per_execution", 1) or 1))
+    except Exception:
+        return 1

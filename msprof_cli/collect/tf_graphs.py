@@ -10,6 +10,7 @@ is the base op or a fusable activation gives the absorbed ops (7.7).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,7 @@ class StaticOp:
     outputs: tuple[TensorSpec, ...]
     producers: tuple[str, ...]  # qualified producer op name per input
     slots: tuple[int, ...] = ()  # output index of the producer, per input
+    device: int = -1  # index N of the op's placement `.../device:CPU:N` (-1: not placed)
 
 
 @dataclass
@@ -76,8 +78,28 @@ DATA_SOURCES = frozenset({"IteratorGetNext", "IteratorGetNextSync", "OptionalGet
                           "IteratorGetNextAsOptional"})
 
 
+_DEVICE_RE = re.compile(r"device:[A-Za-z_]+:(\d+)$")
+_REPLICA_RE = re.compile(r"(?:^|/)replica_(\d+)/")
+
+
+def device_index(device: str) -> int:
+    """`/job:localhost/replica:0/task:0/device:CPU:1` -> 1; unplaced ("") -> -1.
+
+    A tf.distribute strategy places each replica's ops on its own (logical) device, so the
+    index is the replica's device id (MirroredStrategy over logical CPUs: CPU:0, CPU:1...)."""
+    m = _DEVICE_RE.search(device) if device else None
+    return int(m.group(1)) if m else -1
+
+
+def replica_of_name(name: str) -> int:
+    """Replica id from the `replica_N/` scope MirroredStrategy gives replicas N >= 1 (else -1)."""
+    m = _REPLICA_RE.search(name)
+    return int(m.group(1)) if m else -1
+
+
 def walk_graph(graph: Any, into: StaticGraph | None = None, prefix: str = "",
-               depth: int = 0, data_args: frozenset[int] | None = None) -> StaticGraph:
+               depth: int = 0, data_args: frozenset[int] | None = None,
+               device: int = -1) -> StaticGraph:
     """Record every op of `graph` (a tf.Graph / FuncGraph), recursing into call bodies.
 
     Data sources (for FP detection) are iterator reads, the non-resource placeholders of
@@ -103,7 +125,11 @@ def walk_graph(graph: Any, into: StaticGraph | None = None, prefix: str = "",
             slots = tuple(t.value_index for t in op.inputs)
         except Exception:  # a broken tensor must not lose the whole graph
             inputs, outputs, producers, slots = (), (), (), ()
-        out.add(name, StaticOp(op.type, inputs, outputs, producers, slots))
+        # an unplaced op in a called body runs on the call op's device (TF's placer)
+        dev = device_index(getattr(op, "device", "") or "")
+        if dev < 0:
+            dev = device
+        out.add(name, StaticOp(op.type, inputs, outputs, producers, slots, dev))
         if op.type in DATA_SOURCES or op.name in arg_names or (
                 depth == 0 and op.type == "Placeholder" and outputs
                 and outputs[0].dtype != "resource"):
@@ -112,13 +138,39 @@ def walk_graph(graph: Any, into: StaticGraph | None = None, prefix: str = "",
             body = _called_graph(graph, op)
             if body is not None:
                 fed = frozenset(i for i, p in enumerate(producers) if p in out.inputs)
-                walk_graph(body, out, name + "/", depth + 1, fed)
+                walk_graph(body, out, name + "/", depth + 1, fed, dev)
+        elif op.type in CONTROL_FLOW_OPS:
+            # lowered control flow: the runtime names a branch/body op
+            # `<op>/<part>/_<N>/<body op>`; walked as `<op>/<part>/<body op>` and matched
+            # after `lowered_name` drops the `_<N>` (N is a node id only known at runtime)
+            shift = 1 if op.type.endswith("If") else 0  # If's input 0 is the predicate
+            fed = frozenset(i - shift for i, p in enumerate(producers)
+                            if p in out.inputs and i >= shift)
+            for attr, part in CONTROL_FLOW_OPS[op.type]:
+                body = _called_graph(graph, op, attr)
+                if body is not None:
+                    walk_graph(body, out, f"{name}/{part}/", depth + 1, fed, dev)
     return out
 
 
-def _called_graph(graph: Any, op: Any) -> Any:
+# functional control-flow op -> (function attr, name part of the lowered body)
+CONTROL_FLOW_OPS = {
+    "While": (("body", "body"), ("cond", "cond")),
+    "StatelessWhile": (("body", "body"), ("cond", "cond")),
+    "If": (("then_branch", "then"), ("else_branch", "else")),
+    "StatelessIf": (("then_branch", "then"), ("else_branch", "else")),
+}
+_LOWERED = re.compile(r"/(body|cond|then|else)/_\d+/")
+
+
+def lowered_name(name: str) -> str:
+    """Runtime name of an op in a lowered While/If body -> the name the walk recorded."""
+    return _LOWERED.sub(r"/\1/", name) if "/_" in name else name
+
+
+def _called_graph(graph: Any, op: Any, attr: str = "f") -> Any:
     try:
-        fname = op.get_attr("f").name
+        fname = op.get_attr(attr).name
     except Exception:
         return None
     g = graph
@@ -142,6 +194,7 @@ class OpShape:
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     fused_ops: tuple[str, ...] = ()
+    device: int = -1  # placement of the op (StaticOp.device)
 
 
 def resolve(graph: StaticGraph | None, name: str, tf_type: str,
@@ -155,9 +208,12 @@ def resolve(graph: StaticGraph | None, name: str, tf_type: str,
         return hit
     op = graph.ops.get(name)
     if op is None:
-        return None
+        name = lowered_name(name)
+        op = graph.ops.get(name)
+        if op is None:
+            return None
     base = FUSED_BASES.get(strip_onednn(tf_type).lstrip("_"))
-    result = OpShape(op.inputs, op.outputs)
+    result = OpShape(op.inputs, op.outputs, (), op.device)
     if base and op.type not in base:
         chain = [name]
         cur = op
@@ -172,7 +228,8 @@ def resolve(graph: StaticGraph | None, name: str, tf_type: str,
             cur = nxt
         if cur.type in base:
             chain.reverse()
-            result = OpShape(tuple(cur.inputs) + tuple(extra), op.outputs, tuple(chain))
+            result = OpShape(tuple(cur.inputs) + tuple(extra), op.outputs, tuple(chain),
+                             op.device)
     cache[key] = result
     return result
 

@@ -11,7 +11,9 @@ host record windows, fp/bp choices) lives in this object.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -26,21 +28,25 @@ from msprof_cli.device.cost_model import CostTable, evaluate
 from msprof_cli.device.device_records import (aicore_records, aicpu_records, flip_records,
                                               hwts_records, l2_cache_records,
                                               step_trace_records)
-from msprof_cli.device.host_records import (api_records, fusion_op_records,
-                                            graph_id_map_records, launch_windows,
-                                            msproftx_records, node_basic_records,
+from msprof_cli.device.host_records import (HCCL_INFO_TYPE, RT_CPU_KERNEL_LAUNCH,
+                                            RT_KERNEL_LAUNCH, RUNTIME_API_TYPES, api_records,
+                                            copy_spans, fusion_op_records,
+                                            graph_id_map_records, hccl_info_records,
+                                            launch_windows, msproftx_records,
+                                            node_basic_records, runtime_api_spans,
                                             task_track_records, tensor_info_records)
 from msprof_cli.device.op_table import Interner, IterTable, OpTable, SignatureRegistry, \
     build_tables
 from msprof_cli.device.pmu import event_counters, l2_counters
 from msprof_cli.device.sample import write_sample_json
 from msprof_cli.device.step_trace import FpBp, resolve_fp_bp
-from msprof_cli.device.writer import DataDir
+from msprof_cli.device.writer import DataDir, RawStorage
 from msprof_cli.options import L2_CACHE_EVENTS, ProfilingConfig
 from msprof_cli.raw import control
 from msprof_cli.raw import layouts as L
 from msprof_cli.raw.control import ClockPair
 from msprof_cli.raw.hashing import name_hash
+from msprof_cli.raw.profdir import make_dir
 
 log = logging.getLogger("msprof_cli.device")
 
@@ -69,6 +75,21 @@ _GE_TYPE_LUT = _lut(_GE_TASK_TYPE)
 _RT_TYPE_LUT = _lut(_RUNTIME_TYPE)
 
 
+_REPLICA_SCOPE = re.compile(r"(?<![^/])replica_\d+/")
+
+
+def _replica_counterpart(name: str | None, names: set[str]) -> str | None:
+    """`name` if this device runs it, else this device's op that differs from it only by the
+    `replica_N/` scope tf.distribute gives replica N's copy of each op (None if none)."""
+    if name is None or name in names:
+        return name
+    key = _REPLICA_SCOPE.sub("", name)
+    for other in names:
+        if _REPLICA_SCOPE.sub("", other) == key:
+            return other
+    return None
+
+
 @dataclass
 class _DeviceDir:
     device_id: int
@@ -89,8 +110,8 @@ class _ChunkCtx:
     win: object  # LaunchWindows
     me_begin: np.ndarray  # per iteration
     me_end: np.ndarray
-    fp_name: np.ndarray  # per iteration: name idx of the fp op (-1 none)
-    bp_name: np.ndarray
+    fp_name: dict[int, np.ndarray]  # per device, per iteration: name idx of the fp op (-1)
+    bp_name: dict[int, np.ndarray]
 
 
 class Device:
@@ -112,7 +133,8 @@ class Device:
         self.sigs = SignatureRegistry()
         self.names = Interner()
         self.models: dict = {}
-        self.fpbp: dict[int, FpBp] = {}
+        self.fpbp: dict[int, FpBp] = {}  # per model: the choice of its lowest device
+        self._fpbp_dev: dict[tuple[int, int], FpBp] = {}  # (model id, device id)
         self._hashed: set[str] = set()
         self._graph_mapped: set[int] = set()
         self._fusion_reported: set[str] = set()
@@ -120,8 +142,10 @@ class Device:
         self._tx_count = 0
         self._closed = False
         self.host_path = self.prof_dir / "host"
-        self.host_path.mkdir(parents=True, exist_ok=True)
-        self.host = DataDir(self.host_path / "data")
+        make_dir(self.host_path)  # 0750 whatever the umask
+        # slice rotation + storage_limit ageing over all data dirs (device/writer.py)
+        self.storage = RawStorage(self.prof_dir, config.storage_limit_mb)
+        self.host = DataDir(self.host_path / "data", self.storage)
         self._write_control(self.host_path, None)
         self._write_type_info()
         self.devices: dict[int, _DeviceDir] = {}
@@ -129,12 +153,15 @@ class Device:
             self._device(int(dev_id))
 
     # --- control files ---------------------------------------------------------------------
-    def _write_control(self, result_dir: Path, device_id: int | None) -> None:
-        info = control.info_json(pid=self.pid, device_id=device_id, rank_id=self.rank_id,
+    def _write_info(self, result_dir: Path, device_id: int | None, rank_id: int) -> None:
+        info = control.info_json(pid=self.pid, device_id=device_id, rank_id=rank_id,
                                  device_info=None if device_id is None
                                  else self.chip.device_info(device_id))
         info["platform_version"] = self.chip.platform_version
         control.write_info_json(result_dir, info, device_id)
+
+    def _write_control(self, result_dir: Path, device_id: int | None) -> None:
+        self._write_info(result_dir, device_id, self.rank_id)
         write_sample_json(result_dir, self.config, device_id=device_id, app=self.app,
                           pid=self.pid)
         control.write_host_start_log(result_dir, self.sync_ns, device_id)
@@ -146,6 +173,9 @@ class Device:
         lines = [f"{L.LEVEL_RUNTIME}_{tid}:{name}" for tid, name in
                  sorted(L.RUNTIME_TASK_TYPES.items())]
         lines += [f"{lvl}_{tid}:{name}" for (lvl, tid), name in L.TYPE_INFO_NAMES.items()]
+        # runtime_api / hccl_info ids (docs/device-model.md 6.1)
+        lines += [f"{L.LEVEL_RUNTIME}_{tid}:{name}" for tid, name in RUNTIME_API_TYPES.items()]
+        lines.append(f"{L.LEVEL_HCCL}_{HCCL_INFO_TYPE}:hccl_info")
         f = self.host.file("type_info_dic",
                            lambda i: L.host_file_name("type_info_dic", i))
         f.write_lines(lines)
@@ -155,13 +185,23 @@ class Device:
         dd = self.devices.get(dev_id)
         if dd is None:
             path = self.prof_dir / f"device_{dev_id}"
-            path.mkdir(parents=True, exist_ok=True)
+            make_dir(path)
             clock = S.DeviceClock(self.sync_ns, DEV_CNTVCT_BASE, int(round(self.chip.tick_ns)))
-            dd = _DeviceDir(dev_id, path, DataDir(path / "data"),
+            dd = _DeviceDir(dev_id, path, DataDir(path / "data", self.storage),
                             S.DeviceState(clock, first_task_id=self.first_task_id))
             self.devices[dev_id] = dd
             self._write_control(path, dev_id)
+            if len(self.devices) > 1 and self.rank_id == -1:
+                # several devices in one process (MirroredStrategy replicas): each device is
+                # an HCCL rank, rank id = index in the sorted device ids (as hccl_info's
+                # localRank); the host dir keeps -1
+                for rank, d in enumerate(sorted(self.devices)):
+                    self._write_info(self.devices[d].path, d, rank)
         return dd
+
+    def rank_of(self, device_id: int) -> int:
+        """HCCL rank of a device: the explicit rank id, else its index among the devices."""
+        return self.rank_id if self.rank_id != -1 else sorted(self.devices).index(device_id)
 
     # --- public ---------------------------------------------------------------------------
     def consume(self, chunk: CaptureChunk) -> None:
@@ -184,6 +224,9 @@ class Device:
         self.host.sync()
         for dd in self.devices.values():
             dd.data.sync()
+        for msg in self.storage.end_chunk():
+            log.warning(msg)
+            self.messages.append(msg)
 
     def close(self, clock: ClockPair) -> None:
         """Write end_info(.N) and close the files; calling it again does nothing."""
@@ -198,16 +241,37 @@ class Device:
 
     # --- chunk preparation ------------------------------------------------------------------
     def _resolve_fp_bp(self, iterations: list[Iteration]) -> None:
+        """FP/BP per (model, device).  With several devices (replicas) each device gets the
+        FP/BP of its own ops: a name chosen by the collector or by fp_point/bp_point is used
+        on the device that runs it, the other devices detect theirs automatically (the
+        replicas run the same graph, so they get the replica's counterpart ops)."""
         for it in iterations:
-            if it.model_id in self.fpbp or not it.ops:
+            if not it.ops:
                 continue
-            warn: list[str] = []
-            self.fpbp[it.model_id] = resolve_fp_bp(
-                self.models.get(it.model_id), it, fp_point=self.config.fp_point,
-                bp_point=self.config.bp_point, warn=warn)
-            for w in warn:
-                log.warning(w)
-                self.messages.append(w)
+            devs = sorted({o.device_id for o in it.ops})
+            model = self.models.get(it.model_id)
+            for dev in devs:
+                if (it.model_id, dev) in self._fpbp_dev:
+                    continue
+                sub, m, fp_pt, bp_pt = it, model, self.config.fp_point, self.config.bp_point
+                if len(devs) > 1:
+                    sub = dataclasses.replace(it, ops=[o for o in it.ops if o.device_id == dev])
+                    here = {o.name for o in sub.ops}
+                    everywhere = {o.name for o in it.ops} | set(model.op_order if model else ())
+                    if model is not None:
+                        m = dataclasses.replace(model, fp_op=_replica_counterpart(model.fp_op, here),
+                                                bp_op=_replica_counterpart(model.bp_op, here))
+                    # an option naming another replica's op: auto here, no warning
+                    fp_pt = "" if fp_pt in everywhere and fp_pt not in here else fp_pt
+                    bp_pt = "" if bp_pt in everywhere and bp_pt not in here else bp_pt
+                warn: list[str] = []
+                fb = resolve_fp_bp(m, sub, fp_point=fp_pt, bp_point=bp_pt, warn=warn)
+                self._fpbp_dev[(it.model_id, dev)] = fb
+                self.fpbp.setdefault(it.model_id, fb)
+                for w in warn:
+                    if w not in self.messages:
+                        log.warning(w)
+                        self.messages.append(w)
 
     def _prepare(self, ops: OpTable, iters: IterTable) -> _ChunkCtx:
         sig = self.sigs.arrays()
@@ -226,7 +290,9 @@ class Device:
         rows = np.flatnonzero(launch & in_iter)
         if len(rows):
             np.minimum.at(me_begin, ops.iter_row[rows], win.begin[rows] - 2)
-            np.maximum.at(me_end, ops.iter_row[rows], win.end[rows])
+            # task_time on: 1 ns after the last launch for GE's OutputCopy (copy_spans)
+            tail = 1 if self.config.task_time != "off" else 0
+            np.maximum.at(me_end, ops.iter_row[rows], win.end[rows] + tail)
         me_end = np.maximum(me_end, me_begin + 1)
         if n_it:
             t = iters.thread
@@ -234,13 +300,16 @@ class Device:
                 m = t == thr
                 self._thread_last_end[thr] = max(self._thread_last_end.get(thr, -1),
                                                  int(me_end[m].max()))
-        fp_name = np.full(n_it, -1, np.int64)
-        bp_name = np.full(n_it, -1, np.int64)
-        for i, mid in enumerate(iters.model_id.tolist()):
-            fb = self.fpbp.get(int(mid))
-            if fb:
-                fp_name[i] = self._name_idx(fb.fp)
-                bp_name[i] = self._name_idx(fb.bp)
+        fp_name: dict[int, np.ndarray] = {}
+        bp_name: dict[int, np.ndarray] = {}
+        for dev in self.devices:
+            fp_name[dev] = np.full(n_it, -1, np.int64)
+            bp_name[dev] = np.full(n_it, -1, np.int64)
+            for i, mid in enumerate(iters.model_id.tolist()):
+                fb = self._fpbp_dev.get((int(mid), dev))
+                if fb:
+                    fp_name[dev][i] = self._name_idx(fb.fp)
+                    bp_name[dev][i] = self._name_idx(fb.bp)
         return _ChunkCtx(ops, iters, sig, cost, kind, win, me_begin, me_end, fp_name, bp_name)
 
     def _name_idx(self, name: str | None) -> int:
@@ -263,11 +332,13 @@ class Device:
         task_on = self.config.task_time != "off"
         out: dict[str, list[np.ndarray]] = {k: [] for k in (
             "api_event", "task_track", "node_basic_info", "tensor_info", "graph_id_map",
-            "fusion_op_info")}
+            "fusion_op_info", "hccl_info")}
         hash_texts: list[str] = []
         # ModelExecute per iteration (level 15000 type 1, itemId = model id)
         out["api_event"].append(api_records(L.LEVEL_MODEL, L.MODEL_EXECUTE, iters.thread,
                                             ctx.me_begin, ctx.me_end, iters.model_id))
+        if task_on and len(iters):
+            self._copy_apis(ctx, out)
         rows = np.flatnonzero(ctx.kind != op_map.KIND_NONE) if task_on else np.zeros(0, int)
         name_hashes = np.array([name_hash(n) for n in self.names.items], np.uint64) \
             if self.names.items else np.zeros(0, np.uint64)
@@ -277,6 +348,7 @@ class Device:
                                                 win.begin[rows], win.end[rows], item))
             used = np.unique(ops.name_idx[rows])
             hash_texts += [self.names.items[i] for i in used.tolist()]
+        self._hccl_apis(ctx, name_hashes, out, hash_texts)
         if len(rows) and self.config.op_info:
             sigs_used = np.unique(ops.sig[rows])
             ge_hash = np.zeros(len(self.sigs), np.uint64)
@@ -294,6 +366,42 @@ class Device:
         ctx_lines = self._hash_lines(hash_texts)
         out["_hash_lines"] = ctx_lines  # type: ignore[assignment]
         return out
+
+    def _hccl_apis(self, ctx: _ChunkCtx, name_hashes: np.ndarray,
+                   out: dict[str, list[np.ndarray]], hash_texts: list[str]) -> None:
+        """HCCL node API (level 5500, type master 0x010001, itemId = op-name hash) per
+        collective op execution, when hccl is on and the run has several devices (options.md
+        4.2).  It spans the second half of the op's launch window from its task_track point:
+        inside the node launch API (the analysis nests acl > model > node > communication >
+        runtime).  The slave type (HCCL's slave-stream API) is not written: the emulated
+        collective is one task on one stream."""
+        if not self.config.hccl or len(self.devices) < 2:
+            return
+        ops, win = ctx.ops, ctx.win
+        rows = np.flatnonzero(ctx.kind == op_map.KIND_HCCL)
+        if not len(rows):
+            return
+        b = win.track_ts[rows]
+        e = b + np.maximum((win.end[rows] - b) // 2, 1)
+        out["api_event"].append(api_records(L.LEVEL_HCCL, L.HCCL_MASTER, win.thread[rows], b, e,
+                                            name_hashes[ops.name_idx[rows]]))
+        hash_texts += [self.names.items[i] for i in np.unique(ops.name_idx[rows]).tolist()]
+
+    def _copy_apis(self, ctx: _ChunkCtx, out: dict[str, list[np.ndarray]]) -> None:
+        """GE InputCopy (15000/3) / OutputCopy (15000/4) inside each ModelExecute."""
+        ops, iters, win = ctx.ops, ctx.iters, ctx.win
+        first = ctx.me_end.copy()
+        last = np.full(len(iters), S.NEVER, np.int64)
+        rows = np.flatnonzero((ctx.kind != op_map.KIND_NONE) & (ops.iter_row >= 0))
+        if len(rows):
+            np.minimum.at(first, ops.iter_row[rows], win.begin[rows])
+            np.maximum.at(last, ops.iter_row[rows], win.end[rows])
+        ib, ie, iok, ob, oe, ook = copy_spans(ctx.me_begin, ctx.me_end, first, last)
+        for typ, b, e, ok in ((L.MODEL_INPUT_COPY, ib, ie, iok),
+                              (L.MODEL_OUTPUT_COPY, ob, oe, ook)):
+            if ok.any():
+                out["api_event"].append(api_records(L.LEVEL_MODEL, typ, iters.thread[ok],
+                                                    b[ok], e[ok], iters.model_id[ok]))
 
     def _graph_and_fusion(self, ctx: _ChunkCtx, rows: np.ndarray, name_hashes: np.ndarray,
                           out: dict[str, list[np.ndarray]], hash_texts: list[str]) -> None:
@@ -357,8 +465,11 @@ class Device:
     def _write_tx(self, chunk: CaptureChunk) -> None:
         mk = chunk.markers
         n = len(mk)
-        for m in mk:
-            self._hash_lines([m.domain])
+        # the domain names must reach hash_dic (the exporter resolves msproftx domains)
+        lines = self._hash_lines([m.domain for m in mk])
+        if lines:
+            self.host.file("hash_dic", lambda i: L.host_file_name("hash_dic", i)
+                           ).write_lines(lines)
         arr = msproftx_records(
             self.pid, np.array([m.thread_id for m in mk], np.uint32),
             np.array([m.start_ns for m in mk], np.int64),
@@ -403,7 +514,8 @@ class Device:
         saved = (comp.counter, comp.free_tick)
         no_end = np.full(n_it, S.NEVER, np.int64)
         trial = S.schedule(self._compute_plan(ctx, clk, it_rows, rows, tt, ready, dur, stream,
-                                              op_iter, no_end, {}), dd.state, S.COMPUTE_STREAM)
+                                              op_iter, no_end, {}, dd.device_id),
+                           dd.state, S.COMPUTE_STREAM)
         comp.counter, comp.free_tick = saved
         k_ops = trial.op_row >= 0
         k_order, k_end = trial.order_ns[k_ops], trial.end[k_ops]
@@ -432,7 +544,7 @@ class Device:
                             sch.end[sch.op_row >= 0].tolist()):
                 op_end[r] = e
         plan = self._compute_plan(ctx, clk, it_rows, rows, tt, ready, dur, stream, op_iter,
-                                  other_end, op_end)
+                                  other_end, op_end, dd.device_id)
         if plan.op_row:
             scheduled[S.COMPUTE_STREAM] = S.schedule(plan, dd.state, S.COMPUTE_STREAM)
         self._emit(ctx, dd, scheduled, host)
@@ -440,7 +552,7 @@ class Device:
     def _compute_plan(self, ctx: _ChunkCtx, clk: S.DeviceClock, it_rows: np.ndarray,
                       rows: np.ndarray, tt: np.ndarray, ready: np.ndarray, dur: np.ndarray,
                       stream: np.ndarray, op_iter: np.ndarray, other_end: np.ndarray,
-                      op_end: dict[int, int]) -> S.StreamPlan:
+                      op_end: dict[int, int], dev: int) -> S.StreamPlan:
         """AI Core kernels + step-trace markers of the compute stream."""
         m = stream == S.COMPUTE_STREAM
         plan = S.StreamPlan()
@@ -448,7 +560,7 @@ class Device:
                  gap=S.TASK_GAP_TICKS, tag=-1, iter_row=op_iter[m])
         if self.config.training_trace and len(it_rows):
             self._step_markers(plan, ctx, clk, it_rows, rows, tt, ready, op_iter, other_end,
-                               op_end)
+                               op_end, dev)
         return plan
 
     def _reduce_markers(self, plan: S.StreamPlan, ctx: _ChunkCtx, rows: np.ndarray,
@@ -469,7 +581,7 @@ class Device:
     def _step_markers(self, plan: S.StreamPlan, ctx: _ChunkCtx, clk: S.DeviceClock,
                       it_rows: np.ndarray, rows: np.ndarray, tt: np.ndarray,
                       ready: np.ndarray, op_iter: np.ndarray, other_end: np.ndarray,
-                      op_end: dict[int, int]) -> None:
+                      op_end: dict[int, int], dev: int) -> None:
         lat = S.LAUNCH_LATENCY_NS
         me_b = ctx.me_begin[it_rows]
         plan.add(op_row=-1, order_ns=me_b, sub=-2, ready=clk.ticks(me_b + lat), dur=0,
@@ -482,7 +594,8 @@ class Device:
         last_it = last[it_rows]
         end_ready = np.maximum(clk.ticks(last_it + lat), other_end[it_rows])
         names = ctx.ops.name_idx[rows]
-        for tag, name_of_iter, sub in ((TAG_FP, ctx.fp_name, -1), (TAG_BP, ctx.bp_name, 1)):
+        for tag, name_of_iter, sub in ((TAG_FP, ctx.fp_name[dev], -1),
+                                       (TAG_BP, ctx.bp_name[dev], 1)):
             hit = inn & (names == name_of_iter[np.maximum(op_iter, 0)]) & \
                 (name_of_iter[np.maximum(op_iter, 0)] >= 0)
             idx = np.flatnonzero(hit)
@@ -504,6 +617,36 @@ class Device:
                  gap=S.MARKER_GAP_TICKS, tag=TAG_ITER_END, iter_row=it_rows)
         plan.add(op_row=-1, order_ns=last_it, sub=3, ready=end_ready, dur=0,
                  gap=S.MARKER_GAP_TICKS, tag=TAG_MODEL_END, iter_row=it_rows)
+
+    def _hccl_info(self, ctx: _ChunkCtx, dd: _DeviceDir, sch: S.ScheduledStream,
+                   host: dict[str, list[np.ndarray]]) -> None:
+        """hccl_info (multi-device, hccl on): each collective task of this rank as the steps of
+        a ring: all-reduce = n-1 Reduce_Inline (reduce-scatter) + n-1 Memcpy (all-gather),
+        other collectives n-1 Memcpy; the task's device time is split evenly."""
+        clk = dd.state.clock
+        is_op = sch.op_row >= 0
+        rows = sch.op_row[is_op]
+        start, end = clk.ns(sch.start[is_op]), clk.ns(sch.end[is_op])
+        ranks = sorted(self.devices)
+        n = len(ranks)
+        ar = ctx.sig["allreduce"][ctx.ops.sig[rows]]
+        steps = np.where(ar, 2 * (n - 1), n - 1)
+        task = np.repeat(np.arange(len(rows)), steps)
+        k = np.arange(len(task)) - np.repeat(np.cumsum(steps) - steps, steps)
+        span = (end - start)[task]
+        b = start[task] + span * k // steps[task]
+        e = start[task] + span * (k + 1) // steps[task]
+        reduce_step = ar[task] & (k < n - 1)
+        names = {True: "Reduce_Inline", False: "Memcpy"}
+        host["_hash_lines"].extend(self._hash_lines(list(names.values()) + ["hccl_world_group"]))
+        name_h = np.where(reduce_step, name_hash(names[True]), name_hash(names[False]))
+        op_h = np.array([name_hash(n_) for n_ in self.names.items], np.uint64)[
+            ctx.ops.name_idx[rows]][task]
+        bytes_in = ctx.sig["bytes_in"][ctx.ops.sig[rows]][task]
+        host["hccl_info"].append(hccl_info_records(
+            ctx.win.thread[rows][task], b, e - b, name_h.astype(np.uint64), op_h,
+            name_hash("hccl_world_group"), ranks.index(dd.device_id), n, k,
+            (bytes_in // n).astype(np.uint64), np.zeros(len(task), np.uint32)))
 
     def _emit(self, ctx: _ChunkCtx, dd: _DeviceDir, scheduled: dict[int, S.ScheduledStream],
               host: dict[str, list[np.ndarray]]) -> None:
@@ -529,6 +672,16 @@ class Device:
                     sch.task_id[is_op][tracked], np.zeros(len(r), np.int64),
                     _RT_TYPE_LUT[ctx.kind[r]], name_hash_of[ops.name_idx[r]],
                     cost.block_dim[ops.sig[r]]))
+            if cfg.runtime_api and tracked.any():
+                # the runtime launch API around each task_track (level 5000, runtime_api on)
+                r = op_rows[tracked]
+                rb, re_ = runtime_api_spans(win.begin[r], win.track_ts[r], win.end[r])
+                rt = np.where(ctx.kind[r] == op_map.KIND_AI_CORE, RT_KERNEL_LAUNCH,
+                              RT_CPU_KERNEL_LAUNCH)
+                host["api_event"].append(api_records(L.LEVEL_RUNTIME, rt, win.thread[r], rb,
+                                                     re_, np.zeros(len(r), np.uint64)))
+            if sid == S.HCCL_STREAM and cfg.hccl and len(self.devices) > 1 and len(op_rows):
+                self._hccl_info(ctx, dd, sch, host)
             # flips: host FLIP_TASK + device ts_track rptType 14
             fl = np.flatnonzero(sch.flip_start)
             if len(fl):

@@ -205,3 +205,70 @@ def msproftx_records(pid: int, thread: np.ndarray, start: np.ndarray, end: np.nd
     arr["domain"] = domain
     arr["message"] = np.array([m[:155] for m in messages], dtype="S156")
     return arr
+
+
+# --- runtime_api, GE copies, hccl_info (docs/device-model.md 6.1) ---------------------------
+
+# Runtime API type ids written as `5000_{id}:{name}` in type_info_dic.  Level 5000 is shared
+# with the task types of task_track (layouts.RUNTIME_TASK_TYPES, ids 0..109), so the API ids
+# start at 1000 (project choice; the real ids are not documented).
+RT_KERNEL_LAUNCH = 1000
+RT_CPU_KERNEL_LAUNCH = 1001
+RUNTIME_API_TYPES = {RT_KERNEL_LAUNCH: "rtKernelLaunch",
+                     RT_CPU_KERNEL_LAUNCH: "rtCpuKernelLaunchWithFlag"}
+RT_API_BEFORE_NS = 1_000  # the runtime API begins up to 1 us before its task_track ...
+RT_API_AFTER_NS = 2_000  # ... and returns up to 2 us after it
+# hccl_info header type at level 5500 (reference: "type unconfirmed"); mirrors node type 10
+HCCL_INFO_TYPE = 10
+COPY_MAX_NS = 20_000  # GE InputCopy / OutputCopy last at most 20 us
+
+
+def runtime_api_spans(win_begin: np.ndarray, track_ts: np.ndarray, win_end: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """[begin, end] of the runtime launch API around each task_track, strictly inside the node
+    launch window: begin < track_ts <= end (the window is >= 4 ns and the task_track sits at
+    >= 3 ns from its begin, < its end; see launch_windows)."""
+    b = track_ts - np.minimum(RT_API_BEFORE_NS, (track_ts - win_begin) // 2)
+    e = track_ts + np.minimum(RT_API_AFTER_NS, (win_end - track_ts) // 2)
+    return b, e
+
+
+def copy_spans(me_begin: np.ndarray, me_end: np.ndarray, first_launch: np.ndarray,
+               last_launch_end: np.ndarray) -> tuple[np.ndarray, ...]:
+    """GE InputCopy at the start and OutputCopy at the end of each ModelExecute, in the gaps
+    before the first and after the last launch (half the gap, 1 ns .. COPY_MAX_NS); they never
+    overlap a launch window.  Returns (in_begin, in_end, in_ok, out_begin, out_end, out_ok)."""
+    in_gap = first_launch - me_begin
+    in_e = me_begin + np.clip(in_gap // 2, 1, COPY_MAX_NS)
+    in_ok = in_gap >= 1
+    last = np.maximum(last_launch_end, np.where(in_ok, in_e, me_begin))
+    out_gap = me_end - last
+    out_b = me_end - np.clip(out_gap // 2, 1, COPY_MAX_NS)
+    out_ok = out_gap >= 1
+    return me_begin, in_e, in_ok, out_b, me_end, out_ok
+
+
+def hccl_info_records(thread: np.ndarray, ts: np.ndarray, dur_ns: np.ndarray,
+                      task_name: np.ndarray, op_name: np.ndarray, group: int, local_rank: int,
+                      rank_size: int, stage: np.ndarray, data_size: np.ndarray,
+                      op_type: np.ndarray) -> np.ndarray:
+    """additional.hccl_info: one record per step of a ring collective on this rank (src role,
+    HCCS link, SDMA transport, plane 0); timestamp = step start (host monotonic ns)."""
+    arr = np.zeros(len(ts), L.HCCL_INFO)
+    _header(arr, L.LEVEL_HCCL, HCCL_INFO_TYPE, thread, ts, L.ADDITIONAL_DATA_LEN)
+    arr["item_id"] = task_name
+    arr["ccl_tag"] = op_name
+    arr["group_name"] = group
+    arr["local_rank"] = local_rank
+    arr["remote_rank"] = (local_rank + 1) % max(rank_size, 1)
+    arr["rank_size"] = rank_size
+    arr["plane_id"] = 0
+    arr["stage"] = stage
+    arr["role"] = 1
+    arr["duration_estimated"] = dur_ns / 1000.0
+    arr["data_size"] = data_size
+    arr["op_type"] = op_type
+    arr["data_type"] = 4  # FP32
+    arr["link_type"] = 1  # HCCS
+    arr["transport_type"] = 0  # SDMA
+    return arr

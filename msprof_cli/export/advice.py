@@ -47,6 +47,24 @@ def field_name(header: str) -> str:
     return base.replace(" ", "_")
 
 
+TEXT_FIELDS = ("op_name", "op_type", "task_type", "input_data_types", "op_state")
+NUMERIC_FIELDS = ("task_start_time", "task_duration", "task_wait_time", "block_dim",
+                  "memory_bound", "vector_bound", "vec_ratio", "mac_ratio", "scalar_ratio",
+                  "mte1_ratio", "mte2_ratio", "mte3_ratio", "vec_bankgroup_cflt_ratio",
+                  "vec_bank_cflt_ratio", "memory_workspace")
+
+
+def _to_number(col: pd.Series) -> np.ndarray:
+    """Numeric column (N/A and other text -> NaN; the TAB of time stamps stripped)."""
+    codes, uniq = pd.factorize(col.to_numpy(dtype=object), use_na_sentinel=True)
+    text = pd.Series(uniq, dtype=object).map(lambda v: v.strip() if isinstance(v, str) else v)
+    values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
+    out = np.full(len(codes), np.nan)
+    ok = codes >= 0
+    out[ok] = values[codes[ok]]
+    return out
+
+
 @dataclass
 class OpTable:
     """op_summary rows with rule field names; numeric columns coerced (N/A -> NaN)."""
@@ -56,16 +74,15 @@ class OpTable:
 
     @classmethod
     def from_summary(cls, summary: pd.DataFrame, core_num: int) -> "OpTable":
+        """Only the columns the rules read are kept; numbers are parsed once per distinct
+        string (op_summary repeats the same values every iteration)."""
         df = summary.rename(columns={c: field_name(c) for c in summary.columns})
-        df = df.loc[:, ~df.columns.duplicated()].copy()
-        for col in df.columns:
-            if col in ("op_name", "op_type", "task_type", "input_data_types", "op_state",
-                       "task_start_time"):
-                continue
-            df[col] = pd.to_numeric(df[col], errors="coerce")
-        if "task_start_time" in df:
-            df["task_start_time"] = pd.to_numeric(
-                df["task_start_time"].astype(str).str.strip(), errors="coerce")
+        df = df.loc[:, ~df.columns.duplicated()]
+        keep = [c for c in df.columns if c in TEXT_FIELDS or c in NUMERIC_FIELDS]
+        df = df[keep].copy()
+        for col in keep:
+            if col in NUMERIC_FIELDS:
+                df[col] = _to_number(df[col])
         return cls(df=df.reset_index(drop=True), core_num=core_num)
 
     def has(self, *cols: str) -> bool:
@@ -257,9 +274,10 @@ def bottleneck(t: OpTable) -> dict[str, float] | None:
 
 
 def evaluate(summary: pd.DataFrame, core_num: int = 32, aic_metrics: str = "",
-             workspace: pd.Series | None = None) -> dict:
-    """prof_rule JSON content for one device's op_summary."""
-    t = OpTable.from_summary(summary, core_num)
+             workspace: pd.Series | None = None, table: OpTable | None = None) -> dict:
+    """prof_rule JSON content for one device's op_summary (`table`: the OpTable of
+    `summary` when already built, e.g. shared with evidence())."""
+    t = table if table is not None else OpTable.from_summary(summary, core_num)
     if workspace is not None and "op_name" in t.df:
         t.df["memory_workspace"] = t.df["op_name"].map(workspace).astype(float)
     results: dict[str, list[dict]] = {g: [] for groups in SECTIONS.values() for g in groups}
@@ -292,6 +310,85 @@ def evaluate(summary: pd.DataFrame, core_num: int = 32, aic_metrics: str = "",
     return {"status": 0, "data": data}
 
 
+# metric shown next to each op of an op-list finding on the console (evidence())
+EVIDENCE_FIELDS: dict[str, list[str]] = {
+    "Use multi-core": ["block_dim", "mac_ratio"],
+    "Check repeat counts and vector mask": ["vector_bound"],
+    "Cube operators spend too much time on vector computing": ["vec_ratio", "mac_ratio"],
+    "High scalar computing usage": ["scalar_ratio"],
+    "Low data memory handling efficiency": ["memory_bound"],
+    "The vector bank group conflict has reached the upper limit": ["vec_bankgroup_cflt_ratio"],
+    "The vector bank conflict has reached the upper limit": ["vec_bank_cflt_ratio"],
+    "Low vector computing usage": ["vec_ratio"],
+    "Low cube computing usage": ["mac_ratio"],
+    "Check and reduce the transData": [],
+    "Check and reduce AI CPU operators": [],
+    "Try to cast the data type to INT32 for AI Core operators": [],
+    "Try StridedSliceGrad on AI Cores": [],
+    "Task waiting time has reached the upper limit": ["task_wait_time"],
+    "Check and reduce the memory workspace": ["memory_workspace"],
+}
+
+
+def _num_text(v: float) -> str:
+    return f"{v:.3f}".rstrip("0").rstrip(".") if np.isfinite(v) else "N/A"
+
+
+def evidence(summary: pd.DataFrame, rule_json: dict, core_num: int = 32,
+             workspace: pd.Series | None = None, table: OpTable | None = None
+             ) -> dict[str, list[tuple[float, str]]]:
+    """Per op-list finding (keyed by its suggestion): one text per named op with the numbers
+    behind it -- task count, total duration and the mean of the rule's metric(s) --, as
+    (total duration, text) so callers can show the heaviest ops first."""
+    t = table if table is not None else OpTable.from_summary(summary, core_num)
+    if workspace is not None and "op_name" in t.df:
+        t.df["memory_workspace"] = t.df["op_name"].map(workspace).astype(float)
+    if "op_name" not in t.df or len(t.df) == 0:
+        return {}
+    df = t.df
+    dur = df["task_duration"] if "task_duration" in df else pd.Series(0.0, index=df.index)
+    wanted = sorted({f for fields in EVIDENCE_FIELDS.values() for f in fields if f in df})
+    g = df.assign(_dur=dur.fillna(0))[["op_name", "_dur"] + wanted].groupby(
+        "op_name", sort=False)
+    stats = g[wanted].mean() if wanted else pd.DataFrame(index=g.size().index)
+    stats["_n"] = g.size()
+    stats["_total"] = g["_dur"].sum()
+    stats["_wait"] = g["task_wait_time"].sum() if "task_wait_time" in wanted else 0.0
+    out: dict[str, list[tuple[float, str]]] = {}
+    for groups in rule_json["data"].values():
+        for group in groups:
+            for res in group["result"]:
+                data = res["Tuning Data"]
+                if not isinstance(data, list):
+                    continue
+                fields = [f for f in EVIDENCE_FIELDS.get(res["Rule Suggestion"], [])
+                          if f in stats]
+                items = []
+                for name in data:
+                    if name not in stats.index:
+                        continue
+                    row = stats.loc[name]
+                    parts = [f"{f} {_num_text(float(row[f]))}" for f in fields]
+                    n = int(row["_n"])
+                    parts += [f"{n} task{'s' if n != 1 else ''}",
+                              f"{_num_text(float(row['_total']))} us in total"]
+                    # the wait-time finding ranks ops by their wait, the others by run time
+                    weight = float(row["_wait"]) if "task_wait_time" in fields \
+                        else float(row["_total"])
+                    items.append((weight, f"{name}: " + ", ".join(parts)))
+                out[res["Rule Suggestion"]] = items
+    return out
+
+
+def _evidence_lines(items: list[tuple[float, str]], indent: str, max_ops: int,
+                    more_hint: str) -> list[str]:
+    top = sorted(items, key=lambda x: -x[0])
+    lines = [f"{indent}- {text}" for _, text in top[:max_ops]]
+    if len(top) > max_ops:
+        lines.append(f"{indent}- ... {len(top) - max_ops} more ops{more_hint}")
+    return lines
+
+
 def _data_text(data) -> str:
     if isinstance(data, list):
         return "[" + ",".join(str(x) for x in data) + "]"
@@ -314,9 +411,18 @@ def _data_text(data) -> str:
     return str(data)
 
 
-def render(rule_json: dict) -> str:
-    """The console report (section 5.4)."""
+def render(rule_json: dict, evidence: dict[str, list[tuple[float, str]]] | None = None,
+           max_ops: int = 5, more_hint: str = "") -> str:
+    """The console report (section 5.4).  With `evidence` (see evidence()), every op-list
+    finding is followed by indented lines naming its heaviest ops (at most `max_ops`) with
+    their numbers; the report lines of section 5.4 themselves are unchanged."""
     lines = ["", "Performance Summary Report:"]
+
+    def details(res: dict, indent: str) -> None:
+        if evidence and res["Rule Suggestion"] in evidence and \
+                isinstance(res["Tuning Data"], list):
+            lines.extend(_evidence_lines(evidence[res["Rule Suggestion"]], indent, max_ops,
+                                         more_hint))
     number = 0
     for groups in rule_json["data"].values():
         for group in groups:
@@ -341,11 +447,13 @@ def render(rule_json: dict) -> str:
                         j += 1
                         lines.append(f"\t{j}){res['Rule Suggestion']}: "
                                      f"{_data_text(res['Tuning Data'])}")
+                        details(res, "\t\t")
                 else:
                     j += 1
                     lines.append(f"\t{j}){key}:")
                     for k, res in enumerate(by_subtype[key], 1):
                         lines.append(f"\t\t{k}){res['Rule Suggestion']}: "
                                      f"{_data_text(res['Tuning Data'])}")
+                        details(res, "\t\t\t")
     lines.append("")
     return "\n".join(lines)

@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from msprof_cli.errors import ExportError, ProfDirError
-from msprof_cli.raw.profdir import find_prof_dirs, result_dirs
+from msprof_cli.raw.ageing import aged_message, read_marker
+from msprof_cli.raw.profdir import find_prof_dirs, incomplete_result_dirs, result_dirs
 
 from .dataset import ProfData, load_prof
-from .legacy import export_legacy
+from .db import export_db
+from .legacy import Advice, export_legacy
 from .mindstudio import export_mindstudio
 from .selection import check_args
 from .writers import CSV_SLICE_ROWS, JSON_SLICE_EVENTS
@@ -32,6 +34,7 @@ class ExportResult:
     prof_dirs: list[Path] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    advice: list[Advice] = field(default_factory=list)  # legacy: tuning advice per device
 
 
 def _has_data(prof: Path) -> bool:
@@ -79,17 +82,14 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
         raise ExportError(f"Unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}.")
     if summary_format not in ("csv", "json"):
         raise ExportError(f"Unknown summary format {summary_format!r}; choose csv or json.")
-    if type_ == "db":
-        raise ExportError("The database export (--type db) is not available yet; use "
-                          "--type text (the default) for CSV/JSON files.")
-    if type_ != "text":
+    if type_ not in ("text", "db"):
         raise ExportError(f"Unknown export type {type_!r}; choose text or db.")
     if not path.exists():
         raise ProfDirError(f"{path} does not exist. Pass the PROF_* directory written by "
                            f"`msprof collect` (or the directory holding it) to --output.")
     if not path.is_dir():
         raise ProfDirError(f"{path} is not a directory. Pass a PROF_* directory to --output.")
-    if layout == "legacy":
+    if layout == "legacy" and type_ == "text":  # --type db ignores the selection options
         check_args(model_id, iteration_id, iteration_count)
     profs = find_prof_dirs(path)
     if not profs:
@@ -125,6 +125,7 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
         task = progress.add_task("Exporting", total=len(profs))
     try:
         for prof in profs:
+            _check_prof(prof, result)
             if not result_dirs(prof) or not _has_data(prof):
                 raise ProfDirError(f"{prof} contains no profiling data (no host/ or device_N/ "
                                    f"data files). Re-run `msprof collect`; the collection may "
@@ -137,7 +138,9 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
             if not data.devices and (data.host.apis is None or len(data.host.apis) == 0):
                 raise ProfDirError(f"{prof} contains no device data and no host API data; "
                                    f"nothing to export.")
-            if layout == "mindstudio":
+            if type_ == "db":  # only PROF_X/msprof_{ts}.db, as the real tool (db.py)
+                files = export_db(data)
+            elif layout == "mindstudio":
                 files = export_mindstudio(data, summary_format=summary_format, reports=reports,
                                           csv_slice_rows=csv_slice_rows,
                                           json_slice_events=json_slice_events)
@@ -145,19 +148,43 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
                 files = export_legacy(data, summary_format=summary_format, model_id=model_id,
                                       iteration_id=iteration_id, iteration_count=iteration_count,
                                       reports=reports, csv_slice_rows=csv_slice_rows,
-                                      json_slice_events=json_slice_events)
+                                      json_slice_events=json_slice_events,
+                                      advice=result.advice)
             result.files.extend(files)
             if clear:
                 _clear_intermediate(prof)
             say(f"[INFO] Export all data in {prof} done.")
             if progress is not None:
                 progress.advance(task)
+    except OSError as exc:  # safety net: a file-system error is reported, never a traceback
+        where = exc.filename or path
+        raise ExportError(f"{where}: {exc.strerror or exc}. Check the permissions and the free "
+                          f"space of the PROF dir; the raw data is unchanged.") from None
     finally:
         if progress is not None:
             progress.stop()
     if not quiet:
         _print_summary(result)
+        from .report import print_advice
+
+        print_advice(result.advice)
     return result
+
+
+def _check_prof(prof: Path, result: ExportResult) -> None:
+    """Refuse result dirs without control files (their data would be skipped silently) and
+    report storage_limit ageing (raw/ageing.py)."""
+    for bad in incomplete_result_dirs(prof):
+        name = "info.json" if bad.name == "host" else f"info.json.{bad.name.split('_')[-1]}"
+        raise ProfDirError(f"{bad} has no {name} file (or it cannot be read), so its data "
+                           f"cannot be decoded. Restore the control files of that directory "
+                           f"(they are written when the collection starts) or re-collect; "
+                           f"move the directory out of {prof.name} to export the rest.")
+    marker = read_marker(prof)
+    if marker is not None:
+        msg = aged_message(prof, marker)
+        result.warnings.append(msg)
+        print(f"[WARNING] {msg}", file=sys.stderr)
 
 
 def _clear_intermediate(prof: Path) -> None:

@@ -71,54 +71,166 @@ class ResultDirInfo:
         return [int(x, 16) for x in re.split(r"[,\s]+", raw) if x]
 
 
-def _find(path: Path, pattern: str) -> Path | None:
+SUPPORTED_PLATFORMS = {"1": "Ascend910"}
+# other platform ids of raw-format.md 1, named in the error message
+KNOWN_PLATFORMS = {"0": "Ascend310", "2": "MDC", "3": "Lhisi", "4": "Ascend310P",
+                   "5": "Ascend910B", "7": "Ascend310B", "8": "Ascend310B", "9": "V5",
+                   "11": "Ascend310B", "15": "V6", "16": "V6"}
+KNOWN_FORMAT_VERSION = "1.0"
+INT63 = 1 << 63
+MAX_MHZ = Fraction(100_000)
+
+
+def _find(path: Path, pattern: str, refused: list[Path] | None = None) -> Path | None:
+    """First regular file of `path` matching `pattern`; symbolic links are never followed
+    (collected in `refused` so that the error can say why the file is "missing")."""
     rx = re.compile(pattern)
-    hits = sorted(p for p in path.iterdir() if rx.match(p.name) and p.is_file())
+    try:
+        entries = sorted(p for p in path.iterdir() if rx.match(p.name))
+    except OSError as exc:
+        raise ProfDirError(f"{path}: cannot list the result directory "
+                           f"({exc.strerror or exc}). Check its permissions.") from None
+    hits = []
+    for p in entries:
+        if p.is_symlink():
+            if refused is not None:
+                refused.append(p)
+        elif p.is_file():
+            hits.append(p)
     return hits[0] if hits else None
 
 
+def _missing(path: Path, what: str, refused: list[Path], why: str) -> ProfDirError:
+    if refused:
+        return ProfDirError(f"{refused[0]} is a symbolic link; control files are never read "
+                            f"through links (a PROF dir must not point outside itself). Replace "
+                            f"it with the real file.")
+    return ProfDirError(f"{path} has no {what} file: {why}")
+
+
+def _read_json(p: Path) -> dict[str, Any]:
+    try:
+        return control.read_json_line(p)
+    except (ValueError, OSError) as exc:
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ProfDirError(f"{p}: unreadable control file ({detail}). It must be one line of "
+                           f"JSON as written by `msprof collect`; restore it from a backup or "
+                           f"re-collect the data. The raw data was not modified.") from None
+
+
+def _int_field(p: Path, obj: dict[str, Any], key: str, hi: int = INT63) -> int:
+    try:
+        value = int(str(obj[key]))
+    except KeyError:
+        raise ProfDirError(f"{p}: the key {key!r} is missing. Restore the file or re-collect "
+                           f"the data.") from None
+    except ValueError:
+        raise ProfDirError(f"{p}: {key} = {str(obj[key])[:40]!r} is not an integer. Restore "
+                           f"the file or re-collect the data.") from None
+    if not 0 <= value < hi:
+        raise ProfDirError(f"{p}: {key} = {value} is out of range (0 to {hi - 1}).")
+    return value
+
+
+def check_platform(info: dict[str, Any], info_p: Path, warnings: list[str]) -> None:
+    """Refuse a chip the decoder does not know; warn on another format version."""
+    plat = info.get("platform_version")
+    if plat is None:
+        raise ProfDirError(f"{info_p} has no platform_version: the chip of this data is "
+                           f"unknown. msprof_cli decodes Ascend910 data (platform_version "
+                           f'"1"); restore info.json or re-collect.')
+    plat = str(plat)
+    if plat not in SUPPORTED_PLATFORMS:
+        name = KNOWN_PLATFORMS.get(plat, "an unknown chip")
+        raise ProfDirError(
+            f'{info_p}: platform_version "{plat[:20]}" ({name}) is not supported. msprof_cli '
+            f'decodes Ascend910 data only (platform_version "1"); export this data with the '
+            f"CANN toolkit of that chip.")
+    version = str(info.get("version", KNOWN_FORMAT_VERSION))
+    if version != KNOWN_FORMAT_VERSION:
+        warnings.append(f'{info_p}: format version "{version[:20]}" differs from '
+                        f'"{KNOWN_FORMAT_VERSION}", the version this decoder knows; decoding '
+                        f"anyway, check the results.")
+
+
+def _mhz(value: Any) -> Fraction:
+    f = mhz_fraction(value)
+    if not 0 < f <= MAX_MHZ or f.denominator > 1_000_000:
+        raise ValueError(f"frequency {str(value)[:20]!r} MHz out of range")
+    return f
+
+
 def read_result_dir(path: Path) -> ResultDirInfo:
-    """Read the control files of one result dir; raise ProfDirError when start_info is missing."""
+    """Read the control files of one result dir; raise ProfDirError (what, where, how to fix)
+    when a mandatory one (start_info, info.json, sample.json) is missing or malformed."""
     dev = device_id_of(path)
     suffix = r"" if dev is None else rf"\.{dev}"
-    info_p = _find(path, rf"^info\.json{suffix}$") or _find(path, r"^info\.json(\.\d+)?$")
-    start_p = _find(path, rf"^start_info{suffix}$") or _find(path, r"^start_info(\.\d+)?$")
-    sample_p = _find(path, r"^sample\.json$")
+    refused: list[Path] = []
+    info_p = _find(path, rf"^info\.json{suffix}$", refused) \
+        or _find(path, r"^info\.json(\.\d+)?$", refused)
+    if info_p is None:
+        raise _missing(path, "info.json" + ("" if dev is None else f".{dev}"), refused,
+                       "the collection did not finish writing its control files. Restore it "
+                       "or re-collect the data.")
+    refused = []
+    start_p = _find(path, rf"^start_info{suffix}$", refused) \
+        or _find(path, r"^start_info(\.\d+)?$", refused)
     if start_p is None:
-        raise ProfDirError(f"{path} has no start_info file: the collection did not start "
-                           f"properly, nothing can be exported from this directory.")
-    try:
-        info = control.read_json_line(info_p) if info_p else {}
-        start = control.read_json_line(start_p)
-        sample = control.read_json_line(sample_p) if sample_p else {}
-        begin_us = int(str(start["collectionTimeBegin"]))
-        mono_ns = int(str(start["clockMonotonicRaw"]))
-    except (ValueError, KeyError, OSError) as exc:
-        raise ProfDirError(f"{start_p}: unreadable control file ({exc}). Re-collect the data.") \
-            from None
+        raise _missing(path, "start_info", refused,
+                       "the collection did not start properly, nothing can be exported from "
+                       "this directory.")
+    refused = []
+    sample_p = _find(path, r"^sample\.json$", refused)
+    if sample_p is None:
+        raise _missing(path, "sample.json", refused,
+                       "it records the collection switches (PMU events) the decoder needs. "
+                       "Restore it or re-collect the data.")
+    info = _read_json(info_p)
+    start = _read_json(start_p)
+    sample = _read_json(sample_p)
+    begin_us = _int_field(start_p, start, "collectionTimeBegin", INT63 // 1000)
+    mono_ns = _int_field(start_p, start, "clockMonotonicRaw")
     rd = ResultDirInfo(path=path, device_id=dev, info=info, sample=sample,
                        time_begin_us=begin_us, mono_begin_ns=mono_ns)
-    dev_info = (info.get("DeviceInfo") or [{}])[0] if isinstance(info.get("DeviceInfo"), list) \
-        else {}
+    check_platform(info, info_p, rd.warnings)
+    if _find(path, rf"^end_info{suffix}$") is None:  # the collector writes it at its close
+        rd.warnings.append(f"{path}: no end_info{'' if dev is None else f'.{dev}'}: the "
+                           "collection did not finish (the profiled process was killed?); "
+                           "the data flushed before that is exported, the rest is missing")
+    try:
+        rd.pmu_events, rd.l2_events  # noqa: B018 -- validate the event lists now
+    except ValueError:
+        raise ProfDirError(f"{sample_p}: ai_core_profiling_events / l2CacheTaskProfilingEvents "
+                           f"must be comma-separated hex numbers such as 0x8,0xa. Restore the "
+                           f"file or re-collect the data.") from None
+    devs = info.get("DeviceInfo")
+    dev_info = devs[0] if isinstance(devs, list) and devs and isinstance(devs[0], dict) else {}
     if dev_info:
         try:
-            rd.hwts_mhz = mhz_fraction(dev_info.get("hwts_frequency", "100"))
-            rd.aic_mhz = mhz_fraction(dev_info.get("aic_frequency", "1000"))
+            rd.hwts_mhz = _mhz(dev_info.get("hwts_frequency", "100"))
+            rd.aic_mhz = _mhz(dev_info.get("aic_frequency", "1000"))
             rd.ai_core_num = int(dev_info.get("ai_core_num", 32))
-        except (ValueError, ZeroDivisionError):
-            rd.warnings.append(f"{info_p}: bad frequency values, using the Ascend910 defaults")
+            if not 0 < rd.ai_core_num <= 4096:
+                raise ValueError("ai_core_num out of range")
+        except (ValueError, ZeroDivisionError, TypeError):
+            rd.hwts_mhz, rd.aic_mhz, rd.ai_core_num = Fraction(100), Fraction(1000), 32
+            rd.warnings.append(f"{info_p}: bad frequency / core values, using the Ascend910 "
+                               f"defaults (hwts 100 MHz, AI Core 1000 MHz, 32 cores)")
     if dev is not None:
         dev_log = _find(path, rf"^dev_start\.log\.{dev}$")
         host_log = _find(path, rf"^host_start\.log\.{dev}$")
         try:
             if dev_log is not None:
-                rd.dev_cntvct = int(control.read_ini(dev_log).get("cntvct", "0"))
+                rd.dev_cntvct = _int_field(dev_log, control.read_ini(dev_log), "cntvct")
             else:
                 rd.warnings.append(f"{path}: no dev_start.log.{dev}; device times may be offset")
             if host_log is not None:
-                rd.host_sync_ns = int(control.read_ini(host_log).get("clock_monotonic_raw", "0"))
+                rd.host_sync_ns = _int_field(host_log, control.read_ini(host_log),
+                                             "clock_monotonic_raw")
             elif dev_log is not None:
-                rd.host_sync_ns = int(control.read_ini(dev_log).get("clock_monotonic_raw", "0"))
-        except ValueError as exc:
-            raise ProfDirError(f"{path}: unreadable start log ({exc}).") from None
+                rd.host_sync_ns = _int_field(dev_log, control.read_ini(dev_log),
+                                             "clock_monotonic_raw")
+        except (ValueError, OSError) as exc:
+            raise ProfDirError(f"{path}: unreadable start log ({exc}). Restore it or "
+                               f"re-collect the data.") from None
     return rd

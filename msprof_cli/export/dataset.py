@@ -250,9 +250,11 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         pmu_ok[rows] = True
     out["pmu_ok"] = pmu_ok
     its = iterations(dev.steps)
-    for c in ("step_start_ns", "step_end_ns", "fp_ns", "bp_ns"):
+    reduce_cols = [c for c in its.columns if c.startswith("reduce_")]  # AllReduce pairs
+    for c in ["step_start_ns", "step_end_ns", "fp_ns", "bp_ns"] + reduce_cols:
         v = its[c].to_numpy(np.int64)
-        its[c] = np.where(v >= 0, v + rd.offset_ns, -1) if c in ("fp_ns", "bp_ns") \
+        its[c] = np.where(v >= 0, v + rd.offset_ns, -1) if c not in ("step_start_ns",
+                                                                       "step_end_ns") \
             else v + rd.offset_ns
     its = its[its["step_start_ns"] >= rd.begin_local_ns].reset_index(drop=True)
     return DeviceData(rd=rd, tasks=out, iterations=its, has_host_ops=has_host,

@@ -6,7 +6,7 @@ the unique hash values, tensor strings are built once per unique tensor descript
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +27,11 @@ class HostTables:
     tensors: pd.DataFrame
     hashes: dict[int, str]
     types: dict[tuple[int, int], str]
+    fusion: pd.DataFrame = field(default_factory=pd.DataFrame)  # fusion_op_info
+    graphs: pd.DataFrame = field(default_factory=pd.DataFrame)  # graph_id_map
+    hccl: pd.DataFrame = field(default_factory=pd.DataFrame)  # hccl_info
+    tx: pd.DataFrame = field(default_factory=pd.DataFrame)  # msproftx
+    aging: bool = False  # any record from an aging.* file (dynamic-shape data)
 
     def name_of(self, hashes: np.ndarray) -> np.ndarray:
         """Resolve u64 hashes via hash_dic; unresolved ones print as the number."""
@@ -59,6 +64,7 @@ def decode_apis(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
     cols = host_records(data_dir, "api_event",
                         log, ["level", "type", "thread_id", "reserve", "begin_time",
                               "end_time", "item_id"])
+    aging = cols["_aging"]
     n = len(cols["level"])
     idx = np.arange(n, dtype=np.int64)
     is_event = cols["end_time"] == np.uint64(L.EVENT_RESERVE)
@@ -70,6 +76,7 @@ def decode_apis(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
         "begin_ns": cols["begin_time"][~is_event].astype(np.int64),
         "end_ns": cols["end_time"][~is_event].astype(np.int64),
         "item_id": cols["item_id"][~is_event],
+        "aging": aging[~is_event],
     })
     if is_event.any():
         ev = pd.DataFrame({
@@ -80,6 +87,7 @@ def decode_apis(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
             "request_id": cols["reserve"][is_event].astype(np.int64),
             "ts": cols["begin_time"][is_event].astype(np.int64),
             "item_id": cols["item_id"][is_event],
+            "aging": aging[is_event],
         })
         key = ["level", "thread_id", "type", "request_id", "item_id"]
         ev["nth"] = ev.groupby(key, sort=False).cumcount()
@@ -99,6 +107,7 @@ def decode_apis(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
             "begin_ns": paired["ts"].to_numpy(np.int64),
             "end_ns": paired["end_ns"].to_numpy(np.int64),
             "item_id": paired["item_id"].to_numpy(np.uint64),
+            "aging": paired["aging"].to_numpy(bool),
         })
         api = pd.concat([api, paired], ignore_index=True)
         api = api.sort_values("connection_id", kind="stable", ignore_index=True)
@@ -213,12 +222,79 @@ def decode_tensors(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
     return df
 
 
+def decode_fusion(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
+    """fusion_op_info: one row per record; `fused` = the fusionOpNum original-op hashes."""
+    c = host_records(data_dir, "fusion_op_info", log,
+                     ["thread_id", "timestamp", "op_name", "fusion_op_num", "input_mem_size",
+                      "output_mem_size", "weight_mem_size", "workspace_mem_size",
+                      "total_mem_size", "fusion_op_id"])
+    num = np.minimum(c["fusion_op_num"].astype(np.int64), c["fusion_op_id"].shape[1]
+                     if c["fusion_op_id"].ndim == 2 else 8)
+    return pd.DataFrame({
+        "thread_id": c["thread_id"].astype(np.int64),
+        "ts_ns": c["timestamp"].astype(np.int64),
+        "op_name_hash": c["op_name"],
+        "fused_num": num,
+        "fused": list(c["fusion_op_id"]) if len(num) else [],
+        "input_bytes": c["input_mem_size"].astype(np.int64),
+        "output_bytes": c["output_mem_size"].astype(np.int64),
+        "weight_bytes": c["weight_mem_size"].astype(np.int64),
+        "workspace_bytes": c["workspace_mem_size"].astype(np.int64),
+        "total_bytes": c["total_mem_size"].astype(np.int64),
+    })
+
+
+def decode_graphs(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
+    c = host_records(data_dir, "graph_id_map", log, ["model_name", "graph_id", "model_id"])
+    return pd.DataFrame({"model_id": c["model_id"].astype(np.int64),
+                         "graph_id": c["graph_id"].astype(np.int64),
+                         "model_name_hash": c["model_name"]})
+
+
+def decode_hccl(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
+    fields = ["thread_id", "timestamp", "item_id", "ccl_tag", "group_name", "local_rank",
+              "remote_rank", "rank_size", "plane_id", "stage", "role", "duration_estimated",
+              "data_size", "op_type", "data_type", "link_type", "transport_type", "notify_id"]
+    c = host_records(data_dir, "hccl_info", log, fields)
+    df = pd.DataFrame({k: c[k] for k in fields})
+    df = df.rename(columns={"timestamp": "ts_ns"})
+    df["ts_ns"] = df["ts_ns"].astype(np.int64)
+    return df
+
+
+def decode_tx(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
+    fields = ["info_type", "process_id", "tx_thread_id", "category", "event_type",
+              "payload_type", "payload_value", "start_time", "end_time", "mark_id", "domain",
+              "message_type", "message"]
+    c = host_records(data_dir, "msproftx", log, fields)
+    df = pd.DataFrame({k: c[k] for k in fields if k != "message"})
+    msg = c["message"]
+    if len(msg):
+        inv, uniq = pd.factorize(msg)
+        text = np.array([bytes(u).split(b"\0", 1)[0].decode("utf-8", "replace") for u in uniq],
+                        dtype=object)[inv]
+    else:
+        text = np.zeros(0, dtype=object)
+    df["message"] = text
+    for k in ("start_time", "end_time"):
+        df[k] = df[k].astype(np.int64)
+    return df
+
+
 def decode_host(data_dir: Path, log: DecodeLog) -> HostTables:
+    apis = decode_apis(data_dir, log)
+    node_basic = decode_node_basic(data_dir, log)
     return HostTables(
-        apis=decode_apis(data_dir, log),
+        apis=apis,
         task_track=decode_task_track(data_dir, log),
-        node_basic=decode_node_basic(data_dir, log),
+        node_basic=node_basic,
         tensors=decode_tensors(data_dir, log),
         hashes=hash_dict(data_dir),
         types=type_info_dict(data_dir),
+        fusion=decode_fusion(data_dir, log),
+        graphs=decode_graphs(data_dir, log),
+        hccl=decode_hccl(data_dir, log),
+        tx=decode_tx(data_dir, log),
+        aging=bool(apis["aging"].any() or node_basic["aging"].any()) if len(apis) or
+        len(node_basic) else False,
     )

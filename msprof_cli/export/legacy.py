@@ -1,24 +1,34 @@
 """Layout (a), the project default: ``PROF_X/device_{id}/summary|timeline/{name}_{suffix}``.
 
 Per device, no ``Device_id`` column, one model and an iteration range (selection.py); names
-carry ``_{dev}_{model}_{iter}`` with N/A parts omitted.  Timelines: msprof (this device + host
-CANN data), step_trace, task_time (historic Task Scheduler form, timeline.md 11.2).
-Summaries: op_summary, op_statistic, task_time, step_trace.
+carry ``_{dev}_{model}_{iter}`` with N/A parts omitted.  Every file of the seed's tables 1
+and 2 is written exactly when its data exist (docs/export.md 6):
+timelines msprof, ai_stack_time, thread_group (dynamic shape only), task_time, runtime_api,
+ge, step_trace, hccl, msprof_tx; summaries op_summary, op_statistic, step_trace,
+ai_stack_time, runtime_api, fusion_op, task_time, aicpu, l2_cache, msprof_tx and the tuning
+advice ``prof_rule_{device_id}.json`` (always).
 """
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from . import advice as A
+from . import stack
 from . import summaries as S
 from . import timeline as T
 from .dataset import DeviceData, ProfData
 from .fmt import float_str, int_str, ts_sort_key, us_str
+from .fusion import fusion_op, fusion_rows, workspace_kb
+from .hccl import hccl_json
+from .msproftx import markers, process_name, tx_layer, tx_table
 from .selection import Selection, in_window, select
-from .writers import (CSV_SLICE_ROWS, JSON_SLICE_EVENTS, SliceNamer, write_csv, write_events,
-                      write_json_rows)
+from .writers import (CSV_SLICE_ROWS, JSON_SLICE_EVENTS, AtomicFile, SliceNamer, write_csv,
+                      write_events, write_json_rows)
 
 
 def task_scheduler_json(dev: DeviceData, tasks: pd.DataFrame, app_pid: int
@@ -49,22 +59,33 @@ def host_models(dev: DeviceData) -> set[int]:
     return set(int(m) for m in dev.tasks.loc[dev.tasks["host_known"], "model_id"].unique())
 
 
+@dataclass
+class Advice:
+    """Tuning advice of one device: the prof_rule file and its console report."""
+
+    path: Path
+    rule: dict
+    text: str
+
+
 def export_legacy(data: ProfData, *, summary_format: str = "csv", model_id: int | None = None,
                   iteration_id: int | None = None, iteration_count: int = 1,
                   reports: Path | None = None, csv_slice_rows: int = CSV_SLICE_ROWS,
-                  json_slice_events: int = JSON_SLICE_EVENTS) -> list[Path]:
+                  json_slice_events: int = JSON_SLICE_EVENTS,
+                  advice: list[Advice] | None = None) -> list[Path]:
+    """Write every device's files; `advice` (if given) receives each device's tuning advice."""
     written: list[Path] = []
     switches = T.read_reports(reports)
     for dev in data.devices:
         sel = select(dev.iterations, host_models(dev), model_id, iteration_id, iteration_count)
         written += export_device(data, dev, sel, summary_format, switches, csv_slice_rows,
-                                 json_slice_events)
+                                 json_slice_events, advice)
     return written
 
 
 def export_device(data: ProfData, dev: DeviceData, sel: Selection, summary_format: str,
-                  switches: dict[str, bool], csv_slice_rows: int, json_slice_events: int
-                  ) -> list[Path]:
+                  switches: dict[str, bool], csv_slice_rows: int, json_slice_events: int,
+                  advice: list[Advice] | None = None) -> list[Path]:
     written: list[Path] = []
     base = dev.rd.path
     suffix = sel.suffix(dev.device_id)
@@ -76,6 +97,9 @@ def export_device(data: ProfData, dev: DeviceData, sel: Selection, summary_forma
     if sel.model_id is not None:
         its = its[(its["model_id"] == sel.model_id) & (its["iteration_id"] >= sel.first)
                   & (its["iteration_id"] <= sel.last)].reset_index(drop=True)
+    scope = stack.build_scope(data, dev, sel, tasks)
+    tx = markers(data)
+    fusion = fusion_rows(data, scope.model_names)
 
     def emit(name: str, table: S.Table | None) -> None:
         if table is None:
@@ -89,27 +113,64 @@ def export_device(data: ProfData, dev: DeviceData, sel: Selection, summary_forma
                                      csv_slice_rows))
 
     tdir = base / "timeline"
+
+    def emit_json(name: str, trace: tuple[list[str], list[str]] | None) -> None:
+        if trace is None or not trace[1]:
+            return
+        meta, events = trace
+        written.extend(write_events(SliceNamer(tdir, name, suffix, "json"), meta, events,
+                                    len(events), json_slice_events))
+
+    # --- timelines (seed table 1) ---
     per_dev = [(dev, tasks, rows, its)]
-    meta, events = T.assemble(T.msprof_layers(per_dev, data.host.apis, app_pid, switches))
-    if events:
-        written += write_events(SliceNamer(tdir, "msprof", suffix, "json"), meta, events,
-                                len(events), json_slice_events)
-    if len(its):
-        smeta, sev = T.assemble([T.step_layer(dev, its, app_pid)])
-        written += write_events(SliceNamer(tdir, "step_trace", suffix, "json"), smeta, sev,
-                                len(sev), json_slice_events)
+    layer_tx = tx_layer(tx, app_pid, process_name(data))
+    emit_json("msprof", T.assemble(T.msprof_layers(per_dev, data.host.apis, app_pid, switches,
+                                                   layer_tx)))
+    emit_json("ai_stack_time", stack.ai_stack_json(scope, app_pid))
+    emit_json("thread_group", stack.thread_group_json(data, scope))
     if len(tasks):
-        tmeta, tev = task_scheduler_json(dev, tasks, app_pid)
-        written += write_events(SliceNamer(tdir, "task_time", suffix, "json"), tmeta, tev,
-                                len(tev), json_slice_events)
-    if dev.has_host_ops and len(rows):
-        emit("op_summary", S.op_summary(dev, rows))
+        emit_json("task_time", task_scheduler_json(dev, tasks, app_pid))
+    emit_json("runtime_api", stack.runtime_api_json(scope, app_pid))
+    emit_json("ge", stack.ge_json(scope, app_pid))
+    if len(its):
+        emit_json("step_trace", T.assemble([T.step_layer(dev, its, app_pid)]))
+    emit_json("hccl", hccl_json(data, dev, sel, app_pid))
+    if len(layer_tx):
+        emit_json("msprof_tx", T.assemble([layer_tx]))
+
+    # --- summaries (seed table 2) ---
+    summary = S.op_summary(dev, rows) if dev.has_host_ops and len(rows) else None
+    emit("op_summary", summary)
     if dev.has_node_info and len(rows):
         emit("op_statistic", S.op_statistic(rows))
-    if len(tasks):
-        emit("task_time", S.task_time(dev, tasks))
     if len(its):
         emit("step_trace", S.step_trace(its))
+    emit("ai_stack_time", stack.ai_stack_time(scope))
+    emit("runtime_api", stack.runtime_api(scope, app_pid))
+    emit("fusion_op", fusion_op(fusion, sel.model_id))
+    if len(tasks):
+        emit("task_time", S.task_time(dev, tasks))
     emit("aicpu", S.aicpu(dev, tasks))
-    emit("l2_cache", S.l2_cache(dev, tasks))
+    emit("l2_cache", S.l2_cache(dev, tasks, restrict=sel.start_ns is not None))
+    emit("msprof_tx", tx_table(tx))
+    written.append(write_advice(dev, summary, fusion, advice))
     return written
+
+
+def write_advice(dev: DeviceData, summary: S.Table | None, fusion: pd.DataFrame,
+                 advice: list[Advice] | None) -> Path:
+    """``summary/prof_rule_{device_id}.json`` (always written; rules of
+    step-trace-and-advice.md 5 over the exported op_summary rows) and its console report."""
+    frame = summary[1] if summary is not None else pd.DataFrame(columns=S.OP_SUMMARY_BASE)
+    metrics = (dev.rd.ai_core_metrics or "") if dev.pmu_events else ""
+    ws = workspace_kb(fusion) if len(fusion) else None
+    table = A.OpTable.from_summary(frame, dev.rd.ai_core_num)
+    rule = A.evaluate(frame, core_num=dev.rd.ai_core_num, aic_metrics=metrics, workspace=ws,
+                      table=table)
+    path = dev.rd.path / "summary" / f"prof_rule_{dev.device_id}.json"
+    with AtomicFile(path) as fh:
+        fh.write(json.dumps(rule, ensure_ascii=False, indent=4))
+    if advice is not None:
+        ev = A.evidence(frame, rule, core_num=dev.rd.ai_core_num, workspace=ws, table=table)
+        advice.append(Advice(path, rule, A.render(rule, ev, more_hint=f" in {path.name}")))
+    return path

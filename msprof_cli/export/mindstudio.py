@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import communication as C
+from . import msproftx as X
 from . import summaries as S
 from . import timeline as T
 from .dataset import ProfData
@@ -35,8 +37,26 @@ def _merge(tables: list[S.Table]) -> S.Table | None:
     tables = [t for t in tables if t is not None]
     if not tables:
         return None
-    header = tables[0][0]
-    return header, pd.concat([t[1] for t in tables], ignore_index=True)
+    # the widest header wins (step_trace: devices with fewer Reduce pairs get N/A there)
+    header = max((t[0] for t in tables), key=len)
+    df = pd.concat([t[1] for t in tables], ignore_index=True)
+    return header, df.fillna("N/A") if df.isna().any(axis=None) else df
+
+
+def _json_per_device(out_dir: Path, name: str, header: list[str], df: pd.DataFrame
+                     ) -> list[Path]:
+    """``--summary-format json``: the per-device summaries copied as they are (no Device_id,
+    export-files.md 2.2): ``{name}_{ts}.json`` for one device, ``{name}_device_{id}_{ts}.json``
+    each when the PROF dir holds several (project choice: keeps the devices apart)."""
+    devices = list(dict.fromkeys(df["Device_id"].tolist())) if len(df) else []
+    if len(devices) <= 1:
+        return write_json_rows(out_dir / f"{name}_{_stamp()}.json", header[1:],
+                               df.drop(columns="Device_id"))
+    out: list[Path] = []
+    for dev in devices:
+        part = df[df["Device_id"] == dev].drop(columns="Device_id")
+        out += write_json_rows(out_dir / f"{name}_device_{dev}_{_stamp()}.json", header[1:], part)
+    return out
 
 
 def export_mindstudio(data: ProfData, *, summary_format: str = "csv", reports: Path | None = None,
@@ -55,8 +75,7 @@ def export_mindstudio(data: ProfData, *, summary_format: str = "csv", reports: P
             return
         header, df = table
         if summary_format == "json":
-            path = out_dir / f"{name}_{_stamp()}.json"
-            written.extend(write_json_rows(path, header, df))
+            written.extend(_json_per_device(out_dir, name, header, df))
         else:
             written.extend(write_csv(SliceNamer(out_dir, name, f"_{_stamp()}", "csv"), header, df,
                                      csv_slice_rows))
@@ -70,6 +89,14 @@ def export_mindstudio(data: ProfData, *, summary_format: str = "csv", reports: P
     # timelines
     switches = T.read_reports(reports)
     layers = T.msprof_layers(per_dev, data.host.apis, app_pid, switches)
+    tx = X.markers(data)
+    if len(tx):  # msproftx markers: msprof_tx json + the application layer of msprof json
+        tx_layer = X.tx_layer(tx, app_pid, X.process_name(data))
+        layers.append(tx_layer)
+        tmeta, tev = T.assemble([tx_layer])
+        written.extend(write_events(SliceNamer(out_dir, "msprof_tx", f"_{_stamp()}", "json"),
+                                    tmeta, tev, len(tev), json_slice_events))
+        timelines.add("msprof_tx")
     meta, events = T.assemble(layers)
     if events:
         written.extend(write_events(SliceNamer(out_dir, "msprof", f"_{_stamp()}", "json"), meta,
@@ -97,9 +124,14 @@ def export_mindstudio(data: ProfData, *, summary_format: str = "csv", reports: P
                           if (t := S.aicpu(d, tasks)) is not None]))
     emit("l2_cache", _merge([_with_device(d.device_id, t) for d, tasks, _, _ in per_dev
                              if (t := S.l2_cache(d, tasks)) is not None]))
+    emit("communication_statistic", _merge([
+        _with_device(d.device_id, C.communication_statistic(r)) for d in devs
+        if len(r := C.hccl_rows(d, data))]))
+    if len(tx):
+        emit("msprof_tx", _with_device(host_dev, X.tx_table(tx, merged=True)))
     if written:
         readme = out_dir / "README.txt"
         with AtomicFile(readme) as fh:
-            fh.write(readme_text(timelines, summaries))
+            fh.write(readme_text(timelines, summaries, summary_format))
         written.append(readme)
     return written

@@ -1,21 +1,42 @@
-"""Read binary raw record files into numpy structured arrays.
+"""Read binary raw record files into numpy structured arrays, defensively.
 
-Files are memory-mapped and only whole records are taken: a truncated tail (file size not a
-multiple of the record size, e.g. a collection killed mid-write) is dropped with a warning
-naming the file and the number of bytes.  Records whose magic number is wrong are skipped and
-counted (one warning per file).  Slices are concatenated in the order given by
-``raw.profdir.slice_files`` (aging before unaging, slice number).
+Raw data comes from long, expensive runs, so a damaged file must cost as little data as
+possible and never crash the export:
+
+* Files are memory-mapped read-only and only whole records are taken: a truncated tail (file
+  size not a multiple of the record size, e.g. a collection killed mid-write) is dropped with a
+  warning naming the file and the number of bytes.
+* Records whose magic number is wrong (host unified records, aicpu) are skipped and counted.
+* hwts / aicore records carry a 4-bit rolling counter (raw-format.md 5.1/5.2).  A record whose
+  counter breaks the sequence with *both* neighbours is corrupt: it is skipped and counted.  A
+  jump that the following records continue means records were lost before it: the records
+  are kept and the jump is reported.  hwts records with an undefined log type (5-7) are
+  skipped and counted too.
+* Symbolic links inside a data dir (and a data dir that is itself a link) are never followed:
+  a hostile PROF dir cannot make the export read outside itself.
+* Before copying columns out of the maps, the memory they need is compared with the memory
+  available, so a huge (or sparse, hostile) file gives a clear RawDataError, not an OOM kill.
+
+Slices are concatenated in the order given by ``raw.profdir.slice_files`` (aging before
+unaging, slice number).  The ``aging.`` prefix is the dynamic-shape marker of the real
+collector; it has nothing to do with storage ageing (see docs/troubleshooting.md).
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from msprof_cli.errors import RawDataError
 from msprof_cli.raw import layouts as L
 from msprof_cli.raw.profdir import slice_files
+
+MAX_DICT_BYTES = 256 * 1024 * 1024  # hash_dic / type_info_dic: more is not a real dictionary
+MEMORY_FRACTION = 0.8  # decode refuses to need more than this share of the available memory
+HWTS_VALID_LOG_TYPES = (0, 1, 2, 3, 4)  # task start/end, block start/end, block PMU
 
 
 @dataclass
@@ -23,10 +44,12 @@ class DecodeLog:
     """Warnings collected while decoding (printed by the API, asserted by tests)."""
 
     warnings: list[str] = field(default_factory=list)
-    bad_records: int = 0
+    bad_records: int = 0  # records skipped as corrupt (bad magic, counter, log type)
+    lost_records: int = 0  # records missing according to the rolling counters
 
     def warn(self, msg: str) -> None:
-        self.warnings.append(msg)
+        if msg not in self.warnings:  # one line per distinct problem
+            self.warnings.append(msg)
 
 
 def _host_regex(kind: str) -> re.Pattern[str]:
@@ -37,31 +60,95 @@ def _device_regex(kind: str) -> re.Pattern[str]:
     return re.compile(r"^" + re.escape(L.DEVICE_FILES[kind]) + r"\.\d+\.slice_\d+$")
 
 
+def available_memory() -> int:
+    """Bytes of memory the decoder may still use (MemAvailable; patched by tests)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 1 << 62  # unknown: do not refuse
+
+
+def _unreadable(path: Path, exc: OSError) -> RawDataError:
+    why = exc.strerror or str(exc)
+    return RawDataError(
+        f"{path}: cannot read the raw data file ({why}). Run the export as the user who "
+        f"collected the data or give that user read permission (chmod u+r); the raw data "
+        f"was not modified.")
+
+
+def data_files(data_dir: Path, regex: re.Pattern[str], log: DecodeLog) -> list[Path]:
+    """`slice_files` of a data dir that never follows symbolic links (warned once)."""
+    if data_dir.is_symlink():
+        log.warn(f"{data_dir} is a symbolic link; refused (a PROF dir must not point outside "
+                 f"itself), its data is not exported. Copy the real data into the PROF dir.")
+        return []
+    try:
+        links = sorted(p.name for p in data_dir.iterdir() if regex.match(p.name)
+                       and p.is_symlink())
+    except OSError:
+        links = []
+    if links:
+        log.warn(f"{data_dir}: symbolic links ignored (never followed): {', '.join(links)}")
+    return slice_files(data_dir, regex)
+
+
 def read_file(path: Path, dtype: np.dtype, log: DecodeLog) -> np.ndarray:
     """Whole records of one file (memory-mapped, read-only)."""
-    size = path.stat().st_size
-    n, rest = divmod(size, dtype.itemsize)
-    if rest:
-        log.warn(f"{path}: truncated tail, {rest} bytes dropped "
-                 f"({n} whole records of {dtype.itemsize} bytes kept)")
-    if n == 0:
-        return np.zeros(0, dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode="r", shape=(n,))
+    try:
+        size = os.stat(path, follow_symlinks=False).st_size
+        n, rest = divmod(size, dtype.itemsize)
+        if rest:
+            log.warn(f"{path}: truncated tail, {rest} bytes dropped "
+                     f"({n} whole records of {dtype.itemsize} bytes kept)")
+        if n == 0:
+            # still check that the file can be opened, so a permission problem is reported
+            with open(path, "rb"):
+                pass
+            return np.zeros(0, dtype=dtype)
+        return np.memmap(path, dtype=dtype, mode="r", shape=(n,))
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
 
 
 Columns = dict[str, np.ndarray]
 
 
+def _check_memory(files: list[Path], dtype: np.dtype, names: list[str]) -> None:
+    per_record = sum(dtype[n].itemsize for n in names) + 1
+    records = 0
+    for p in files:
+        try:
+            records += os.stat(p, follow_symlinks=False).st_size // dtype.itemsize
+        except OSError:
+            pass
+    need = records * per_record
+    avail = available_memory()
+    if need > avail * MEMORY_FRACTION:
+        where = files[0].parent if files else "?"
+        raise RawDataError(
+            f"{where}: decoding {records} records of {files[0].name.split('.slice_')[0]} needs "
+            f"about {need / 2**30:.1f} GiB of memory, but only {avail / 2**30:.1f} GiB are "
+            f"available. The files declare more data than this machine can hold (or are "
+            f"damaged/sparse); export on a machine with more memory or check the file sizes.")
+
+
 def read_files(files: list[Path], dtype: np.dtype, log: DecodeLog, fields: list[str] | None = None,
                magic_field: str | None = None, magic: int = L.MAGIC) -> Columns:
     """Concatenate the records of `files` as {field: column} (only `fields` are copied out of
-    the memory maps, which keeps memory bounded); column ``_aging`` flags aging-file records."""
+    the memory maps, which keeps memory bounded); column ``_aging`` flags aging-file records
+    and ``_file`` holds the index in `files` of each record's file."""
     # padding fields are raw void bytes; sub-array and nested-record fields are kept
     names = list(fields or [n for n in dtype.names
                             if not (dtype[n].base.kind == "V" and dtype[n].base.names is None)])
+    _check_memory(files, dtype, names)
     parts: dict[str, list[np.ndarray]] = {n: [] for n in names}
     aging: list[np.ndarray] = []
-    for path in files:
+    file_idx: list[np.ndarray] = []
+    for k, path in enumerate(files):
         arr = read_file(path, dtype, log)
         if magic_field is not None and len(arr):
             ok = arr[magic_field] == magic
@@ -70,9 +157,13 @@ def read_files(files: list[Path], dtype: np.dtype, log: DecodeLog, fields: list[
                 log.bad_records += nbad
                 log.warn(f"{path}: {nbad} records with a bad magic number skipped")
                 arr = arr[ok]
-        for n in names:
-            parts[n].append(np.array(arr[n]))
+        try:
+            for n in names:
+                parts[n].append(np.array(arr[n]))
+        except OSError as exc:  # an I/O error while paging the map in
+            raise _unreadable(path, exc) from None
         aging.append(np.full(len(arr), path.name.startswith("aging."), dtype=bool))
+        file_idx.append(np.full(len(arr), k, dtype=np.int32))
         del arr
     out: Columns = {}
     for n in names:
@@ -80,47 +171,120 @@ def read_files(files: list[Path], dtype: np.dtype, log: DecodeLog, fields: list[
         empty = np.zeros((0,) + sub.shape, dtype=sub.base)
         out[n] = np.concatenate(parts[n]) if parts[n] else empty
     out["_aging"] = np.concatenate(aging) if aging else np.zeros(0, dtype=bool)
+    out["_file"] = np.concatenate(file_idx) if file_idx else np.zeros(0, dtype=np.int32)
     return out
+
+
+def _filter(cols: Columns, keep: np.ndarray) -> Columns:
+    return {k: v[keep] for k, v in cols.items()}
+
+
+def _per_file(files: list[Path], file_idx: np.ndarray, mask: np.ndarray) -> dict[Path, int]:
+    counts = np.bincount(file_idx[mask], minlength=len(files))
+    return {files[i]: int(c) for i, c in enumerate(counts) if c}
+
+
+def check_counter(cols: Columns, files: list[Path], log: DecodeLog, kind: str) -> Columns:
+    """Skip records whose 4-bit rolling counter breaks the sequence with both neighbours
+    (corrupt), report counter jumps (lost records).  Closed form, no loop per record."""
+    flags = cols["flags"]
+    n = len(flags)
+    if n < 2:
+        return cols
+    cnt = (flags >> 4).astype(np.int16)
+    step_ok = ((cnt[1:] - cnt[:-1]) & 0xF) == 1  # between i and i+1
+    bad = np.zeros(n, dtype=bool)
+    bad[1:-1] = ~step_ok[:-1] & ~step_ok[1:]  # interior records only
+    if bad.any():
+        for path, c in _per_file(files, cols["_file"], bad).items():
+            log.warn(f"{path}: {c} {kind} records with an out-of-sequence rolling counter "
+                     f"skipped as corrupt")
+        log.bad_records += int(bad.sum())
+        cols = _filter(cols, ~bad)
+        cnt = cnt[~bad]
+    if len(cnt) >= 2:
+        gap = (cnt[1:] - cnt[:-1] - 1) & 0xF  # records missing before record i+1
+        jumps = np.flatnonzero(gap)
+        if len(jumps):
+            lost = int(gap[jumps].sum())
+            log.lost_records += lost
+            where = files[int(cols["_file"][jumps[0] + 1])]
+            log.warn(f"{where}: the {kind} rolling counter jumps at {len(jumps)} places "
+                     f"(at least {lost} records missing, e.g. lost by the device or skipped as "
+                     f"corrupt); the records around them are kept")
+    return cols
 
 
 def host_records(data_dir: Path, kind: str, log: DecodeLog,
                  fields: list[str] | None = None) -> Columns:
     """Records of a host unified-format file kind (api_event, task_track, ...) as columns."""
-    files = slice_files(data_dir, _host_regex(kind))
+    files = data_files(data_dir, _host_regex(kind), log)
     return read_files(files, L.HOST_DTYPES[kind], log, fields, magic_field="magic")
 
 
 def device_records(data_dir: Path, kind: str, log: DecodeLog,
                    fields: list[str] | None = None) -> Columns:
-    files = slice_files(data_dir, _device_regex(kind))
+    files = data_files(data_dir, _device_regex(kind), log)
     magic_field = "magic" if kind == "aicpu" else None
-    return read_files(files, L.DEVICE_DTYPES[kind], log, fields, magic_field=magic_field)
+    counted = kind in ("hwts", "aicore")
+    if counted and fields is not None and "flags" not in fields:
+        fields = [*fields, "flags"]
+    cols = read_files(files, L.DEVICE_DTYPES[kind], log, fields, magic_field=magic_field)
+    if kind == "hwts" and len(cols["flags"]):
+        ok = np.isin(cols["flags"] & 0x07, HWTS_VALID_LOG_TYPES)
+        if not ok.all():
+            bad = ~ok
+            for path, c in _per_file(files, cols["_file"], bad).items():
+                log.warn(f"{path}: {c} hwts records with an undefined log type skipped as "
+                         f"corrupt")
+            log.bad_records += int(bad.sum())
+            cols = _filter(cols, ok)
+    if counted:
+        cols = check_counter(cols, files, log, kind)
+    return cols
 
 
-def text_dict_lines(data_dir: Path, kind: str) -> list[str]:
-    """Lines of all hash_dic / type_info_dic slices (aging then unaging)."""
+def text_dict_lines(data_dir: Path, kind: str, log: DecodeLog | None = None) -> list[str]:
+    """Lines of all hash_dic / type_info_dic slices (aging then unaging).
+
+    Bytes that are not UTF-8 are replaced (U+FFFD), never fatal; a dictionary larger than
+    MAX_DICT_BYTES is refused (a real one holds a few MB of op names)."""
+    files = data_files(data_dir, _host_regex(kind), log or DecodeLog())
+    total = 0
     lines: list[str] = []
-    for path in slice_files(data_dir, _host_regex(kind)):
-        lines.extend(path.read_text(encoding="utf-8", errors="replace").splitlines())
+    for path in files:
+        try:
+            total += os.stat(path, follow_symlinks=False).st_size
+            if total > MAX_DICT_BYTES:
+                raise RawDataError(
+                    f"{path}: the {kind} files hold more than {MAX_DICT_BYTES >> 20} MiB, which "
+                    f"is not a real name dictionary (damaged or hostile data). Remove or repair "
+                    f"the file; the raw data was not modified.")
+            data = path.read_bytes()
+        except OSError as exc:
+            raise _unreadable(path, exc) from None
+        lines.extend(data.decode("utf-8", errors="replace").splitlines())
     return lines
 
 
-def hash_dict(data_dir: Path) -> dict[int, str]:
+def hash_dict(data_dir: Path, log: DecodeLog | None = None) -> dict[int, str]:
     """`<u64 hash>:<string>` lines, split at the first colon; bad lines skipped."""
     out: dict[int, str] = {}
-    for line in text_dict_lines(data_dir, "hash_dic"):
+    for line in text_dict_lines(data_dir, "hash_dic", log):
         key, sep, value = line.partition(":")
-        if sep and key.strip().isdigit():
+        key = key.strip()
+        if sep and key.isascii() and key.isdigit() and len(key) <= 20:
             out[int(key)] = value
     return out
 
 
-def type_info_dict(data_dir: Path) -> dict[tuple[int, int], str]:
+def type_info_dict(data_dir: Path, log: DecodeLog | None = None) -> dict[tuple[int, int], str]:
     """`<level>_<type>:<name>` lines -> {(level, type): name}."""
     out: dict[tuple[int, int], str] = {}
-    for line in text_dict_lines(data_dir, "type_info_dic"):
+    for line in text_dict_lines(data_dir, "type_info_dic", log):
         key, sep, value = line.partition(":")
         level, us, typ = key.strip().partition("_")
-        if sep and us and level.isdigit() and typ.isdigit():
+        if sep and us and level.isascii() and level.isdigit() and typ.isascii() \
+                and typ.isdigit() and len(level) <= 10 and len(typ) <= 10:
             out[(int(level), int(typ))] = value.strip()
     return out

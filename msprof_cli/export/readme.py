@@ -8,7 +8,7 @@ from __future__ import annotations
 
 TIMELINE_ORDER = ["step_trace", "msprof", "msprof_tx"]
 SUMMARY_ORDER = ["task_time", "api_statistic", "op_summary", "op_statistic", "step_trace",
-                 "fusion_op", "aicpu", "l2_cache", "msprof_tx"]
+                 "fusion_op", "aicpu", "l2_cache", "communication_statistic", "msprof_tx"]
 
 TEXT: dict[tuple[str, str], tuple[str, list[str]]] = {
     ("step_trace", "json"): ("Iteration trace of every model, one lane per model.", [
@@ -54,24 +54,29 @@ TEXT: dict[tuple[str, str], tuple[str, list[str]]] = {
     ("fusion_op", "csv"): ("Fused operators and their memory use.", []),
     ("aicpu", "csv"): ("AI CPU task timing.", []),
     ("l2_cache", "csv"): ("L2 cache hit and victim rates per task.", []),
-    ("msprof_tx", "csv"): ("User markers recorded with msproftx.", []),
+    ("msprof_tx", "csv"): ("User markers recorded with msproftx.", [
+        "Start_time, End_time: host time of the marker (us, local clock).",
+        "Device Start_time, Device End_time: device time of the marker (N/A on Ascend910).",
+    ]),
+    ("communication_statistic", "csv"): ("Communication (HCCL) operator statistics per type.", [
+        "Ratio: share of the total communication time in percent."]),
 }
 
 
-def _blocks(names: list[str], ext: str) -> list[str]:
+def _blocks(names: list[str], ext: str, shown_ext: str | None = None) -> list[str]:
     lines: list[str] = []
     for i, name in enumerate(names, 1):
         desc, notes = TEXT.get((name, ext), (
             f"Here is no description about this file: {name}, please check in "
             f"'Profiling Instructions'!", []))
-        lines.append(f"{i}.{name}.{ext}:{desc}")
+        lines.append(f"{i}.{name}.{shown_ext or ext}:{desc}")
         lines.extend(f"\t{n}" for n in notes)
     return lines
 
 
-def readme_text(timelines: set[str], summaries: set[str]) -> str:
+def readme_text(timelines: set[str], summaries: set[str], summary_format: str = "csv") -> str:
     t = [n for n in TIMELINE_ORDER if n in timelines] + sorted(timelines - set(TIMELINE_ORDER))
     s = [n for n in SUMMARY_ORDER if n in summaries] + sorted(summaries - set(SUMMARY_ORDER))
     lines = ["Timeline file description:"] + _blocks(t, "json") + ["", "Summary file description:"]
-    lines += _blocks(s, "csv")
+    lines += _blocks(s, "csv", summary_format)  # json summaries keep the csv descriptions
     return "\n".join(lines) + "\n"

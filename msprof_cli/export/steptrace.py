@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 TAG_MODEL_START, TAG_MODEL_END, TAG_FP, TAG_BP, TAG_ITER_END = 0, 1, 2, 3, 4
+TAG_REDUCE_BASE = 10000
 
 ITER_COLUMNS = ["model_id", "iteration_id", "step_start_ns", "step_end_ns", "fp_ns", "bp_ns",
                 "data_aug_ns", "iter_id"]
@@ -66,6 +67,7 @@ def iterations(steps: pd.DataFrame) -> pd.DataFrame:
             val = np.full(len(start), -1, dtype=np.int64)
             val[pos[ok]] = m[ok]  # later markers overwrite earlier ones (numpy keeps the last)
             it[col] = val
+        _reduce_columns(it, grp, start, end)
         frames.append(it)
     if not frames:
         return pd.DataFrame({c: np.zeros(0, np.int64) for c in ITER_COLUMNS})
@@ -77,4 +79,36 @@ def iterations(steps: pd.DataFrame) -> pd.DataFrame:
     prev_end = np.where(k >= 0, ends_sorted[np.maximum(k, 0)], -1)
     its["data_aug_ns"] = np.where((fp >= 0) & (k >= 0), fp - prev_end, -1)
     its["iter_id"] = its["step_end_ns"].rank(method="first").astype(np.int64)
-    return its[ITER_COLUMNS]
+    extra = sorted((c for c in its.columns if c.startswith(REDUCE_PREFIX)), key=_reduce_key)
+    for c in extra:  # a model without the k-th AllReduce: -1 (N/A)
+        its[c] = its[c].fillna(-1).astype(np.int64)
+    return its[ITER_COLUMNS + extra]
+
+
+REDUCE_PREFIX = "reduce_"  # reduce_start_{k} / reduce_end_{k}: k-th AllReduce, -1 = none
+
+
+def _reduce_key(col: str) -> tuple[int, int]:
+    _, side, k = col.split("_")
+    return int(k), 0 if side == "start" else 1
+
+
+def _reduce_columns(it: pd.DataFrame, grp: pd.DataFrame, start: np.ndarray,
+                    end: np.ndarray) -> None:
+    """AllReduce pairs (tags 10000+2k / 10001+2k, step-trace-and-advice.md 2) of one model:
+    `reduce_start_{k}` / `reduce_end_{k}` of the iteration whose [start, end] holds them
+    (the last marker wins, as for FP/BP); -1 when the iteration has no k-th pair."""
+    tags = grp["tag_id"].to_numpy(np.int64)
+    sel = tags >= TAG_REDUCE_BASE
+    if not sel.any():
+        return
+    tags, ts = tags[sel], grp["ts_ns"].to_numpy(np.int64)[sel]
+    pos = np.searchsorted(start, ts, side="right") - 1
+    ok = (pos >= 0) & (ts <= end[np.maximum(pos, 0)])
+    k = (tags - TAG_REDUCE_BASE) // 2
+    for kk in np.unique(k).tolist():
+        for side, odd in (("start", 0), ("end", 1)):
+            m = ok & (k == kk) & ((tags - TAG_REDUCE_BASE) % 2 == odd)
+            val = np.full(len(start), -1, dtype=np.int64)
+            val[pos[m]] = ts[m]
+            it[f"{REDUCE_PREFIX}{side}_{kk}"] = val

@@ -166,7 +166,16 @@ def step_trace(its: pd.DataFrame) -> Table:
         "Data Aug Bound(us)": _opt(aug, aug >= 0, dur_str),
         "Model ID": int_str(its["model_id"]),
     })
-    return STEP_TRACE, df
+    header = list(STEP_TRACE)
+    # multi-device: Reduce Start/Duration per AllReduce k (export-files.md 3.4); N/A if missing
+    ks = sorted({int(c.rsplit("_", 1)[1]) for c in its.columns if c.startswith("reduce_start_")})
+    for k in ks:
+        rs = its[f"reduce_start_{k}"].to_numpy(np.int64)
+        re_ = its.get(f"reduce_end_{k}", pd.Series(-1, index=its.index)).to_numpy(np.int64)
+        df[f"Reduce Start(us) {k}"] = _opt(rs, rs >= 0, stamp)
+        df[f"Reduce Duration(us) {k}"] = _opt(re_ - rs, (rs >= 0) & (re_ >= 0), dur_str)
+        header += ["Reduce Start(us)", "Reduce Duration(us)"]
+    return header, df
 
 
 def api_statistic(apis: pd.DataFrame) -> Table:
@@ -231,10 +240,17 @@ def aicpu(dev: DeviceData, tasks: pd.DataFrame) -> Table | None:
     return AICPU, df
 
 
-def l2_cache(dev: DeviceData, tasks: pd.DataFrame) -> Table | None:
+def l2_cache(dev: DeviceData, tasks: pd.DataFrame, restrict: bool = False) -> Table | None:
+    """`restrict` (legacy iteration window): keep only records of the (stream, task) pairs
+    among `tasks` -- l2_cache.data has no time of its own."""
     l2 = dev.l2
     if l2 is None or len(l2) == 0:
         return None
+    if restrict:
+        keys = tasks[["stream_id", "task_id"]].drop_duplicates()
+        l2 = l2.merge(keys, on=["stream_id", "task_id"], how="inner")
+        if len(l2) == 0:
+            return None
     ev = dev.rd.l2_events
     pos = {e: i for i, e in enumerate(ev[:8])}
     n = len(l2)

@@ -29,7 +29,7 @@ STEP_TID_BASE = 70000
 CONTEXT_ID_910 = 4294967295
 LEVEL_DISPLAY = {L.LEVEL_ACL: "AscendCL", L.LEVEL_MODEL: "Model", L.LEVEL_NODE: "Node",
                  L.LEVEL_RUNTIME: "Runtime", L.LEVEL_HCCL: "Communication"}
-LAYERS = ("ascend", "cann", "step_trace", "overlap_analyse")
+LAYERS = ("ascend", "cann", "step_trace", "overlap_analyse", "msproftx")
 
 
 @dataclass
@@ -315,8 +315,10 @@ def read_reports(path) -> dict[str, bool]:
 
 
 def msprof_layers(devs: list[tuple[DeviceData, pd.DataFrame, pd.DataFrame, pd.DataFrame]],
-                  apis: pd.DataFrame, app_pid: int, switches: dict[str, bool]) -> list[Layer]:
-    """devs: (device, tasks, op rows, iterations) already restricted to the export window."""
+                  apis: pd.DataFrame, app_pid: int, switches: dict[str, bool],
+                  tx: Layer | None = None) -> list[Layer]:
+    """devs: (device, tasks, op rows, iterations) already restricted to the export window;
+    `tx`: the msproftx layer (msproftx.tx_layer), last in layer order (project choice)."""
     layers: list[Layer] = []
     if switches.get("step_trace", True):
         layers += [step_layer(d, its, app_pid) for d, _, _, its in devs]
@@ -329,4 +331,6 @@ def msprof_layers(devs: list[tuple[DeviceData, pd.DataFrame, pd.DataFrame, pd.Da
         layers += [flow_layer(d, t, app_pid) for d, t, _, _ in devs]
     if switches.get("overlap_analyse", True):
         layers += [overlap_layer(d, rows, app_pid) for d, t, rows, _ in devs if len(t)]
+    if tx is not None and len(tx) and switches.get("msproftx", True):
+        layers.append(tx)
     return layers

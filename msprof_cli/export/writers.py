@@ -1,46 +1,193 @@
-"""Atomic CSV / JSON writers with slicing (export-files.md 2.3, 5).
+"""Atomic, permission-safe CSV / JSON writers with slicing (export-files.md 2.3, 5).
 
-Every output goes to a temporary name in the target directory and is renamed with
-``os.replace`` only when complete, so a crash never leaves a half-written file under the final
-name.  CSV text is produced by pandas' C writer in chunks (minimal quoting, LF line ends);
-JSON text is assembled from pre-rendered event strings (see timeline.py).
+Every output goes to a unique temporary name in the target directory (``.{name}.tmp{pid}.{hex}``,
+created exclusively, never through a link) and is renamed with ``os.replace`` only when
+complete, so a crash, a kill or a full disk never leaves a half-written file under the final
+name, and two exports of one PROF dir at once never interleave (each final file is one
+export's complete file).  Temporary files of dead processes are removed on the next export.
+
+Security (docs/troubleshooting.md): files are 0640 and created directories 0750 whatever the
+umask (modes are set explicitly); an output directory that is a symbolic link, or that belongs
+to another user (root excepted), is refused; CSV text cells that a spreadsheet would run as a
+formula (``=``, ``+``, ``-``, ``@``) get a leading ``'``, numbers (``-1``, ``-0.5``) never change.
+
+CSV text is produced by pandas' C writer in chunks (minimal quoting, LF line ends); JSON text
+is assembled from pre-rendered event strings (see timeline.py).
 """
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import os
+import re
+import secrets
+import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pandas as pd
 
+from msprof_cli.errors import ExportError
+from msprof_cli.raw.profdir import DIR_MODE, make_dir
+
 CSV_SLICE_ROWS = 1_000_000
 JSON_SLICE_EVENTS = 699_050
 CHUNK_ROWS = 200_000
+FILE_MODE = 0o640
+_TMP_RE = re.compile(r"^\..+\.tmp(\d+)\.[0-9a-f]{8}$")
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _write_error(path: Path, exc: OSError) -> ExportError:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        how = ("the disk (or quota) is full. Free space on that file system and run the export "
+               "again")
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        how = ("permission denied. Export as the owner of the PROF dir or make its directories "
+               "writable (chmod u+w)")
+    else:
+        how = f"{exc.strerror or exc}"
+    return ExportError(f"cannot write {path}: {how}. No partial file was left under that name; "
+                       f"the raw data is unchanged.")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def clean_stale_temps(directory: Path) -> None:
+    """Remove temporary files that exports killed midway left behind (their pid is gone)."""
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for e in entries:
+        m = _TMP_RE.match(e.name)
+        if m and e.is_file(follow_symlinks=False) and not _pid_alive(int(m.group(1))):
+            try:
+                os.unlink(e.path)
+            except OSError:
+                pass
+
+
+def _trusted_owner(uid: int) -> bool:
+    euid = os.geteuid()
+    return euid == 0 or uid in (euid, 0)
+
+
+def output_dir(directory: Path) -> Path:
+    """Create (0750) or check an output directory: never a symlink, never a directory that
+    belongs to another user (root may write anywhere, as msprof-analyze allows)."""
+    directory = Path(directory)
+    if directory.is_symlink():
+        raise ExportError(f"{directory} is a symbolic link; msprof never writes through links. "
+                          f"Remove the link (a real directory is created in its place).")
+    try:
+        make_dir(directory)
+        st = os.stat(directory, follow_symlinks=False)
+    except OSError as exc:
+        raise _write_error(directory, exc) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise ExportError(f"{directory} exists and is not a directory; move it away so that "
+                          f"the export can create the directory.")
+    if not _trusted_owner(st.st_uid):
+        raise ExportError(f"{directory} belongs to another user (uid {st.st_uid}); msprof "
+                          f"refuses to write into it. Export as that user or remove the "
+                          f"directory.")
+    clean_stale_temps(directory)
+    return directory
 
 
 class AtomicFile:
     """``with AtomicFile(path) as fh:`` -- text file renamed into place on success."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self.tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+        self.path = Path(path)
+        self.tmp = self.path.with_name(
+            f".{self.path.name}.tmp{os.getpid()}.{secrets.token_hex(4)}")
 
     def __enter__(self) -> io.TextIOWrapper:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fh = open(self.tmp, "w", encoding="utf-8", newline="")
+        output_dir(self.path.parent)
+        try:
+            fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, FILE_MODE)
+        except OSError as exc:
+            raise _write_error(self.path, exc) from None
+        try:
+            os.fchmod(fd, FILE_MODE)  # explicit: the umask must not widen or narrow it
+            self.fh = open(fd, "w", encoding="utf-8", newline="")
+        except BaseException:
+            os.close(fd)
+            self._discard()
+            raise
         return self.fh
 
+    def _discard(self) -> None:
+        try:
+            os.unlink(self.tmp)
+        except OSError:
+            pass
+
     def __exit__(self, exc_type, exc, tb) -> None:
-        self.fh.close()
+        try:
+            self.fh.close()  # flushes: a full disk may only show here
+        except OSError as close_exc:
+            self._discard()
+            if exc_type is None:
+                raise _write_error(self.path, close_exc) from None
+            if isinstance(exc, OSError):
+                raise _write_error(self.path, exc) from None
+            return
         if exc_type is None:
-            os.replace(self.tmp, self.path)
-        else:
             try:
-                os.unlink(self.tmp)
-            except OSError:
-                pass
+                os.replace(self.tmp, self.path)
+            except OSError as rep_exc:
+                self._discard()
+                raise _write_error(self.path, rep_exc) from None
+        else:
+            self._discard()
+            if isinstance(exc, OSError):
+                raise _write_error(self.path, exc) from None
+
+
+# --- CSV formula injection ---------------------------------------------------------------
+FORMULA_CHARS = ("=", "+", "-", "@")
+_NUMBER_RE = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\t?|[+-]?(?:inf|nan)"
+_MAYBE_FORMULA = re.compile(r'(?:^|,)"?[=+\-@]', re.M)
+
+
+def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:
+    """Prefix ``'`` to text cells starting with = + - @ (OWASP CSV injection advice) so that a
+    spreadsheet shows them as text; cells that are numbers (``-1``, ``-0.5``, ``-1e-05``, a
+    time with its TAB) are left exactly as they are.  Vectorised per column."""
+    out = None
+    for col in df.columns:
+        s = df[col]
+        if s.dtype.kind not in "OSUT" and str(s.dtype) not in ("string", "str"):
+            continue
+        text = s.astype(str)
+        risky = text.str.startswith(FORMULA_CHARS) & ~text.str.fullmatch(_NUMBER_RE)
+        if risky.any():
+            if out is None:
+                out = df.copy()
+            out[col] = text.where(~risky, "'" + text)
+    return df if out is None else out
+
+
+def _render(df: pd.DataFrame) -> str:
+    text = df.to_csv(header=False, index=False, lineterminator="\n")
+    # fast path: no formula character at all, or none at the start of a cell
+    if not any(ch in text for ch in FORMULA_CHARS) or not _MAYBE_FORMULA.search(text):
+        return text
+    safe = neutralise_formulas(df)
+    return text if safe is df else safe.to_csv(header=False, index=False,
+                                               lineterminator="\n")
 
 
 def csv_line(values: Iterable[str]) -> str:
@@ -51,8 +198,7 @@ def csv_line(values: Iterable[str]) -> str:
 
 def _write_rows(fh, df: pd.DataFrame) -> None:
     for lo in range(0, len(df), CHUNK_ROWS):
-        fh.write(df.iloc[lo:lo + CHUNK_ROWS].to_csv(header=False, index=False,
-                                                    lineterminator="\n"))
+        fh.write(_render(df.iloc[lo:lo + CHUNK_ROWS]))
 
 
 def write_csv(paths: "SliceNamer", header: list[str], df: pd.DataFrame,

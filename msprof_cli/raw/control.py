@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import secrets
 import socket
 import time
 import zlib
@@ -56,13 +57,30 @@ def write_json_line(path: Path, obj: dict[str, Any]) -> None:
     write_text_atomic(path, json.dumps(obj))
 
 
+FILE_MODE = 0o640  # control and data files: owner rw, group r (as the real tool)
+DIR_MODE = 0o750
+
+
 def write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """Write `text` to a unique temporary name in the same dir, fsync, then ``os.replace``:
+    readers see the old file or the new one, never a half-written one.  The temporary file is
+    created exclusively without following links, mode 0640 whatever the umask."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                 FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+        with open(fd, "w", encoding="utf-8", closefd=True) as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def write_start_info(result_dir: Path, clock: ClockPair, device_id: int | None) -> None:
@@ -164,29 +182,59 @@ def write_info_json(result_dir: Path, info: dict[str, Any], device_id: int | Non
 
 # --- readers -------------------------------------------------------------------------------
 
+MAX_JSON_DEPTH = 64  # control files are flat; deeper nesting is refused before parsing
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def _json_depth(line: bytes) -> int:
+    """Upper bound of the nesting depth (brackets inside strings count too: only an upper
+    bound is needed to refuse hostile input before the recursive parser sees it)."""
+    if line.count(b"[") + line.count(b"{") <= MAX_JSON_DEPTH:
+        return 0  # cannot be deeper than the number of openers (the common case)
+    depth = best = 0
+    for ch in line.translate(None, delete=_NOT_BRACKETS):
+        depth += 1 if ch in b"[{" else -1
+        best = max(best, depth)
+    return best
+
+
 def read_json_line(path: Path) -> dict[str, Any]:
-    """Read the first line of a one-line JSON control file; raise ValueError when malformed."""
-    size = path.stat().st_size
-    if size > MAX_CONTROL_BYTES:
-        raise ValueError(f"{path} is {size} bytes; a control file is at most "
-                         f"{MAX_CONTROL_BYTES} bytes")
-    with open(path, "rb") as fh:
+    """Read the first line of a one-line JSON control file.
+
+    Raises OSError when the file cannot be read (a symbolic link is refused with ELOOP) and
+    ValueError -- with a message that does not repeat the path -- when it is malformed,
+    larger than MAX_CONTROL_BYTES or nested deeper than MAX_JSON_DEPTH."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with open(fd, "rb", closefd=True) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > MAX_CONTROL_BYTES:
+            raise ValueError(f"{size} bytes; a control file is at most {MAX_CONTROL_BYTES} "
+                             f"bytes")
         line = fh.readline()
+    if _json_depth(line) > MAX_JSON_DEPTH:
+        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         value = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise ValueError(f"{path} is not one line of JSON: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not one line of JSON: {exc.msg} at column {exc.colno}") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
     if not isinstance(value, dict):
-        raise ValueError(f"{path} must hold a JSON object")
+        raise ValueError("must hold a JSON object ({...})")
     return value
 
 
 def read_ini(path: Path) -> dict[str, str]:
     """`key: value` lines of host_start.log / dev_start.log (section headers skipped)."""
     out: dict[str, str] = {}
-    if path.stat().st_size > MAX_CONTROL_BYTES:
-        raise ValueError(f"{path} is too large for a control file")
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with open(fd, "rb", closefd=True) as fh:
+        if os.fstat(fh.fileno()).st_size > MAX_CONTROL_BYTES:
+            raise ValueError("too large for a control file")
+        text = fh.read().decode("utf-8", errors="replace")
+    for line in text.splitlines():
         if ":" in line and not line.startswith("["):
             key, _, value = line.partition(":")
             out[key.strip()] = value.strip()

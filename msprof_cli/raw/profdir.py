@@ -25,16 +25,36 @@ def prof_dir_name(index: int = 0, now: float | None = None, rng: random.Random |
     return f"PROF_{(index % 999999) + 1:06d}_{stamp}_{letters}"
 
 
+DIR_MODE = 0o750  # directories msprof creates: owner rwx, group rx (as the real tool)
+
+
+def make_dir(path: Path) -> None:
+    """Create `path` (and missing parents) with mode 0750 whatever the umask: only the
+    directories created here get the mode, existing ones are left alone."""
+    missing = []
+    p = Path(path)
+    while not p.exists() and not p.is_symlink() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            continue  # created concurrently (two exports of one PROF dir)
+        os.chmod(d, DIR_MODE)
+
+
 def create_prof_dir(output_root: str | os.PathLike[str], index: int = 0) -> Path:
     """Create a new, uniquely named PROF dir (0750) under `output_root` (created if missing)."""
     root = Path(output_root)
-    root.mkdir(parents=True, exist_ok=True, mode=0o750)
+    make_dir(root)
     for _ in range(100):
         path = root / prof_dir_name(index)
         try:
-            path.mkdir(mode=0o750)
+            path.mkdir(mode=DIR_MODE)
         except FileExistsError:
             continue
+        os.chmod(path, DIR_MODE)
         return path
     raise FileExistsError(f"could not create a unique PROF dir under {root}")
 
@@ -60,6 +80,17 @@ def result_dirs(prof: Path) -> list[Path]:
     """Result dirs of one PROF dir, sorted device_0, device_1, ..., host (query.md 2)."""
     subs = [p for p in prof.iterdir() if not p.is_symlink() and is_result_dir(p)]
     return sorted(subs, key=lambda p: _dir_key(p.name))
+
+
+def incomplete_result_dirs(prof: Path) -> list[Path]:
+    """`host/` and `device_N/` dirs of a PROF dir that are not result dirs (no info.json*):
+    their data cannot be decoded, and skipping them silently would hide lost data."""
+    try:
+        subs = [p for p in prof.iterdir() if (p.name == "host" or DEVICE_DIR_RE.match(p.name))
+                and p.is_dir() and not p.is_symlink()]
+    except OSError:
+        return []
+    return sorted((p for p in subs if not is_result_dir(p)), key=lambda p: _dir_key(p.name))
 
 
 def find_prof_dirs(path: Path, max_depth: int = 2) -> list[Path]:

@@ -1,0 +1,421 @@
+"""``msprof export --type db``: ``PROF_X/msprof_{YYYYmmddHHMMSS}.db`` (export-files.md 7).
+
+One SQLite file per PROF dir, in the PROF dir itself (never inside
+``mindstudio_profiler_output``), with the table set the real tool writes for a 910 run:
+STRING_IDS, TASK, COMPUTE_TASK_INFO, CANN_API, TASK_PMU_INFO, STEP_TIME, OVERLAP_ANALYSIS,
+SESSION_TIME_INFO, NPU_INFO, HOST_INFO, META_DATA, RANK_DEVICE_MAP, the ENUM_* tables, and
+COMMUNICATION_OP / MSTX_EVENTS when HCCL / msproftx data exist.  Every text value is interned
+in STRING_IDS; times are local Unix ns.  Column meanings and project choices:
+docs/database.md.
+
+The tables are built from the decoded per-device frames of ``dataset.load_prof`` (the same
+rows the CSVs print), column-wise with numpy; rows reach SQLite through ``executemany`` over
+``zip`` of ``tolist()`` columns -- no Python formatting per row.  The file is written under a
+temporary name in the PROF dir (journal and fsync off: the temp file is thrown away on any
+error) and renamed into place with ``os.replace``.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from msprof_cli.raw import control
+from msprof_cli.raw import layouts as L
+
+from . import communication, msproftx
+from .dataset import DROPPED_GE_TYPES, DeviceData, ProfData
+from .host import NA
+from .pmu import GB, tail_columns
+from .timeline import CONTEXT_ID_910, merge_intervals, task_kind
+
+SCHEMA_VERSION = (1, 2, 0)
+NO_CONNECTION = 4294967295  # TASK/COMMUNICATION_OP.connectionId of a task without host launch
+MIX_BLOCK_NUM_910 = 0  # no MIX kernels on Ascend910
+SESSION_FALLBACK_NS = 30 * 60 * 1_000_000_000  # real tool: start + 30 min without end_info
+CHIP_NAMES = {"1": "Ascend910"}  # info.json platform_version -> chip model
+
+# name -> [(column, SQL type)]; the order is the column order of the real tables
+SCHEMA: dict[str, list[tuple[str, str]]] = {
+    "STRING_IDS": [("id", "INTEGER PRIMARY KEY"), ("value", "TEXT")],
+    "TASK": [("startNs", "INTEGER"), ("endNs", "INTEGER"), ("deviceId", "INTEGER"),
+             ("connectionId", "INTEGER"), ("globalTaskId", "INTEGER"), ("globalPid", "INTEGER"),
+             ("taskType", "INTEGER"), ("contextId", "INTEGER"), ("streamId", "INTEGER"),
+             ("taskId", "INTEGER"), ("modelId", "INTEGER")],
+    "COMPUTE_TASK_INFO": [(c, "INTEGER") for c in (
+        "name", "globalTaskId", "blockNum", "mixBlockNum", "taskType", "opType",
+        "inputFormats", "inputDataTypes", "inputShapes", "outputFormats", "outputDataTypes",
+        "outputShapes", "attrInfo", "opState", "hf32Eligible")],
+    "CANN_API": [("startNs", "INTEGER"), ("endNs", "INTEGER"), ("type", "INTEGER"),
+                 ("globalTid", "INTEGER"), ("connectionId", "INTEGER"), ("name", "INTEGER")],
+    "TASK_PMU_INFO": [("globalTaskId", "INTEGER"), ("name", "INTEGER"), ("value", "NUMERIC")],
+    # deviceId / modelId are project additions: one PROF may hold several models and devices
+    "STEP_TIME": [("id", "INTEGER"), ("startNs", "INTEGER"), ("endNs", "INTEGER"),
+                  ("deviceId", "INTEGER"), ("modelId", "INTEGER")],
+    "OVERLAP_ANALYSIS": [("id", "INTEGER PRIMARY KEY"), ("deviceId", "INTEGER"),
+                         ("startNs", "NUMERIC"), ("endNs", "NUMERIC"), ("type", "INTEGER")],
+    "SESSION_TIME_INFO": [("startTimeNs", "INTEGER"), ("endTimeNs", "INTEGER")],
+    "NPU_INFO": [("id", "INTEGER"), ("name", "TEXT")],
+    "HOST_INFO": [("hostUid", "TEXT"), ("hostName", "TEXT")],
+    "META_DATA": [("name", "TEXT"), ("value", "TEXT")],
+    "RANK_DEVICE_MAP": [("rankId", "INTEGER"), ("deviceId", "INTEGER")],
+    "COMMUNICATION_OP": [("opName", "INTEGER"), ("startNs", "INTEGER"), ("endNs", "INTEGER"),
+                         ("connectionId", "INTEGER"), ("groupName", "INTEGER"),
+                         ("opId", "INTEGER"), ("relay", "INTEGER"), ("retry", "INTEGER"),
+                         ("dataType", "INTEGER"), ("algType", "INTEGER"), ("count", "NUMERIC"),
+                         ("opType", "INTEGER"), ("deviceId", "INTEGER")],
+    "MSTX_EVENTS": [("startNs", "INTEGER"), ("endNs", "INTEGER"), ("eventType", "INTEGER"),
+                    ("rangeId", "INTEGER"), ("category", "INTEGER"), ("message", "INTEGER"),
+                    ("globalTid", "INTEGER"), ("endGlobalTid", "INTEGER"),
+                    ("domainId", "INTEGER"), ("connectionId", "INTEGER")],
+}
+ENUM_SCHEMA = [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")]
+
+# Contents of the enum tables: Ascend/msprof docs/en/user_guide/profile_data_file_references_db.md
+_UNSET = [(255, "RESERVED"), (65534, "N/A"), (65535, "INVALID_TYPE")]
+ENUMS: dict[str, list[tuple[int, str]]] = {
+    "ENUM_API_TYPE": [(20000, "acl"), (15000, "model"), (10000, "node"), (5500, "communication"),
+                      (5000, "runtime"), (50001, "op"), (50002, "queue"), (50003, "trace"),
+                      (50004, "mstx")],
+    "ENUM_MODULE": list(enumerate(
+        ["SLOG", "IDEDD", "SCC", "HCCL", "FMK", "CCU", "DVPP", "RUNTIME", "CCE", "HDC", "DRV",
+         "NET"])) + [
+        (22, "DEVMM"), (23, "KERNEL"), (24, "LIBMEDIA"), (25, "CCECPU"), (27, "ROS"),
+        (28, "HCCP"), (29, "ROCE"), (30, "TEFUSION"), (31, "PROFILING"), (32, "DP"),
+        (33, "APP"), (34, "TS"), (35, "TSDUMP"), (36, "AICPU"), (37, "LP"), (38, "TDT"),
+        (39, "FE"), (40, "MD"), (41, "MB"), (42, "ME"), (43, "IMU"), (44, "IMP"), (45, "GE"),
+        (47, "CAMERA"), (48, "ASCENDCL"), (49, "TEEOS"), (50, "ISP"), (51, "SIS"), (52, "HSM"),
+        (53, "DSS"), (54, "PROCMGR"), (55, "BBOX"), (56, "AIVECTOR"), (57, "TBE"), (58, "FV"),
+        (59, "MDCMAP"), (60, "TUNE"), (61, "HSS"), (62, "FFTS"), (63, "OP"), (64, "UDF"),
+        (65, "HICAID"), (66, "TSYNC"), (67, "AUDIO"), (68, "TPRT"), (69, "ASCENDCKERNEL"),
+        (70, "ASYS"), (71, "ATRACE"), (72, "RTC"), (73, "SYSMONITOR"), (74, "AMP"),
+        (75, "ADETECT"), (76, "MBUFF"), (77, "CUSTOM")],
+    "ENUM_HCCL_DATA_TYPE": list(enumerate(
+        ["INT8", "INT16", "INT32", "FP16", "FP32", "INT64", "UINT64", "UINT8", "UINT16",
+         "UINT32", "FP64", "BFP16", "INT128"])) + [
+        (14, "HIF8"), (15, "FP8E4M3"), (16, "FP8E5M2"), (17, "FP8E8M0")] + _UNSET,
+    "ENUM_HCCL_LINK_TYPE": list(enumerate(
+        ["ON_CHIP", "HCCS", "PCIE", "ROCE", "SIO", "HCCS_SW", "STANDARD_ROCE", "UB",
+         "UBoE"])) + _UNSET,
+    "ENUM_HCCL_TRANSPORT_TYPE": list(enumerate(["SDMA", "RDMA", "LOCAL", "UB", "ROCE"]))
+    + _UNSET,
+    "ENUM_HCCL_RDMA_TYPE": [(0, "RDMA_SEND_NOTIFY"), (1, "RDMA_SEND_PAYLOAD")] + _UNSET,
+    "ENUM_MSTX_EVENT_TYPE": [(0, "marker"), (1, "push/pop"), (2, "start/end"),
+                             (3, "marker_ex")],
+    "ENUM_MEMCPY_OPERATION": list(enumerate(
+        ["host to host", "host to device", "device to host", "device to device",
+         "managed memory", "addr device to device", "host to device ex",
+         "device to host ex"])) + [(65535, "other")],
+    "ENUM_OVERLAP_ANALYSIS_TYPE": [(0, "COMPUTE"), (1, "COMMUNICATION"),
+                                   (2, "COMM_NOT_OVERLAP_COMP"), (3, "FREE"),
+                                   (65535, "RESERVE")],
+}
+OVERLAP_COMPUTE, OVERLAP_FREE = 0, 3
+HCCL_DATA_TYPE_NA = 65534
+
+
+class StringIds:
+    """STRING_IDS interning: one id per distinct text, assigned in first-seen order."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+
+    def one(self, text: str) -> int:
+        return self.ids.setdefault(text, len(self.ids))
+
+    def column(self, values: Sequence | np.ndarray) -> np.ndarray:
+        """Ids of a whole column (Python work only per distinct value)."""
+        s = pd.Series(np.asarray(values, dtype=object)).fillna(NA)
+        if len(s) == 0:
+            return np.zeros(0, dtype=np.int64)
+        codes, uniq = pd.factorize(s)
+        lut = np.array([self.one(str(u)) for u in uniq], dtype=np.int64)
+        return lut[codes]
+
+    def rows(self) -> list[tuple[int, str]]:
+        return [(i, v) for v, i in self.ids.items()]
+
+
+Columns = list[np.ndarray]
+
+
+def _insert(conn: sqlite3.Connection, table: str, cols: Columns) -> None:
+    """executemany over zipped Python-native columns (tolist() converts numpy scalars)."""
+    if not cols or len(cols[0]) == 0:
+        return
+    marks = ", ".join("?" * len(cols))
+    conn.executemany(f"INSERT INTO {table} VALUES ({marks})",
+                     zip(*[np.asarray(c).tolist() for c in cols]))
+
+
+def _create(conn: sqlite3.Connection, table: str, schema: list[tuple[str, str]]) -> None:
+    conn.execute(f"CREATE TABLE {table} ({', '.join(f'{c} {t}' for c, t in schema)})")
+
+
+def _ns(values) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
+
+
+# --- table builders ------------------------------------------------------------------------
+
+def _compute_mask(dev: DeviceData) -> np.ndarray:
+    """Device tasks that are op_summary rows (same rule as summaries.op_rows)."""
+    if not dev.has_host_ops:
+        return np.zeros(len(dev.tasks), dtype=bool)
+    return ~dev.tasks["task_type"].isin(list(DROPPED_GE_TYPES)).to_numpy()
+
+
+def _task_type_names(tasks: pd.DataFrame) -> np.ndarray:
+    """TASK.taskType: the runtime task type (KERNEL_AICORE, ...) of the launch, else the GE /
+    hardware type, else ``Other`` (consumers test ``KERNEL_AICORE`` here)."""
+    rt = tasks["rt_type"].to_numpy(object)
+    known = tasks["host_known"].to_numpy(bool)
+    return np.where(known & (rt != NA), rt, task_kind(tasks))
+
+
+def _pmu_name(header: str) -> tuple[str, float]:
+    """op_summary PMU header -> (TASK_PMU_INFO metric name, factor to db units).
+
+    Stars-chip db naming (``aic_`` prefix, no unit suffix); µs -> ns, GB/s -> bytes/s with the
+    2^33 divisor the 910 analysis uses for its "GB/s"."""
+    if header == "aicore_time(us)":
+        return "aic_total_time", 1000.0
+    if header.endswith("(us)"):
+        return "aic_" + header[:-4], 1000.0
+    if header.endswith("(GB/s)"):
+        return "aic_" + header[:-6], GB
+    if header.endswith("(%)"):
+        return "aic_" + header[:-3], 1.0
+    return "aic_" + header, 1.0
+
+
+def _pmu_rows(dev: DeviceData, rows: pd.DataFrame, gid: np.ndarray, strings: StringIds
+              ) -> Columns:
+    metrics = dev.rd.ai_core_metrics if dev.pmu_events else None
+    cols = tail_columns(rows, metrics, dev.pmu_events, float(dev.rd.aic_mhz),
+                        dev.rd.ai_core_num) if len(rows) else {}
+    ids, names, values = [], [], []
+    for header, text in cols.items():
+        v = pd.to_numeric(pd.Series(text, dtype=object), errors="coerce").to_numpy(np.float64)
+        ok = ~np.isnan(v)
+        if not ok.any():
+            continue
+        name, factor = _pmu_name(header)
+        ids.append(gid[ok])
+        names.append(np.full(int(ok.sum()), strings.one(name), dtype=np.int64))
+        values.append(v[ok] * factor)
+    if not ids:
+        return []
+    # grouped per task (the layout of the real table), metrics in header order
+    gid_all, name_all, val_all = np.concatenate(ids), np.concatenate(names), np.concatenate(values)
+    order = np.argsort(gid_all, kind="stable")
+    return [gid_all[order], name_all[order], val_all[order]]
+
+
+def _device_tables(data: ProfData, strings: StringIds) -> dict[str, list[Columns]]:
+    out: dict[str, list[Columns]] = {k: [] for k in (
+        "TASK", "COMPUTE_TASK_INFO", "TASK_PMU_INFO", "STEP_TIME", "OVERLAP_ANALYSIS",
+        "COMMUNICATION_OP")}
+    pid = _app_pid(data)
+    base = 0
+    overlap_id = 0
+    op_id = 0
+    for dev in data.devices:
+        t = dev.tasks
+        n = len(t)
+        gid = base + np.arange(n, dtype=np.int64)
+        base += n
+        conn = t["connection_id"].to_numpy(np.int64)
+        out["TASK"].append([
+            _ns(t["start_local"]), _ns(t["end_local"]), np.full(n, dev.device_id),
+            np.where(conn >= 0, conn, NO_CONNECTION), gid, np.full(n, pid),
+            strings.column(_task_type_names(t)), np.full(n, CONTEXT_ID_910),
+            _ns(t["stream_id"]), _ns(t["task_id"]), _ns(t["model_id"])])
+        keep = _compute_mask(dev)
+        rows = t[keep]
+        cgid = gid[keep]
+        m = len(rows)
+        if m:
+            out["COMPUTE_TASK_INFO"].append([
+                strings.column(rows["op_name"]), cgid, _ns(rows["block_dim"]),
+                np.full(m, MIX_BLOCK_NUM_910), strings.column(rows["task_type"]),
+                strings.column(rows["op_type"]), strings.column(rows["in_formats"]),
+                strings.column(rows["in_types"]), strings.column(rows["in_shapes"]),
+                strings.column(rows["out_formats"]), strings.column(rows["out_types"]),
+                strings.column(rows["out_shapes"]), np.full(m, strings.one(NA)),
+                strings.column(rows["op_state"]), strings.column(rows["hf32"])])
+            pmu = _pmu_rows(dev, rows.reset_index(drop=True), cgid, strings)
+            if pmu:
+                out["TASK_PMU_INFO"].append(pmu)
+            cs, ce = merge_intervals(_ns(rows["start_local"]), _ns(rows["end_local"]))
+            fs, fe = ce[:-1], cs[1:]
+            k = len(cs) + len(fs)
+            out["OVERLAP_ANALYSIS"].append([
+                overlap_id + np.arange(k), np.full(k, dev.device_id), np.concatenate([cs, fs]),
+                np.concatenate([ce, fe]),
+                np.r_[np.full(len(cs), OVERLAP_COMPUTE), np.full(len(fs), OVERLAP_FREE)]])
+            overlap_id += k
+        its = dev.iterations
+        if len(its):
+            its = its.sort_values("step_end_ns", kind="stable")
+            out["STEP_TIME"].append([_ns(its["iteration_id"]), _ns(its["step_start_ns"]),
+                                     _ns(its["step_end_ns"]),
+                                     np.full(len(its), dev.device_id), _ns(its["model_id"])])
+        comm = communication.hccl_rows(dev, data)
+        c = len(comm)
+        if c:
+            cconn = comm["connection_id"].to_numpy(np.int64)
+            out["COMMUNICATION_OP"].append([
+                strings.column(comm["op_name"]), _ns(comm["start_local"]),
+                _ns(comm["end_local"]), np.where(cconn >= 0, cconn, NO_CONNECTION),
+                np.full(c, strings.one(NA)), op_id + np.arange(c), np.zeros(c, np.int64),
+                np.zeros(c, np.int64), np.full(c, HCCL_DATA_TYPE_NA),
+                np.full(c, strings.one(NA)), np.zeros(c, np.int64),
+                strings.column(comm["op_type"]), np.full(c, dev.device_id)])
+            op_id += c
+    return out
+
+
+def _app_pid(data: ProfData) -> int:
+    if data.devices:
+        return data.devices[0].rd.app_pid
+    return data.host.rd.app_pid if data.host.rd else 0
+
+
+def api_names(apis: pd.DataFrame) -> np.ndarray:
+    """API name as api_statistic prints it: the item (op) name for communication, else the
+    type name (ModelExecute, launch, ...)."""
+    lvl = apis["level"].to_numpy()
+    return np.where(lvl == L.LEVEL_HCCL, apis["item_name"].to_numpy(object),
+                    apis["type_name"].to_numpy(object))
+
+
+def _cann_api(data: ProfData, strings: StringIds) -> Columns:
+    apis = data.host.apis
+    if apis is None or len(apis) == 0:
+        return []
+    pid = np.int64(_app_pid(data))
+    return [_ns(apis["begin_local"]), _ns(apis["end_local"]), _ns(apis["level"]),
+            (pid << np.int64(32)) | _ns(apis["thread_id"]), _ns(apis["connection_id"]),
+            strings.column(api_names(apis))]
+
+
+def _mstx(data: ProfData, strings: StringIds) -> Columns:
+    tx = msproftx.markers(data)
+    if len(tx) == 0:
+        return []
+    gtid = (tx["process_id"].to_numpy(np.int64) << np.int64(32)) \
+        | tx["tx_thread_id"].to_numpy(np.int64)
+    n = len(tx)
+    return [_ns(tx["start_local"]), _ns(tx["end_local"]), _ns(tx["event_type"]),
+            tx["mark_id"].to_numpy(np.uint64).astype(np.int64), _ns(tx["category"]),
+            strings.column(tx["message"]), gtid, gtid, strings.column(tx["domain_name"]),
+            np.full(n, NO_CONNECTION)]
+
+
+def _end_ns(rd_path: Path, device_id: int | None) -> int | None:
+    name = "end_info" if device_id is None else f"end_info.{device_id}"
+    p = rd_path / name
+    if not p.is_file():
+        return None
+    try:
+        return int(str(control.read_json_line(p)["collectionTimeEnd"])) * 1000
+    except (KeyError, ValueError, OSError):
+        return None
+
+
+def _session(data: ProfData) -> Columns:
+    rds = [d.rd for d in data.devices] + ([data.host.rd] if data.host.rd else [])
+    start = min(rd.begin_local_ns for rd in rds)
+    ends = [e for rd in rds if (e := _end_ns(rd.path, rd.device_id)) is not None]
+    end = max(ends) if ends else start + SESSION_FALLBACK_NS
+    return [np.array([start]), np.array([end])]
+
+
+def _info_tables(data: ProfData) -> dict[str, list[tuple]]:
+    host_info = data.host.rd.info if data.host.rd else (
+        data.devices[0].rd.info if data.devices else {})
+    npu, ranks = [], []
+    for d in data.devices:
+        chip = CHIP_NAMES.get(str(d.rd.info.get("platform_version", "")),
+                              str(d.rd.info.get("platform_version", NA)))
+        npu.append((d.device_id, chip))
+        try:
+            rank = int(d.rd.info.get("rank_id", -1))
+        except (TypeError, ValueError):
+            rank = -1
+        ranks.append((rank, d.device_id))
+    major, minor, micro = SCHEMA_VERSION
+    return {
+        "NPU_INFO": npu,
+        "HOST_INFO": [(str(host_info.get("hostUid", NA)), str(host_info.get("hostname", NA)))],
+        "META_DATA": [("SCHEMA_VERSION", f"{major}.{minor}.{micro}"),
+                      ("SCHEMA_VERSION_MAJOR", str(major)), ("SCHEMA_VERSION_MINOR", str(minor)),
+                      ("SCHEMA_VERSION_MICRO", str(micro))],
+        "RANK_DEVICE_MAP": ranks,
+    }
+
+
+def _concat(parts: list[Columns]) -> Columns:
+    if not parts:
+        return []
+    return [np.concatenate([p[i] for p in parts]) for i in range(len(parts[0]))]
+
+
+def db_path(prof: Path) -> Path:
+    return prof / f"msprof_{time.strftime('%Y%m%d%H%M%S', time.localtime())}.db"
+
+
+def export_db(data: ProfData) -> list[Path]:
+    """Write ``PROF_X/msprof_{ts}.db`` for one decoded PROF dir; returns [path]."""
+    path = db_path(data.prof)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    if tmp.exists():
+        tmp.unlink()
+    strings = StringIds()
+    strings.one(NA)
+    dev_tables = {k: _concat(v) for k, v in _device_tables(data, strings).items()}
+    cann = _cann_api(data, strings)
+    mstx = _mstx(data, strings)
+    conn = sqlite3.connect(tmp, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=OFF")
+        conn.execute("PRAGMA synchronous=OFF")
+        conn.execute("BEGIN")
+        for table in ("TASK", "COMPUTE_TASK_INFO", "CANN_API", "TASK_PMU_INFO", "STEP_TIME",
+                      "OVERLAP_ANALYSIS", "SESSION_TIME_INFO", "NPU_INFO", "HOST_INFO",
+                      "META_DATA", "RANK_DEVICE_MAP"):
+            _create(conn, table, SCHEMA[table])
+        for table in ("TASK", "COMPUTE_TASK_INFO", "TASK_PMU_INFO", "STEP_TIME",
+                      "OVERLAP_ANALYSIS"):
+            _insert(conn, table, dev_tables[table])
+        if dev_tables["COMMUNICATION_OP"]:  # only when HCCL data exist (as the real tool)
+            _create(conn, "COMMUNICATION_OP", SCHEMA["COMMUNICATION_OP"])
+            _insert(conn, "COMMUNICATION_OP", dev_tables["COMMUNICATION_OP"])
+        if mstx:
+            _create(conn, "MSTX_EVENTS", SCHEMA["MSTX_EVENTS"])
+            _insert(conn, "MSTX_EVENTS", mstx)
+        _insert(conn, "CANN_API", cann)
+        _insert(conn, "SESSION_TIME_INFO", _session(data))
+        for table, rows in _info_tables(data).items():
+            if rows:
+                conn.executemany(f"INSERT INTO {table} VALUES (?, ?)", rows)
+        for table, rows in ENUMS.items():
+            _create(conn, table, ENUM_SCHEMA)
+            conn.executemany(f"INSERT INTO {table} VALUES (?, ?)", rows)
+        _create(conn, "STRING_IDS", SCHEMA["STRING_IDS"])
+        conn.executemany("INSERT INTO STRING_IDS VALUES (?, ?)", strings.rows())
+        conn.execute("CREATE INDEX TaskIndex ON TASK (startNs, globalTaskId)")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.close()
+        tmp.unlink(missing_ok=True)
+        raise
+    conn.close()
+    os.replace(tmp, path)
+    return [path]

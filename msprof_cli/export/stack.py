@@ -1,0 +1,350 @@
+"""Host component files of the legacy layout: ai_stack_time, ge, runtime_api, thread_group.
+
+Reference: export-files.md 1.2/1.3/4.1/4.2, timeline.md 11.2.  All of them are built on the
+*executions* of the export scope: the GE ModelExecute APIs (15000/1) of the host data, the
+n-th call of model m being iteration n of m (the analysis numbers step-trace iterations the
+same way, 1, 2, ... per model).  With a model/iteration selection only the selected
+executions count; without one (no step trace) every execution does.
+
+Joins (no loop per record):
+* GE InputCopy (15000/3) / OutputCopy (15000/4) and runtime APIs (level 5000) belong to the
+  ModelExecute of their thread that encloses their begin (``dataset.enclose``).
+* A runtime API gets the device and stream of the task_track it encloses (one launch API per
+  task); an API that encloses none is kept for every device (stream ``N/A``).
+* A device task belongs to the execution that encloses its host task_track.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from msprof_cli.raw import layouts as L
+
+from . import timeline as T
+from .dataset import DeviceData, ProfData, enclose
+from .fmt import float_str, int_str, py_round
+from .host import NA, resolve, type_names
+from .numeric_trace import thread_meta, x_events
+from .selection import Selection
+
+Table = tuple[list[str], pd.DataFrame]
+
+AI_STACK_TIME = ["Infer ID", "Module", "API", "Start Time", "Duration(ns)"]
+RUNTIME_API = ["Name", "Stream ID", "Time(%)", "Time(ns)", "Calls", "Avg(ns)", "Min(ns)",
+               "Max(ns)", "Process ID", "Thread ID"]
+STACK_THREADS = [(0, "AscendCL"), (1, "GE"), (2, "Runtime"), (3, "Task Scheduler")]
+GROUP_TID = {L.LEVEL_ACL: 0, L.LEVEL_MODEL: 1, L.LEVEL_NODE: 1, L.LEVEL_HCCL: 1,
+             L.LEVEL_RUNTIME: 2}
+
+
+@dataclass
+class Scope:
+    """Host API data of one legacy export (one device, one selection)."""
+
+    execs: pd.DataFrame  # me_cid, model_id, exec_id, thread_id, begin/end_local, in_*/out_*
+    runtime: pd.DataFrame  # runtime APIs in scope (+ me_cid, stream_id)
+    apis: pd.DataFrame  # every API in scope (thread_group)
+    tasks: pd.DataFrame  # device tasks of the selected executions (+ me_cid, exec_id)
+    model_names: dict[int, str]
+
+
+def _spans(df: pd.DataFrame, payload: str) -> pd.DataFrame:
+    return pd.DataFrame({"thread_id": df["thread_id"].to_numpy(np.int64),
+                         "begin_ns": df["begin_local"].to_numpy(np.int64),
+                         "end_ns": df["end_local"].to_numpy(np.int64),
+                         payload: df["connection_id"].to_numpy(np.int64)})
+
+
+def _enclosing(records: pd.DataFrame, spans: pd.DataFrame, ts_col: str, payload: str
+               ) -> np.ndarray:
+    """Payload of the enclosing span (-1 where none), aligned to `records`."""
+    if len(records) == 0:
+        return np.zeros(0, dtype=np.int64)
+    got = enclose(records.reset_index(drop=True), spans, ts_col, [payload])[payload]
+    return got.fillna(-1).to_numpy().astype(np.int64)
+
+
+def _model_names(data: ProfData) -> dict[int, str]:
+    ht = data.host.tables
+    if ht is None or len(ht.graphs) == 0:
+        return {}
+    g = ht.graphs.drop_duplicates("model_id", keep="first")
+    names = resolve(g["model_name_hash"].to_numpy(np.uint64), ht.hashes)
+    return dict(zip(g["model_id"].astype(int).tolist(), names.tolist()))
+
+
+def _runtime_devices(data: ProfData, runtime: pd.DataFrame) -> pd.DataFrame:
+    """(connection_id, device_id, stream_id) of the task_track each runtime API encloses."""
+    ht = data.host.tables
+    empty = pd.DataFrame({"connection_id": [], "device_id": [], "stream_id": []})
+    if ht is None or len(ht.task_track) == 0 or len(runtime) == 0:
+        return empty
+    tt = ht.task_track
+    names = type_names(np.full(len(tt), L.LEVEL_RUNTIME), tt["rt_type"].to_numpy(), ht.types)
+    tt = tt[~np.isin(names, ["FLIP_TASK", "MAINTENANCE"])]
+    off = data.host.rd.offset_ns if data.host.rd else 0
+    rec = pd.DataFrame({"thread_id": tt["thread_id"].to_numpy(np.int64),
+                        "ts": tt["ts_ns"].to_numpy(np.int64) + off,
+                        "device_id": tt["device_id"].to_numpy(np.int64),
+                        "stream_id": tt["stream_id"].to_numpy(np.int64)})
+    rec["connection_id"] = _enclosing(rec, _spans(runtime, "rt_cid").rename(
+        columns={"rt_cid": "connection_id"}), "ts", "connection_id")
+    rec = rec[rec["connection_id"] >= 0].drop_duplicates("connection_id", keep="first")
+    return rec[["connection_id", "device_id", "stream_id"]]
+
+
+def build_scope(data: ProfData, dev: DeviceData, sel: Selection, tasks: pd.DataFrame) -> Scope:
+    apis = data.host.apis
+    names = _model_names(data)
+    empty = pd.DataFrame()
+    if apis is None or len(apis) == 0:
+        return Scope(empty, empty, empty, tasks.iloc[0:0], names)
+    lvl, typ = apis["level"].to_numpy(), apis["type"].to_numpy()
+    me = apis[(lvl == L.LEVEL_MODEL) & (typ == L.MODEL_EXECUTE)].copy()
+    me["model_id"] = me["item_id"].astype(np.int64)
+    me = me.sort_values(["model_id", "begin_local"], kind="stable")
+    me["exec_id"] = me.groupby("model_id").cumcount() + 1
+    spans = _spans(me, "me_cid")
+    chosen = me
+    if sel.model_id is not None:
+        chosen = me[(me["model_id"] == sel.model_id) & (me["exec_id"] >= sel.first)
+                    & (me["exec_id"] <= sel.last)]
+    chosen_ids = set(chosen["connection_id"].astype(int).tolist())
+    execs = pd.DataFrame({
+        "me_cid": chosen["connection_id"].to_numpy(np.int64),
+        "model_id": chosen["model_id"].to_numpy(np.int64),
+        "exec_id": chosen["exec_id"].to_numpy(np.int64),
+        "thread_id": chosen["thread_id"].to_numpy(np.int64),
+        "begin_local": chosen["begin_local"].to_numpy(np.int64),
+        "end_local": chosen["end_local"].to_numpy(np.int64),
+    }).sort_values(["begin_local", "model_id"], kind="stable", ignore_index=True)
+    # every API -> its enclosing ModelExecute (a ModelExecute is its own)
+    me_of = _enclosing(apis, spans, "begin_local", "me_cid")
+    is_me = (lvl == L.LEVEL_MODEL) & (typ == L.MODEL_EXECUTE)
+    me_of = np.where(is_me, apis["connection_id"].to_numpy(np.int64), me_of)
+    in_scope = np.isin(me_of, list(chosen_ids)) if sel.model_id is not None \
+        else np.ones(len(apis), dtype=bool)
+    scoped = apis.assign(me_cid=me_of)[in_scope].reset_index(drop=True)
+    # GE copies per execution
+    for typ_id, pre in ((L.MODEL_INPUT_COPY, "in"), (L.MODEL_OUTPUT_COPY, "out")):
+        c = scoped[(scoped["level"] == L.LEVEL_MODEL) & (scoped["type"] == typ_id)
+                   & (scoped["me_cid"] >= 0)].drop_duplicates("me_cid", keep="first")
+        m = execs[["me_cid"]].merge(c[["me_cid", "begin_local", "end_local"]], on="me_cid",
+                                    how="left")
+        execs[f"{pre}_b"] = m["begin_local"].fillna(-1).to_numpy().astype(np.int64)
+        execs[f"{pre}_e"] = m["end_local"].fillna(-1).to_numpy().astype(np.int64)
+    # runtime APIs of this device
+    rt = scoped[scoped["level"] == L.LEVEL_RUNTIME].reset_index(drop=True)
+    where = _runtime_devices(data, apis[lvl == L.LEVEL_RUNTIME])
+    rt = rt.merge(where, on="connection_id", how="left")
+    keep = rt["device_id"].isna() | (rt["device_id"] == dev.device_id)
+    rt = rt[keep].reset_index(drop=True)
+    rt["stream_id"] = rt["stream_id"].fillna(-1).astype(np.int64)
+    # device tasks -> execution of their launch
+    t = tasks[tasks["host_known"].to_numpy(bool)]
+    rec = pd.DataFrame({"thread_id": t["tt_thread"].to_numpy(np.int64),
+                        "ts": t["tt_local"].to_numpy(np.int64)})
+    t = t.assign(me_cid=_enclosing(rec, spans, "ts", "me_cid"))
+    t = t[t["me_cid"].isin(list(chosen_ids))]
+    t = t.merge(execs[["me_cid", "exec_id"]], on="me_cid", how="left")
+    return Scope(execs, rt, scoped, t.reset_index(drop=True), names)
+
+
+# --- ai_stack_time ---------------------------------------------------------------------------
+
+def _stack_rows(scope: Scope) -> pd.DataFrame:
+    """(exec order, kind order, exec_id, module, api, start, dur) of every row."""
+    ex = scope.execs
+    parts = []
+    order = np.arange(len(ex))
+
+    def add(kind: int, module: str, api: str, ok: np.ndarray, start: np.ndarray,
+            end: np.ndarray) -> None:
+        parts.append(pd.DataFrame({"o": order[ok], "k": kind,
+                                   "exec_id": ex["exec_id"].to_numpy()[ok], "module": module,
+                                   "api": api, "start": start[ok], "dur": (end - start)[ok]}))
+
+    add(1, "GE", "Input", ex["in_b"].to_numpy() >= 0, ex["in_b"].to_numpy(),
+        ex["in_e"].to_numpy())
+    add(2, "GE", "Infer", np.ones(len(ex), bool), ex["begin_local"].to_numpy(),
+        ex["end_local"].to_numpy())
+    add(3, "GE", "Output", ex["out_b"].to_numpy() >= 0, ex["out_b"].to_numpy(),
+        ex["out_e"].to_numpy())
+    for kind, module, frame, b, e in (
+            (4, "Runtime", scope.runtime, "begin_local", "end_local"),
+            (5, "Task Scheduler", scope.tasks, "start_local", "end_local")):
+        if len(frame) == 0:
+            continue
+        g = frame.groupby("me_cid")
+        span = pd.DataFrame({"b": g[b].min(), "e": g[e].max()})
+        m = ex[["me_cid"]].merge(span, left_on="me_cid", right_index=True, how="left")
+        ok = m["b"].notna().to_numpy()
+        add(kind, module, NA, ok, m["b"].fillna(0).to_numpy(np.int64),
+            m["e"].fillna(0).to_numpy(np.int64))
+    rows = pd.concat(parts, ignore_index=True)
+    return rows.sort_values(["o", "k"], kind="stable", ignore_index=True)
+
+
+def has_stack_data(scope: Scope) -> bool:
+    """ai_stack_time needs task_time or runtime_api data (GE copies, runtime APIs, tasks)."""
+    ex = scope.execs
+    return len(ex) > 0 and (bool((ex["in_b"] >= 0).any() or (ex["out_b"] >= 0).any())
+                            or len(scope.runtime) > 0 or len(scope.tasks) > 0)
+
+
+def ai_stack_time(scope: Scope) -> Table | None:
+    if not has_stack_data(scope):
+        return None
+    rows = _stack_rows(scope)
+    df = pd.DataFrame({
+        "Infer ID": int_str(rows["exec_id"].to_numpy(np.int64)),
+        "Module": rows["module"].to_numpy(object),
+        "API": rows["api"].to_numpy(object),
+        "Start Time": int_str(rows["start"].to_numpy(np.int64)),
+        "Duration(ns)": int_str(rows["dur"].to_numpy(np.int64)),
+    })
+    return AI_STACK_TIME, df
+
+
+def _stack_args(iter_id: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    return ('{"Iter ID": ' + int_str(iter_id) + ', "Start Time": ' + int_str(start)
+            + ', "End Time": ' + int_str(end) + ', "Duration Time(ns)": '
+            + int_str(np.asarray(end, np.int64) - np.asarray(start, np.int64)) + '}')
+
+
+def ai_stack_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] | None:
+    """Process ``AI Stack Time``: tid 0 AscendCL, 1 GE (Input/Infer/Output), 2 Runtime (each
+    runtime API), 3 Task Scheduler (each task, name = op name)."""
+    if not has_stack_data(scope):
+        return None
+    meta = thread_meta(app_pid, "AI Stack Time", STACK_THREADS)
+    ex = scope.execs
+    layers = []
+    for name, b, e in (("Input", "in_b", "in_e"), ("Infer", "begin_local", "end_local"),
+                       ("Output", "out_b", "out_e")):
+        sub = ex[ex[b] >= 0]
+        layers.append(x_events(np.full(len(sub), name, dtype=object), app_pid,
+                               np.full(len(sub), 1), sub[b], sub[e] - sub[b],
+                               _stack_args(sub["exec_id"], sub[b], sub[e])))
+    rt = scope.runtime.merge(ex[["me_cid", "exec_id"]], on="me_cid", how="inner")
+    layers.append(x_events(rt["type_name"].to_numpy(object), app_pid, np.full(len(rt), 2),
+                           rt["begin_local"], rt["dur_ns"],
+                           _stack_args(rt["exec_id"], rt["begin_local"], rt["end_local"])))
+    t = scope.tasks
+    if len(t):
+        kind = T.task_kind(t)
+        name = np.where(t["op_name"].to_numpy(object) == NA, kind, t["op_name"].to_numpy(object))
+        layers.append(x_events(name, app_pid, np.full(len(t), 3), t["start_local"], t["dur_ns"],
+                               _stack_args(t["exec_id"], t["start_local"], t["end_local"])))
+    _, events = T.assemble(layers)
+    return meta, events
+
+
+# --- ge ----------------------------------------------------------------------------------------
+
+def ge_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] | None:
+    """Process ``GE``, a lane per thread: Input / Infer / Output of every execution.  Written
+    with task_time data only (GE copies or node launch APIs in scope)."""
+    ex = scope.execs
+    a = scope.apis
+    launches = len(a) and bool(((a["level"] == L.LEVEL_NODE) & (a["type"] == L.NODE_LAUNCH))
+                               .any())
+    if len(ex) == 0 or not (launches or (ex["in_b"] >= 0).any() or (ex["out_b"] >= 0).any()):
+        return None
+    threads = sorted(int(t) for t in ex["thread_id"].unique())
+    meta = thread_meta(app_pid, "GE", [(t, f"Thread {t}") for t in threads])
+    mname = np.array([scope.model_names.get(int(m), NA) for m in ex["model_id"]], dtype=object)
+    args = ('{"Model Name": ' + T.jstr(mname) + ', "Model Id": '
+            + int_str(ex["model_id"].to_numpy(np.int64)) + '}')
+    args = np.asarray(args, dtype=object)
+    layers = []
+    for name, b, e in (("Input", "in_b", "in_e"), ("Infer", "begin_local", "end_local"),
+                       ("Output", "out_b", "out_e")):
+        ok = (ex[b] >= 0).to_numpy()
+        sub = ex[ok]
+        layers.append(x_events(np.full(len(sub), name, dtype=object), app_pid, sub["thread_id"],
+                               sub[b], sub[e] - sub[b], args[ok]))
+    _, events = T.assemble(layers)
+    return meta, events
+
+
+# --- runtime_api -------------------------------------------------------------------------------
+
+def runtime_api(scope: Scope, app_pid: int) -> Table | None:
+    """Per (Name, Stream ID, thread): Time = Σ duration ns, Time(%) of the file's total
+    (rounded to 3), Avg rounded to 3; rows by Time descending (ties: Name, Stream, thread)."""
+    rt = scope.runtime
+    if len(rt) == 0:
+        return None
+    d = pd.DataFrame({"name": rt["type_name"].to_numpy(object),
+                      "stream": rt["stream_id"].to_numpy(np.int64),
+                      "thread": rt["thread_id"].to_numpy(np.int64),
+                      "dur": rt["dur_ns"].to_numpy(np.int64)})
+    g = d.groupby(["name", "stream", "thread"], sort=True)["dur"]
+    agg = pd.DataFrame({"time": g.sum(), "calls": g.size(), "min": g.min(), "max": g.max()})
+    agg = agg.reset_index()
+    agg = agg.sort_values("time", ascending=False, kind="stable", ignore_index=True)
+    total = int(agg["time"].sum())
+    time = agg["time"].to_numpy(np.int64)
+    calls = agg["calls"].to_numpy(np.int64)
+    stream = agg["stream"].to_numpy(np.int64)
+    df = pd.DataFrame({
+        "Name": agg["name"].to_numpy(object),
+        "Stream ID": np.where(stream >= 0, int_str(stream), NA),
+        "Time(%)": float_str(py_round(time / total * 100 if total else np.zeros(len(time)), 3)),
+        "Time(ns)": int_str(time),
+        "Calls": int_str(calls),
+        "Avg(ns)": float_str(py_round(time / calls, 3)),
+        "Min(ns)": int_str(agg["min"].to_numpy(np.int64)),
+        "Max(ns)": int_str(agg["max"].to_numpy(np.int64)),
+        "Process ID": str(app_pid),
+        "Thread ID": int_str(agg["thread"].to_numpy(np.int64)),
+    })
+    return RUNTIME_API, df
+
+
+def runtime_api_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] | None:
+    rt = scope.runtime
+    if len(rt) == 0:
+        return None
+    threads = sorted(int(t) for t in rt["thread_id"].unique())
+    meta = thread_meta(app_pid, "Runtime", [(t, f"Thread {t}") for t in threads])
+    args = '{"Thread Id": ' + int_str(rt["thread_id"].to_numpy(np.int64)) + '}'
+    _, events = T.assemble([x_events(rt["type_name"].to_numpy(object), app_pid, rt["thread_id"],
+                                     rt["begin_local"], rt["dur_ns"], args)])
+    return meta, events
+
+
+# --- thread_group (dynamic shape only) -----------------------------------------------------------
+
+def thread_group_json(data: ProfData, scope: Scope) -> tuple[list[str], list[str]] | None:
+    """Dynamic-shape data only (any host record from an ``aging.*`` file): one process per
+    host thread (pid = thread id, ``Thread {tid}``) with lanes 0 AscendCL, 1 GE (model, node,
+    communication APIs), 2 Runtime."""
+    ht = data.host.tables
+    a = scope.apis
+    if ht is None or not ht.aging or len(a) == 0:
+        return None
+    lvl = a["level"].to_numpy()
+    a = a[np.isin(lvl, list(GROUP_TID))]
+    if len(a) == 0:
+        return None
+    lvl = a["level"].to_numpy()
+    lane = np.array([GROUP_TID[int(v)] for v in np.unique(lvl)])[np.unique(lvl,
+                                                                            return_inverse=True)[1]]
+    threads = sorted(int(t) for t in a["thread_id"].unique())
+    meta: list[str] = []
+    for t in threads:
+        meta += thread_meta(t, f"Thread {t}", [(0, "AscendCL"), (1, "GE"), (2, "Runtime")],
+                            sort_index=t)
+    name = np.where(lvl == L.LEVEL_HCCL, a["item_name"].to_numpy(object),
+                    a["type_name"].to_numpy(object))
+    lname = np.array([L.LEVEL_NAMES.get(int(v), str(int(v))) for v in np.unique(lvl)],
+                     dtype=object)[np.unique(lvl, return_inverse=True)[1]]
+    args = ('{"Thread Id": ' + int_str(a["thread_id"].to_numpy(np.int64)) + ', "Level": '
+            + T.jstr(lname) + '}')
+    _, events = T.assemble([x_events(name, a["thread_id"].to_numpy(np.int64), lane,
+                                     a["begin_local"], a["dur_ns"], args)])
+    return meta, events

@@ -1,0 +1,362 @@
+"""Issue 8, bad input: export and query give a clear error (class, message, exit code) or a
+precise warning, and the raw data is byte-identical afterwards."""
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from msprof_cli.cli.main import main
+from msprof_cli.errors import ExportError, ProfDirError, RawDataError
+from msprof_cli.export import rawread, writers
+from msprof_cli.export.api import run_export
+from msprof_cli.export.dataset import load_prof
+from msprof_cli.query import query_rows
+from msprof_cli.raw import layouts as L
+from tests.reliability_fixtures import data_file, golden, snapshot
+
+GOLDEN_TASKS = 18  # AI Core tasks of the golden device (36 hwts records)
+
+
+@pytest.fixture
+def prof(tmp_path: Path) -> Path:
+    return golden(tmp_path)
+
+
+def cli(capsys, *args: str) -> tuple[int, str]:
+    """Run `msprof ARGS` in-process; (exit code, stderr)."""
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    return exc.value.code, capsys.readouterr().err
+
+
+def export_fails(prof: Path, error: type, message: str) -> None:
+    """export AND query both raise `error` containing `message`; raw data unchanged."""
+    before = snapshot(prof)
+    with pytest.raises(error) as e1:
+        run_export(prof, quiet=True)
+    assert message in str(e1.value)
+    with pytest.raises(error) as e2:
+        query_rows(prof)
+    assert message in str(e2.value)
+    assert snapshot(prof) == before
+
+
+# --- not a PROF dir / empty --------------------------------------------------------------
+
+def test_folder_that_is_not_a_prof_dir(tmp_path, capsys):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "notes.txt").write_text("hello")
+    code, err = cli(capsys, "export", "--output", str(tmp_path / "x"))
+    assert code == 3
+    assert f"[ERROR] No PROF_* directory found in {tmp_path / 'x'}. Run `msprof collect` first" \
+        in err
+    code, err = cli(capsys, "query", "--output", str(tmp_path / "x"))
+    assert code == 3 and "does not have PROF dir" in err
+    assert (tmp_path / "x" / "notes.txt").read_text() == "hello"
+
+
+def test_empty_prof_dir(tmp_path, capsys):
+    empty = tmp_path / "PROF_000001_20250101120000123_ABCDEFGHIJKLMNOP"
+    empty.mkdir()
+    with pytest.raises(ProfDirError, match="contains no profiling data"):
+        run_export(empty, quiet=True)
+    with pytest.raises(ProfDirError, match="holds no result directory"):
+        query_rows(empty)
+    code, err = cli(capsys, "query", "--output", str(empty))
+    assert code == 3 and "the collection wrote nothing" in err
+    assert list(empty.iterdir()) == []
+
+
+# --- control files -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, message", [
+    ("device_0/start_info.0", "device_0 has no start_info file: the collection did not start "
+                              "properly"),
+    ("device_0/sample.json", "device_0 has no sample.json file: it records the collection "
+                             "switches"),
+    ("device_0/info.json.0", "device_0 has no info.json"),
+    ("host/sample.json", "host has no sample.json file"),
+])
+def test_missing_control_file(prof, name, message):
+    (prof / name).unlink()
+    export_fails(prof, ProfDirError, message)
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("device_0/info.json.0", "{bad", "info.json.0: unreadable control file (not one line of "
+                                     "JSON: Expecting property name enclosed in double quotes "
+                                     "at column 2)"),
+    ("device_0/start_info.0", '["not", "an object"]', "start_info.0: unreadable control file "
+                                                      "(must hold a JSON object ({...}))"),
+    ("device_0/sample.json", "[1,2", "sample.json: unreadable control file (not one line of "
+                                     "JSON: Expecting ',' delimiter at column 5)"),
+    ("host/start_info", '{"collectionTimeBegin": "soon", "clockMonotonicRaw": "1"}',
+     "start_info: collectionTimeBegin = 'soon' is not an integer"),
+    ("device_0/start_info.0", '{"clockMonotonicRaw": "1"}',
+     "start_info.0: the key 'collectionTimeBegin' is missing"),
+    ("device_0/sample.json", '{"ai_core_profiling_events": "0x8,zz"}',
+     "sample.json: ai_core_profiling_events / l2CacheTaskProfilingEvents must be "
+     "comma-separated hex numbers"),
+    ("device_0/sample.json", b"{\"a\": \"\xff\xfe\"}", "sample.json: unreadable control file "
+                                                      "(not UTF-8 text"),
+])
+def test_malformed_control_file(prof, name, content, message):
+    p = prof / name
+    p.write_bytes(content if isinstance(content, bytes) else content.encode())
+    before = snapshot(prof)
+    with pytest.raises(ProfDirError) as exc:
+        run_export(prof, quiet=True)
+    assert message in str(exc.value)
+    assert "re-collect" in str(exc.value)  # how to fix
+    assert snapshot(prof) == before
+
+
+def test_malformed_info_json_in_query(prof, capsys):
+    (prof / "device_0" / "info.json.0").write_text("{bad")
+    code, err = cli(capsys, "query", "--output", str(prof))
+    assert code == 3
+    assert "info.json.0: unreadable control file (not one line of JSON" in err
+    assert "restore it from a backup or re-collect the data" in err
+
+
+def test_unknown_chip(prof, capsys):
+    info = prof / "device_0" / "info.json.0"
+    info.write_text(info.read_text().replace('"platform_version": "1"',
+                                             '"platform_version": "5"'))
+    export_fails(prof, ProfDirError, 'info.json.0: platform_version "5" (Ascend910B) is not '
+                                     'supported. msprof_cli decodes Ascend910 data only')
+    code, err = cli(capsys, "export", "--output", str(prof))
+    assert code == 3 and "export this data with the CANN toolkit of that chip" in err
+
+
+def test_missing_platform_version(prof):
+    info = prof / "host" / "info.json"
+    info.write_text(info.read_text().replace('"platform_version": "1", ', ""))
+    export_fails(prof, ProfDirError, "info.json has no platform_version")
+
+
+def test_other_format_version_warns_and_exports(prof):
+    info = prof / "device_0" / "info.json.0"
+    info.write_text(info.read_text().replace('"version": "1.0"', '"version": "2.5"'))
+    before = snapshot(prof)
+    res = run_export(prof, quiet=True)
+    assert any('info.json.0: format version "2.5" differs from "1.0"' in w for w in res.warnings)
+    assert any(f.name.startswith("op_summary") for f in res.files)
+    assert snapshot(prof) == before
+
+
+# --- damaged raw files -------------------------------------------------------------------
+
+def _op_summary_rows(res) -> int:
+    [f] = [f for f in res.files if f.name.startswith("op_summary")]
+    return len(f.read_text().splitlines()) - 1
+
+
+def test_truncated_tail_decodes_whole_records(prof):
+    hw = data_file(prof, "hwts")
+    hw.write_bytes(hw.read_bytes()[:-10])  # the last end record loses 10 bytes
+    before = snapshot(prof)
+    res = run_export(prof, quiet=True)
+    assert f"{hw}: truncated tail, 54 bytes dropped (35 whole records of 64 bytes kept)" \
+        in res.warnings
+    assert any("1 task start/end records without a partner dropped" in w for w in res.warnings)
+    assert _op_summary_rows(res) == GOLDEN_TASKS - 1
+    assert snapshot(prof) == before
+
+
+def test_bad_magic_records_skipped_and_counted(prof):
+    api = data_file(prof, "api_event")
+    raw = bytearray(api.read_bytes())
+    raw[0:2] = b"\x00\x00"  # first api record
+    raw[40:42] = b"\x12\x34"  # second one
+    api.write_bytes(bytes(raw))
+    data = load_prof(prof)
+    assert f"{api}: 2 records with a bad magic number skipped" in data.log.warnings
+    assert data.log.bad_records == 2
+
+
+def _rewrite(path: Path, dtype: np.dtype, edit) -> None:
+    arr = np.fromfile(path, dtype=dtype)
+    edit(arr)
+    arr.tofile(path)
+
+
+def test_hwts_counter_out_of_sequence_skipped(prof):
+    hw = data_file(prof, "hwts")
+    # record 7 (an end record) gets a counter that fits neither neighbour: corrupt
+    _rewrite(hw, L.HWTS, lambda a: a.__setitem__(7, a[7]["flags"] & 0x0F | (12 << 4)))
+    log = rawread.DecodeLog()
+    cols = rawread.device_records(hw.parent, "hwts", log, ["task_id"])
+    assert len(cols["task_id"]) == 35
+    assert f"{hw}: 1 hwts records with an out-of-sequence rolling counter skipped as " \
+           "corrupt" in log.warnings
+    assert log.bad_records == 1
+    # the gap the skipped record leaves is reported too
+    assert any("hwts rolling counter jumps at 1 places (at least 1 records missing" in w
+               for w in log.warnings)
+    res = run_export(prof, quiet=True)
+    assert _op_summary_rows(res) == GOLDEN_TASKS - 1
+
+
+def test_hwts_lost_records_reported_and_rest_kept(prof):
+    hw = data_file(prof, "hwts")
+    arr = np.fromfile(hw, dtype=L.HWTS)
+    np.concatenate([arr[:10], arr[12:]]).tofile(hw)  # the device lost task 5's start+end
+    log = rawread.DecodeLog()
+    cols = rawread.device_records(hw.parent, "hwts", log, ["task_id"])
+    assert len(cols["task_id"]) == 34  # nothing skipped: the records around the jump are fine
+    assert log.bad_records == 0 and log.lost_records == 2
+    assert f"{hw}: the hwts rolling counter jumps at 1 places (at least 2 records missing, " \
+           "e.g. lost by the device or skipped as corrupt); the records around them are kept" \
+        in log.warnings
+    res = run_export(prof, quiet=True)
+    assert _op_summary_rows(res) == GOLDEN_TASKS - 1
+
+
+def test_hwts_undefined_log_type_skipped(prof):
+    hw = data_file(prof, "hwts")
+    _rewrite(hw, L.HWTS, lambda a: a.__setitem__(3, a[3]["flags"] & 0xF0 | 6))
+    log = rawread.DecodeLog()
+    cols = rawread.device_records(hw.parent, "hwts", log, ["task_id"])
+    assert len(cols["task_id"]) == 35
+    assert f"{hw}: 1 hwts records with an undefined log type skipped as corrupt" in log.warnings
+
+
+def test_aicore_counter_out_of_sequence_skipped(prof):
+    ac = data_file(prof, "aicore")
+    _rewrite(ac, L.AICORE, lambda a: a.__setitem__(5, a[5]["flags"] & 0x0F | (0 << 4)))
+    log = rawread.DecodeLog()
+    cols = rawread.device_records(ac.parent, "aicore", log, ["task_id"])
+    assert len(cols["task_id"]) == 17
+    assert f"{ac}: 1 aicore records with an out-of-sequence rolling counter skipped as " \
+           "corrupt" in log.warnings
+    before = snapshot(prof)
+    res = run_export(prof, quiet=True)
+    assert _op_summary_rows(res) == GOLDEN_TASKS  # the task stays, its PMU cells are N/A
+    assert snapshot(prof) == before
+
+
+def test_unreadable_raw_file_mocked(prof, monkeypatch, capsys):
+    """Tests run as root (permissions do not apply), so the denial is simulated."""
+    hw = data_file(prof, "hwts")
+
+    real_memmap = np.memmap
+
+    def deny(path, *a, **k):
+        if Path(path) == hw:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_memmap(path, *a, **k)
+
+    monkeypatch.setattr(rawread.np, "memmap", deny)
+    before = snapshot(prof)
+    with pytest.raises(RawDataError) as exc:
+        run_export(prof, quiet=True)
+    assert str(exc.value).startswith(f"{hw}: cannot read the raw data file (Permission "
+                                     f"denied). Run the export as the user who collected")
+    code, err = cli(capsys, "export", "--output", str(prof))
+    assert code == 4 and "chmod u+r" in err
+    assert snapshot(prof) == before
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="running as root: file permissions are not "
+                    "enforced for root, see test_unreadable_raw_file_mocked")
+def test_unreadable_raw_file_real(prof):
+    hw = data_file(prof, "hwts")
+    hw.chmod(0)
+    with pytest.raises(RawDataError, match="Permission denied"):
+        run_export(prof, quiet=True)
+
+
+def test_unreadable_control_file_mocked(prof, monkeypatch):
+    real_open = os.open
+    start = prof / "device_0" / "start_info.0"
+
+    def deny(path, *a, **k):
+        if Path(path) == start:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(os, "open", deny)
+    with pytest.raises(ProfDirError, match=r"start_info\.0: unreadable control file "
+                                           r"\(Permission denied\)"):
+        run_export(prof, quiet=True)
+
+
+# --- disk full while writing -------------------------------------------------------------
+
+class _FullDisk:
+    """A text file whose writes fail with ENOSPC once `room` characters were written."""
+
+    def __init__(self, fh, room: int) -> None:
+        self.fh, self.room = fh, room
+
+    def write(self, text: str) -> int:
+        if len(text) > self.room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.room -= len(text)
+        return self.fh.write(text)
+
+    def close(self) -> None:
+        self.fh.close()
+
+    def __getattr__(self, name):
+        return getattr(self.fh, name)
+
+
+def _outputs(prof: Path) -> list[Path]:
+    return [p for d in ("device_0/summary", "device_0/timeline") for p in
+            (prof / d).glob("*") if (prof / d).is_dir()]
+
+
+@pytest.mark.parametrize("room", [0, 3000])
+def test_disk_full_while_writing(prof, monkeypatch, capsys, room):
+    real_open = open
+    monkeypatch.setattr(writers, "open", lambda *a, **k: _FullDisk(real_open(*a, **k), room),
+                        raising=False)
+    before = snapshot(prof)
+    with pytest.raises(ExportError) as exc:
+        run_export(prof, quiet=True)
+    msg = str(exc.value)
+    assert msg.startswith("cannot write ") and ": the disk (or quota) is full. Free space on " \
+        "that file system and run the export again. No partial file was left under that " \
+        "name; the raw data is unchanged." in msg
+    assert _outputs(prof) == []  # neither a final name nor a temporary file
+    assert snapshot(prof) == before
+    code, err = cli(capsys, "export", "--output", str(prof))
+    assert code == 5 and "the disk (or quota) is full" in err
+    monkeypatch.undo()
+    assert run_export(prof, quiet=True).files  # space freed: the rerun succeeds
+
+
+def test_disk_full_on_a_real_tiny_tmpfs(tmp_path):
+    """A real ENOSPC: the PROF dir on a 1 MiB tmpfs (skipped when mounting is not allowed)."""
+    import shutil
+    import subprocess
+
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()}")
+    try:
+        src = golden(tmp_path / "src")
+        prof = mnt / src.name
+        shutil.copytree(src, prof)
+        filler = mnt / "filler"
+        free = shutil.disk_usage(mnt).free
+        filler.write_bytes(b"\0" * max(0, free - 12 * 1024))  # leave 12 KiB
+        before = snapshot(prof)
+        with pytest.raises(ExportError, match="the disk \\(or quota\\) is full"):
+            run_export(prof, quiet=True)
+        for p in _outputs(prof):  # complete files only, no temporary leftovers
+            assert not p.name.startswith(".")
+        assert snapshot(prof) == before
+        filler.unlink()
+        assert run_export(prof, quiet=True).files
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
