@@ -28,3 +28,18 @@ def test_export_op_summary_rows_equal_device_ops(tmp_path):
     [steps] = out.glob("step_trace_*.csv")
     st = list(csv.DictReader(steps.open()))
     assert len(st) == 3 and all(r["FP Start(us)"] != "N/A" for r in st)
+
+
+def test_op_without_captured_tensors_exports_na_shapes(tmp_path):
+    """No tensor specs captured -> no tensor_info record -> N/A shape cells (not empty)."""
+    from test_device_records import STEP_OPS
+
+    ops = [("plain/Cast", "Cast", (), (), ())] + list(STEP_OPS)
+    prof = run(tmp_path, [make_chunk(1, ops=ops)])
+    api.run_export(prof, layout="mindstudio", quiet=True)
+    [summary] = (prof / "mindstudio_profiler_output").glob("op_summary_*.csv")
+    rows = {r["Op Name"]: r for r in csv.DictReader(summary.open())}
+    cast = rows["plain/Cast"]
+    assert (cast["Input Shapes"], cast["Input Data Types"], cast["Output Formats"]) == (
+        "N/A", "N/A", "N/A")
+    assert rows["sequential/conv2d/Relu"]["Input Shapes"].startswith('"')

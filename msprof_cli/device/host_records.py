@@ -141,7 +141,9 @@ def tensor_info_records(thread: np.ndarray, ts: np.ndarray, op_name: np.ndarray,
     counts = np.zeros(len(uniq), np.int64)
     for j, s in enumerate(uniq):
         tens = sig_tensors[int(s)]
-        nrec = max(1, -(-len(tens) // per))
+        # an op captured without tensor specs gets no tensor_info at all, so export shows
+        # N/A (unknown) rather than an empty shape list
+        nrec = -(-len(tens) // per)
         t = np.zeros(nrec, L.TENSOR_INFO)
         for r in range(nrec):
             part = tens[r * per:(r + 1) * per]
