@@ -75,3 +75,14 @@ def test_interval_helpers():
     iv = _merged(np.array([[5, 7], [1, 3], [2, 4], [7, 8]], dtype=float))
     assert iv.tolist() == [[1, 4], [5, 8]]
     assert _overlap(iv, np.array([[3.5, 6.0]])) == 1.5
+
+
+def test_console_cuts_long_op_lists_but_json_keeps_them():
+    rows = [[f"op{i}", "Relu", "AI_CORE", f"{i * 10}.000\t", 5.0, 0, 32, "FLOAT16", 0.1, 0.0,
+             0.1, 0.0, 0.1, 0.1, 0.1] for i in range(15)]
+    rule = evaluate(frame(rows), core_num=32)
+    names = groups(rule)["Computation"][0]["Tuning Data"]
+    assert len(names) == 15
+    text = render(rule, max_names=10)
+    assert "op9,... +5 more]" in text and "op10" not in text
+    assert "op14]" in render(rule)

@@ -389,8 +389,12 @@ def _evidence_lines(items: list[tuple[float, str]], indent: str, max_ops: int,
     return lines
 
 
-def _data_text(data) -> str:
+def _data_text(data, max_names: int | None = None) -> str:
     if isinstance(data, list):
+        if max_names is not None and len(data) > max_names:
+            # console only: a long op list is cut; the prof_rule JSON keeps every name
+            shown = ",".join(str(x) for x in data[:max_names])
+            return f"[{shown},... +{len(data) - max_names} more]"
         return "[" + ",".join(str(x) for x in data) + "]"
     if isinstance(data, dict) and "AI CPU Execution Time(us)" in data:
         total = sum(data.values())
@@ -412,10 +416,11 @@ def _data_text(data) -> str:
 
 
 def render(rule_json: dict, evidence: dict[str, list[tuple[float, str]]] | None = None,
-           max_ops: int = 5, more_hint: str = "") -> str:
+           max_ops: int = 5, more_hint: str = "", max_names: int | None = None) -> str:
     """The console report (section 5.4).  With `evidence` (see evidence()), every op-list
     finding is followed by indented lines naming its heaviest ops (at most `max_ops`) with
-    their numbers; the report lines of section 5.4 themselves are unchanged."""
+    their numbers.  `max_names` cuts long op lists (the real tool prints them whole, which
+    buries the report on real models); None keeps the section 5.4 text exactly."""
     lines = ["", "Performance Summary Report:"]
 
     def details(res: dict, indent: str) -> None:
@@ -446,14 +451,14 @@ def render(rule_json: dict, evidence: dict[str, list[tuple[float, str]]] | None 
                     for res in by_subtype[key]:
                         j += 1
                         lines.append(f"\t{j}){res['Rule Suggestion']}: "
-                                     f"{_data_text(res['Tuning Data'])}")
+                                     f"{_data_text(res['Tuning Data'], max_names)}")
                         details(res, "\t\t")
                 else:
                     j += 1
                     lines.append(f"\t{j}){key}:")
                     for k, res in enumerate(by_subtype[key], 1):
                         lines.append(f"\t\t{k}){res['Rule Suggestion']}: "
-                                     f"{_data_text(res['Tuning Data'])}")
+                                     f"{_data_text(res['Tuning Data'], max_names)}")
                         details(res, "\t\t\t")
     lines.append("")
     return "\n".join(lines)

@@ -31,6 +31,9 @@ from .writers import (CSV_SLICE_ROWS, JSON_SLICE_EVENTS, AtomicFile, SliceNamer,
                       write_events, write_json_rows)
 
 
+CONSOLE_MAX_NAMES = 10  # op names per finding on the console (the JSON keeps all)
+
+
 def task_scheduler_json(dev: DeviceData, tasks: pd.DataFrame, app_pid: int
                         ) -> tuple[list[str], list[str]]:
     """Legacy ``task_time_*.json``: process ``Task Scheduler``, a lane per stream, numeric
@@ -172,5 +175,6 @@ def write_advice(dev: DeviceData, summary: S.Table | None, fusion: pd.DataFrame,
         fh.write(json.dumps(rule, ensure_ascii=False, indent=4))
     if advice is not None:
         ev = A.evidence(frame, rule, core_num=dev.rd.ai_core_num, workspace=ws, table=table)
-        advice.append(Advice(path, rule, A.render(rule, ev, more_hint=f" in {path.name}")))
+        advice.append(Advice(path, rule, A.render(rule, ev, more_hint=f" in {path.name}",
+                                                      max_names=CONSOLE_MAX_NAMES)))
     return path
