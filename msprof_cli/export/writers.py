@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from msprof_cli.errors import ExportError
-from msprof_cli.raw.profdir import DIR_MODE, make_dir
+from msprof_cli.raw.profdir import make_dir
 
 CSV_SLICE_ROWS = 1_000_000
 JSON_SLICE_EVENTS = 699_050
@@ -176,7 +176,7 @@ def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:
         if risky.any():
             if out is None:
                 out = df.copy()
-            out[col] = text.where(~risky, "'" + text)
+            out[col] = s.where(~risky, "'" + text)  # other cells keep their exact value
     return df if out is None else out
 
 

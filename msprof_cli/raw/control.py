@@ -58,7 +58,6 @@ def write_json_line(path: Path, obj: dict[str, Any]) -> None:
 
 
 FILE_MODE = 0o640  # control and data files: owner rw, group r (as the real tool)
-DIR_MODE = 0o750
 
 
 def write_text_atomic(path: Path, text: str) -> None:
