@@ -64,3 +64,25 @@ def test_export_and_query_on_missing_path(tmp_path):
         res = run(sub, "--output", str(tmp_path / "nope"))
         assert res.returncode != 0
         assert "does not exist" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("kind", ["symlink", "file"])
+def test_collect_refuses_bad_output_dir_before_the_script_starts(tmp_path, kind):
+    marker = tmp_path / "ran"
+    out = tmp_path / "out"
+    if kind == "symlink":
+        (tmp_path / "real").mkdir()
+        out.symlink_to(tmp_path / "real")
+    else:
+        out.write_text("not a dir")
+    res = run("collect", "--output", str(out), "--", sys.executable, "-c",
+              f"open({str(marker)!r}, 'w')", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert ("symbolic link" if kind == "symlink" else "is a file") in res.stderr
+    assert not marker.exists()
+
+
+def test_collect_command_not_found(tmp_path):
+    res = run("collect", "--output", str(tmp_path / "o"), "--", "no-such-command-xyz",
+              cwd=tmp_path)
+    assert res.returncode == 127 and "no-such-command-xyz" in res.stderr

@@ -299,3 +299,25 @@ def test_communication_from_hccl_info_two_devices(tmp_path: Path) -> None:
     [cs] = [f for f in files if f.name.startswith("communication_statistic_")]
     assert [(r["Device_id"], r["OP Type"], r["Count"]) for r in _rows(cs)] == [
         ("0", "HcomAllReduce", "3"), ("1", "HcomAllReduce", "3")]
+
+
+def test_db_is_0640_and_a_sqlite_failure_is_a_clean_export_error(tmp_path, monkeypatch):
+    import sqlite3
+    import stat
+
+    from msprof_cli.errors import ExportError
+    from msprof_cli.export import db as dbmod
+
+    prof = copy_golden(tmp_path)
+    run_export(prof, type_="db", quiet=True)
+    [db] = prof.glob("msprof_*.db")
+    assert stat.S_IMODE(db.stat().st_mode) == 0o640
+    db.unlink()
+
+    def full(*args, **kwargs):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(dbmod, "_insert", full)
+    with pytest.raises(ExportError, match="disk is full"):
+        run_export(prof, type_="db", quiet=True)
+    assert not list(prof.glob("msprof_*.db")) and not list(prof.glob(".msprof_*"))

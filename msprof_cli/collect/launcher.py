@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Callable
 
 from msprof_cli.errors import LaunchError, UsageError
-from msprof_cli.options import ProfilingConfig
+from msprof_cli.options import ProfilingConfig, check_output_dir
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "bootstrap"
 SHIMS_DIR = Path(__file__).resolve().parent / "shims"
@@ -121,6 +121,8 @@ def _pump_stderr(src: IO[bytes], dst: IO[bytes]) -> None:
 def run_collect(config: ProfilingConfig, argv: list[str]) -> int:
     """Run `argv` profiled with `config`; return the exit code msprof should exit with."""
     exe = _resolve(argv)
+    # refuse a symlinked / file / unwritable / foreign output dir before the script starts
+    check_output_dir(config.output)
     for flag in _python_flags(argv):
         print(f"[WARNING] `{argv[0]} {flag}` {ISOLATING_FLAGS[flag]}: the profiling agent "
               f"cannot load and nothing will be captured. Drop {flag} to profile this script.",

@@ -17,6 +17,7 @@ error) and renamed into place with ``os.replace``.
 from __future__ import annotations
 
 import os
+import secrets
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from msprof_cli.errors import ExportError
 from msprof_cli.raw import control
 from msprof_cli.raw import layouts as L
 
@@ -33,6 +35,7 @@ from .dataset import DROPPED_GE_TYPES, DeviceData, ProfData
 from .host import NA
 from .pmu import GB, tail_columns
 from .timeline import CONTEXT_ID_910, merge_intervals, task_kind
+from .writers import FILE_MODE, _write_error, output_dir
 
 SCHEMA_VERSION = (1, 2, 0)
 NO_CONNECTION = 4294967295  # TASK/COMMUNICATION_OP.connectionId of a task without host launch
@@ -374,9 +377,9 @@ def db_path(prof: Path) -> Path:
 def export_db(data: ProfData) -> list[Path]:
     """Write ``PROF_X/msprof_{ts}.db`` for one decoded PROF dir; returns [path]."""
     path = db_path(data.prof)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    if tmp.exists():
-        tmp.unlink()
+    output_dir(path.parent)  # no symlinked / foreign directory (writers.output_dir)
+    # unique per process and call, so concurrent exports never share a temp file
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.{secrets.token_hex(4)}")
     strings = StringIds()
     strings.one(NA)
     dev_tables = {k: _concat(v) for k, v in _device_tables(data, strings).items()}
@@ -412,10 +415,16 @@ def export_db(data: ProfData) -> list[Path]:
         conn.executemany("INSERT INTO STRING_IDS VALUES (?, ?)", strings.rows())
         conn.execute("CREATE INDEX TaskIndex ON TASK (startNs, globalTaskId)")
         conn.execute("COMMIT")
-    except BaseException:
+    except BaseException as exc:
         conn.close()
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, sqlite3.OperationalError):  # e.g. "database or disk is full"
+            raise ExportError(f"cannot write {path}: SQLite said: {exc}. No partial database "
+                              "was left under that name; the raw data is unchanged.") from None
+        if isinstance(exc, OSError):
+            raise _write_error(path, exc) from None
         raise
     conn.close()
+    os.chmod(tmp, FILE_MODE)
     os.replace(tmp, path)
     return [path]
