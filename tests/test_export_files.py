@@ -396,3 +396,15 @@ def test_iteration_selection_applies_to_every_file(tmp_path: Path) -> None:
     assert {e["args"]["Model Name"] for e in ge if e["ph"] == "X"} == {"sequential"}
     # markers are host events: not restricted to the window (like the CANN layer)
     assert len(rows(prof, "msprof_tx", sfx)) == 2
+
+
+def test_mindstudio_writes_fusion_op_with_device_id(full_prof: Path) -> None:
+    from msprof_cli.export.api import run_export
+
+    run_export(full_prof, layout="mindstudio", quiet=True)
+    out = full_prof / "mindstudio_profiler_output"
+    [path] = list(out.glob("fusion_op_*.csv"))
+    lines = path.read_text().splitlines()
+    assert lines[0] == "Device_id," + HEADERS["fusion_op"]
+    assert lines[1].startswith("0,sequential,1,")
+    assert "fusion_op.csv" in (out / "README.txt").read_text()

@@ -11,11 +11,13 @@ from pathlib import Path
 import pandas as pd
 
 from . import communication as C
+from . import fusion as F
 from . import msproftx as X
 from . import summaries as S
 from . import timeline as T
 from .dataset import ProfData
 from .readme import readme_text
+from .stack import model_names
 from .writers import (CSV_SLICE_ROWS, JSON_SLICE_EVENTS, AtomicFile, SliceNamer, write_csv,
                       write_events, write_json_rows)
 
@@ -120,6 +122,8 @@ def export_mindstudio(data: ProfData, *, summary_format: str = "csv", reports: P
                                  for d, _, rows, _ in per_dev if d.has_node_info and len(rows)]))
     emit("step_trace", _merge([_with_device(d.device_id, S.step_trace(its))
                                for d, _, _, its in per_dev if len(its)]))
+    fusion = F.fusion_op(F.fusion_rows(data, model_names(data)))
+    emit("fusion_op", _with_device(host_dev, fusion) if fusion is not None else None)
     emit("aicpu", _merge([_with_device(d.device_id, t) for d, tasks, _, _ in per_dev
                           if (t := S.aicpu(d, tasks)) is not None]))
     emit("l2_cache", _merge([_with_device(d.device_id, t) for d, tasks, _, _ in per_dev

@@ -66,7 +66,7 @@ def _enclosing(records: pd.DataFrame, spans: pd.DataFrame, ts_col: str, payload:
     return got.fillna(-1).to_numpy().astype(np.int64)
 
 
-def _model_names(data: ProfData) -> dict[int, str]:
+def model_names(data: ProfData) -> dict[int, str]:
     ht = data.host.tables
     if ht is None or len(ht.graphs) == 0:
         return {}
@@ -97,7 +97,7 @@ def _runtime_devices(data: ProfData, runtime: pd.DataFrame) -> pd.DataFrame:
 
 def build_scope(data: ProfData, dev: DeviceData, sel: Selection, tasks: pd.DataFrame) -> Scope:
     apis = data.host.apis
-    names = _model_names(data)
+    names = model_names(data)
     empty = pd.DataFrame()
     if apis is None or len(apis) == 0:
         return Scope(empty, empty, empty, tasks.iloc[0:0], names)
