@@ -40,8 +40,8 @@ test: install-test ## Install test dependencies and run the whole test suite
 test-fast: install-test ## Run the tests that do not start TensorFlow
 	$(PY) -m pytest -q -m "not e2e"
 
-bench: install-test ## Run the benchmarks (export, query, startup, collect overhead)
-	$(PY) benchmarks/run_all.py
+bench: install-test ## Run the benchmarks (export 50k/1M tasks, query, startup, collect overhead; BENCH_ARGS=--big adds 10M)
+	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
 
 clean: ## Remove the virtualenv, build files and demo output
 	rm -rf $(VENV) build *.egg-info $(DEMO_OUT) .pytest_cache

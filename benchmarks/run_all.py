@@ -1,4 +1,7 @@
-"""`make bench`: every benchmark, one line per case, CSVs in benchmarks/results/."""
+"""`make bench`: every benchmark, one line per case, CSVs in benchmarks/results/.
+
+Arguments are passed to export_bench (e.g. ``--big`` adds the 10M-task case:
+``make bench BENCH_ARGS=--big``)."""
 from __future__ import annotations
 
 import importlib
@@ -17,7 +20,10 @@ def main() -> None:
         except ModuleNotFoundError as exc:
             print(f"{name}: not available ({exc})")
             continue
-        module.main()
+        if name == "export_bench":
+            module.main(sys.argv[1:])
+        else:
+            module.main()
 
 
 if __name__ == "__main__":

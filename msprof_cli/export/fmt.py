@@ -21,7 +21,6 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
-import pandas as pd
 
 _LONG_EXACT = np.finfo(np.longdouble).nmant >= 63  # x86-64 80-bit long double
 
@@ -64,6 +63,8 @@ def sqlite_round(x: np.ndarray, ndigits: int = 3) -> np.ndarray:
 
 def _via_uniques(x: np.ndarray) -> np.ndarray:
     """Format only the distinct values (hash factorize, O(n)); most columns repeat a lot."""
+    import pandas as pd  # lazily: `msprof query` reads control files without pandas
+
     codes, uniq = pd.factorize(x)
     if len(uniq) * 2 > len(x):
         return x.astype(str).astype(object)

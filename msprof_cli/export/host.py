@@ -213,13 +213,37 @@ def decode_tensors(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
         **{k: np.array(v, dtype=object)[cinv.reshape(-1)] for k, v in res.items()},
     })
     key = ["ts_ns", "thread_id", "op_name_hash"]
-    dup = df.duplicated(key, keep=False)
-    if dup.any():  # > 5 tensors: several records with identical keys, concatenated in order
-        single = df[~dup]
-        multi = df[dup].groupby(key, sort=False).agg(
-            {k: (lambda s: ";".join(x for x in s if x)) for k in out_cols}).reset_index()
-        df = pd.concat([single, multi], ignore_index=True)
+    gid = df.groupby(key, sort=False).ngroup().to_numpy()  # numbered by first appearance
+    in_multi = np.bincount(gid)[gid] > 1
+    if in_multi.any():  # > 5 tensors: several records with identical keys, concatenated in order
+        df = pd.concat([df[~in_multi], _merge_multi(df, gid, in_multi, cinv.reshape(-1), res)],
+                       ignore_index=True)
     return df
+
+
+def _merge_multi(df: pd.DataFrame, gid: np.ndarray, in_multi: np.ndarray, combo: np.ndarray,
+                 res: dict[str, list[str]]) -> pd.DataFrame:
+    """One row per multi-record tensor_info group (groups in first-appearance order): each
+    column = the non-empty per-record strings joined with ``;``.  Strings are built once per
+    distinct sequence of per-record tensor combos, never per record."""
+    rows = np.flatnonzero(in_multi)
+    g = gid[rows]
+    order = np.argsort(g, kind="stable")
+    rows, g = rows[order], g[order]
+    new = np.r_[True, g[1:] != g[:-1]]
+    grp = np.cumsum(new) - 1
+    starts = np.flatnonzero(new)
+    rank = np.arange(len(g)) - starts[grp]
+    seq = np.full((len(starts), int(rank.max()) + 1), -1, dtype=np.int64)
+    seq[grp, rank] = combo[rows]
+    sinv, su = _unique_rows(seq)
+    first = rows[starts]
+    out = {"ts_ns": df["ts_ns"].to_numpy()[first], "thread_id": df["thread_id"].to_numpy()[first],
+           "op_name_hash": df["op_name_hash"].to_numpy()[first]}
+    for k, strings in res.items():
+        joined = [";".join(x for x in (strings[c] for c in row if c >= 0) if x) for row in su]
+        out[k] = np.array(joined, dtype=object)[sinv]
+    return pd.DataFrame(out)
 
 
 def decode_fusion(data_dir: Path, log: DecodeLog) -> pd.DataFrame:

@@ -22,7 +22,7 @@ from . import stack
 from . import summaries as S
 from . import timeline as T
 from .dataset import DeviceData, ProfData
-from .fmt import float_str, int_str, ts_sort_key, us_str
+from .fmt import ts_sort_key
 from .fusion import fusion_op, fusion_rows, workspace_kb
 from .hccl import hccl_json
 from .msproftx import markers, process_name, tx_layer, tx_table
@@ -46,16 +46,24 @@ def task_scheduler_json(dev: DeviceData, tasks: pd.DataFrame, app_pid: int
     if len(tasks) == 0:
         return meta, []
     kind = T.task_kind(tasks)
-    name = np.where(tasks["op_name"].to_numpy(object) == S.NA, kind,
-                    tasks["op_name"].to_numpy(object))
-    stream = int_str(tasks["stream_id"])
-    ev = ('{"name": ' + T.jstr(name) + ', "pid": ' + str(app_pid) + ', "tid": ' + stream
-          + ', "ts": ' + us_str(tasks["start_local"]) + ', "dur": '
-          + float_str(tasks["dur_ns"].to_numpy(np.int64) / 1000.0) + ', "args": {"Task Type": '
-          + T.jstr(kind) + ', "Stream Id": ' + stream + ', "Task Id": ' + int_str(tasks["task_id"])
-          + '}, "ph": "X"}')
-    order = np.argsort(ts_sort_key(tasks["start_local"].to_numpy(np.int64)), kind="stable")
-    return meta, np.asarray(ev, dtype=object)[order].tolist()
+    op = tasks["op_name"].to_numpy(object)
+    name = np.where(op == S.NA, kind, op)
+    stream = tasks["stream_id"].to_numpy(np.int64)
+    start = tasks["start_local"].to_numpy(np.int64)
+    dur = tasks["dur_ns"].to_numpy(np.int64)
+    task = tasks["task_id"].to_numpy(np.int64)
+    tmpl = ('{"name": %s, "pid": ' + str(app_pid) + ', "tid": %d, "ts": %d.%03d, "dur": %r, '
+            '"args": {"Task Type": %s, "Stream Id": %d, "Task Id": %d}, "ph": "X"}')
+
+    def render(idx: np.ndarray) -> list[str]:  # rendered per sorted chunk (timeline.Layer)
+        st = stream[idx].tolist()
+        w, f = T._us_parts(start[idx])
+        return list(map(tmpl.__mod__, zip(T.jstr(name[idx]).tolist(), st, w, f,
+                                          T._floats(dur[idx]), T.jstr(kind[idx]).tolist(), st,
+                                          task[idx].tolist())))
+
+    layer = T.Layer([], keys=ts_sort_key(start), render=render)
+    return meta, T.EventStream([layer])
 
 
 def host_models(dev: DeviceData) -> set[int]:
@@ -127,7 +135,7 @@ def export_device(data: ProfData, dev: DeviceData, sel: Selection, summary_forma
     # --- timelines (seed table 1) ---
     per_dev = [(dev, tasks, rows, its)]
     layer_tx = tx_layer(tx, app_pid, process_name(data))
-    emit_json("msprof", T.assemble(T.msprof_layers(per_dev, data.host.apis, app_pid, switches,
+    emit_json("msprof", T.assemble_stream(T.msprof_layers(per_dev, data.host.apis, app_pid, switches,
                                                    layer_tx)))
     emit_json("ai_stack_time", stack.ai_stack_json(scope, app_pid))
     emit_json("thread_group", stack.thread_group_json(data, scope))
@@ -136,10 +144,10 @@ def export_device(data: ProfData, dev: DeviceData, sel: Selection, summary_forma
     emit_json("runtime_api", stack.runtime_api_json(scope, app_pid))
     emit_json("ge", stack.ge_json(scope, app_pid))
     if len(its):
-        emit_json("step_trace", T.assemble([T.step_layer(dev, its, app_pid)]))
+        emit_json("step_trace", T.assemble_stream([T.step_layer(dev, its, app_pid)]))
     emit_json("hccl", hccl_json(data, dev, sel, app_pid))
     if len(layer_tx):
-        emit_json("msprof_tx", T.assemble([layer_tx]))
+        emit_json("msprof_tx", T.assemble_stream([layer_tx]))
 
     # --- summaries (seed table 2) ---
     summary = S.op_summary(dev, rows) if dev.has_host_ops and len(rows) else None

@@ -95,17 +95,17 @@ def export_mindstudio(data: ProfData, *, summary_format: str = "csv", reports: P
     if len(tx):  # msproftx markers: msprof_tx json + the application layer of msprof json
         tx_layer = X.tx_layer(tx, app_pid, X.process_name(data))
         layers.append(tx_layer)
-        tmeta, tev = T.assemble([tx_layer])
+        tmeta, tev = T.assemble_stream([tx_layer])
         written.extend(write_events(SliceNamer(out_dir, "msprof_tx", f"_{_stamp()}", "json"),
                                     tmeta, tev, len(tev), json_slice_events))
         timelines.add("msprof_tx")
-    meta, events = T.assemble(layers)
+    meta, events = T.assemble_stream(layers)
     if events:
         written.extend(write_events(SliceNamer(out_dir, "msprof", f"_{_stamp()}", "json"), meta,
                                     events, len(events), json_slice_events))
         timelines.add("msprof")
     step_layers = [T.step_layer(d, its, app_pid) for d, _, _, its in per_dev]
-    smeta, sev = T.assemble(step_layers)
+    smeta, sev = T.assemble_stream(step_layers)
     if sev:
         written.extend(write_events(SliceNamer(out_dir, "step_trace", f"_{_stamp()}", "json"),
                                     smeta, sev, len(sev), json_slice_events))

@@ -12,40 +12,40 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from msprof_cli.raw import layouts as L
 from msprof_cli.raw.profdir import device_id_of
 
 from .control_info import read_result_dir
-from .device import STREAM_MASK, to_mono_ns
+from .fmt import ticks_to_ns
 from .rawread import DecodeLog, device_records, host_records
-from .steptrace import iterations
+from .steptrace import TAG_ITER_END, TAG_MODEL_END, TAG_MODEL_START, _emit
 
 Iterations = dict[int, list[tuple[int, int, int]]]
 
 
 def _from_steps(result_dir: Path) -> Iterations:
+    """Iterations per model from the step-trace records (steptrace.iterations without the
+    FP/BP columns, numpy only: `msprof query` never imports pandas)."""
     rd = read_result_dir(result_dir)
     ts = device_records(rd.data_dir, "ts_track", DecodeLog(),
-                        ["rpt_type", "timestamp", "model_id", "stream_id", "task_id", "tag_id",
-                         "index_id"])
-    st = ts["rpt_type"] == L.TS_RPT_STEP_TRACE
-    steps = pd.DataFrame({
-        "ts_ns": to_mono_ns(ts["timestamp"][st], rd),
-        "index_id": ts["index_id"][st].astype(np.int64),
-        "model_id": ts["model_id"][st].astype(np.int64),
-        "stream_id": ts["stream_id"][st].astype(np.int64) & STREAM_MASK,
-        "task_id": ts["task_id"][st].astype(np.int64),
-        "tag_id": ts["tag_id"][st].astype(np.int64),
-    })
-    its = iterations(steps)
+                        ["rpt_type", "timestamp", "model_id", "tag_id"])
+    st = (ts["rpt_type"] == L.TS_RPT_STEP_TRACE) & np.isin(
+        ts["tag_id"], [TAG_MODEL_START, TAG_MODEL_END, TAG_ITER_END])
+    rel = ts["timestamp"][st].astype(np.uint64).astype(np.int64) - np.int64(rd.dev_cntvct)
+    t = ticks_to_ns(rel, rd.hwts_mhz) + np.int64(rd.host_sync_ns)
+    model = ts["model_id"][st].astype(np.int64)
+    tag = ts["tag_id"][st].astype(np.int64)
+    order = np.lexsort((t, model))  # by (model, time), stable
+    model, tag, t = model[order], tag[order], t[order]
     out: Iterations = {}
     off = rd.offset_ns
-    for m, grp in its.groupby("model_id", sort=True):  # per model, not per record
-        out[int(m)] = list(zip(grp["iteration_id"].astype(int).tolist(),
-                               (grp["step_start_ns"] + off).astype(int).tolist(),
-                               (grp["step_end_ns"] + off).astype(int).tolist()))
+    bounds = np.flatnonzero(np.r_[True, model[1:] != model[:-1], True])
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):  # per model
+        start, end = _emit(tag[lo:hi], t[lo:hi])
+        if len(start):
+            out[int(model[lo])] = list(zip(range(1, len(start) + 1), (start + off).tolist(),
+                                           (end + off).tolist()))
     return out
 
 
@@ -55,15 +55,16 @@ def _from_model_execute(host_dir: Path) -> Iterations:
                      ["level", "type", "begin_time", "end_time", "item_id"])
     me = (c["level"] == L.LEVEL_MODEL) & (c["type"] == L.MODEL_EXECUTE) \
         & (c["end_time"] != np.uint64(L.EVENT_RESERVE))
-    df = pd.DataFrame({"model_id": c["item_id"][me].astype(np.int64),
-                       "begin": c["begin_time"][me].astype(np.int64) + rd.offset_ns,
-                       "end": c["end_time"][me].astype(np.int64) + rd.offset_ns})
-    df = df.sort_values(["model_id", "begin"], kind="stable")
-    df["iteration_id"] = df.groupby("model_id").cumcount() + 1
+    model = c["item_id"][me].astype(np.int64)
+    begin = c["begin_time"][me].astype(np.int64) + rd.offset_ns
+    end = c["end_time"][me].astype(np.int64) + rd.offset_ns
+    order = np.lexsort((begin, model))  # by (model, begin), stable
+    model, begin, end = model[order], begin[order], end[order]
     out: Iterations = {}
-    for m, grp in df.groupby("model_id", sort=True):
-        out[int(m)] = list(zip(grp["iteration_id"].astype(int).tolist(),
-                               grp["begin"].astype(int).tolist(), grp["end"].astype(int).tolist()))
+    bounds = np.flatnonzero(np.r_[True, model[1:] != model[:-1], True]) if len(model) else []
+    for lo, hi in zip(list(bounds[:-1]), list(bounds[1:])):  # one iteration per call
+        out[int(model[lo])] = list(zip(range(1, hi - lo + 1), begin[lo:hi].tolist(),
+                                       end[lo:hi].tolist()))
     return out
 
 

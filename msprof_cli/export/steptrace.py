@@ -13,8 +13,12 @@ iteration starts at the latest 0-or-4 before it.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas is imported lazily: `msprof query` uses _emit without it
+    import pandas as pd
 
 TAG_MODEL_START, TAG_MODEL_END, TAG_FP, TAG_BP, TAG_ITER_END = 0, 1, 2, 3, 4
 TAG_REDUCE_BASE = 10000
@@ -48,6 +52,8 @@ def _emit(tags: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def iterations(steps: pd.DataFrame) -> pd.DataFrame:
     """One row per iteration: model_id, iteration_id (per-model counter), step start/end,
     last FP/BP inside, Data Aug Bound source, and the global iter_id (rank by step_end)."""
+    import pandas as pd
+
     if steps is None or len(steps) == 0:
         return pd.DataFrame({c: np.zeros(0, np.int64) for c in ITER_COLUMNS})
     s = steps.sort_values(["model_id", "ts_ns"], kind="stable")

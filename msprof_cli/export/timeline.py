@@ -12,6 +12,7 @@ Hardware tasks, HostToDevice flows, Overlap Analysis.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,12 +35,61 @@ LAYERS = ("ascend", "cann", "step_trace", "overlap_analyse", "msproftx")
 
 @dataclass
 class Layer:
+    """Metadata, sort keys and events of one timeline layer.
+
+    Big layers (one event per task or API) are lazy: `render(idx)` returns the event strings
+    of rows `idx` (any order), so a file is written in sorted chunks and the strings of all
+    events never exist at once (memory bounded by the chunk, not the task count)."""
+
     meta: list[str] = field(default_factory=list)
     events: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     keys: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
+    render: Callable[[np.ndarray], list[str]] | None = None
 
     def __len__(self) -> int:
-        return len(self.events)
+        return len(self.keys) if self.render is not None else len(self.events)
+
+    def take(self, idx: np.ndarray) -> list[str]:
+        if self.render is not None:
+            return self.render(idx)
+        return self.events[idx].tolist()
+
+
+class EventStream:
+    """The events of several layers stably sorted by key (float(ts)), rendered on demand.
+
+    Only the sort order (one int64 per event) is held; `chunks(lo, hi, size)` yields the
+    event strings of sorted positions [lo, hi) in lists of at most `size`."""
+
+    def __init__(self, layers: list[Layer]) -> None:
+        self.layers = [lay for lay in layers if len(lay)]
+        sizes = [len(lay) for lay in self.layers]
+        self.starts = np.cumsum([0] + sizes)[:-1].astype(np.int64)
+        keys = np.concatenate([lay.keys for lay in self.layers]) if self.layers \
+            else np.zeros(0, np.float64)
+        self.order = np.argsort(keys, kind="stable")
+        del keys
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __iter__(self):
+        for chunk in self.chunks(0, len(self), 100_000):
+            yield from chunk
+
+    def chunks(self, lo: int, hi: int, size: int):
+        for a in range(lo, hi, size):
+            pos = self.order[a:min(a + size, hi)]
+            if len(self.layers) == 1:
+                yield self.layers[0].take(pos)
+                continue
+            which = np.searchsorted(self.starts, pos, side="right") - 1
+            out = np.empty(len(pos), dtype=object)
+            for k, lay in enumerate(self.layers):
+                sel = np.flatnonzero(which == k)
+                if len(sel):
+                    out[sel] = lay.take(pos[sel] - self.starts[k])
+            yield out.tolist()
 
 
 def pid_of(app_pid: int, sort_index: int, slot: int) -> int:
@@ -81,6 +131,22 @@ def dur_json(ns: np.ndarray) -> np.ndarray:
 
 # --- CANN ------------------------------------------------------------------------------
 
+def _ints(a: np.ndarray) -> list[int]:
+    return np.asarray(a).astype(np.int64).tolist()
+
+
+def _us_parts(ns: np.ndarray) -> tuple[list[int], list[int]]:
+    """(whole µs, ns remainder) of local ns, printed as ``%d.%03d`` = fmt.us_str exactly."""
+    ns = np.asarray(ns, dtype=np.int64)
+    whole = np.floor_divide(ns, 1000)
+    return whole.tolist(), (ns - whole * 1000).tolist()
+
+
+def _floats(ns: np.ndarray) -> list[float]:
+    """Durations ns -> µs floats; ``%r`` of them = fmt.float_str (Python repr)."""
+    return (np.asarray(ns, dtype=np.int64) / 1000.0).tolist()
+
+
 def cann_layer(apis: pd.DataFrame, app_pid: int) -> Layer:
     if apis is None or len(apis) == 0:
         return Layer()
@@ -94,16 +160,27 @@ def cann_layer(apis: pd.DataFrame, app_pid: int) -> Layer:
     lname = np.array([L.LEVEL_NAMES.get(int(v), str(int(v))) for v in np.unique(lvl)],
                      dtype=object)[np.unique(lvl, return_inverse=True)[1]]
     mode = apis["type_name"].to_numpy(object)
-    api = np.where(lvl == L.LEVEL_HCCL, apis["item_name"].to_numpy(object), mode)
-    tid = int_str(apis["thread_id"])
-    ident = np.where(lvl == L.LEVEL_ACL, apis["item_name"].to_numpy(object), "0")
-    ev = ('{"name": ' + jstr(disp + "@" + api.astype(str).astype(object)) + ', "pid": ' + str(pid)
-          + ', "tid": ' + tid + ', "ts": "' + us_str(apis["begin_local"]) + '", "dur": '
-          + dur_json(apis["dur_ns"]) + ', "args": {"Thread Id": ' + tid + ', "Mode": '
-          + jstr(mode) + ', "level": ' + jstr(lname) + ', "id": ' + jstr(ident)
-          + ', "item_id": ' + jstr(apis["item_name"].to_numpy(object)) + ', "connection_id": '
-          + int_str(apis["connection_id"]) + '}, "ph": "X"}')
-    return Layer(m, _s(ev), ts_sort_key(apis["begin_local"].to_numpy(np.int64)))
+    item = apis["item_name"].to_numpy(object)
+    api = np.where(lvl == L.LEVEL_HCCL, item, mode)
+    ident = np.where(lvl == L.LEVEL_ACL, item, "0")
+    tid = apis["thread_id"].to_numpy(np.int64)
+    begin = apis["begin_local"].to_numpy(np.int64)
+    dur = apis["dur_ns"].to_numpy(np.int64)
+    cid = apis["connection_id"].to_numpy(np.int64)
+    tmpl = ('{"name": %s, "pid": ' + str(pid) + ', "tid": %d, "ts": "%d.%03d", "dur": %r, '
+            '"args": {"Thread Id": %d, "Mode": %s, "level": %s, "id": %s, "item_id": %s, '
+            '"connection_id": %d}, "ph": "X"}')
+
+    def render(idx: np.ndarray) -> list[str]:
+        t = tid[idx].tolist()
+        w, f = _us_parts(begin[idx])
+        name = jstr(disp[idx] + "@" + api[idx].astype(str).astype(object)).tolist()
+        return list(map(tmpl.__mod__, zip(
+            name, t, w, f, _floats(dur[idx]), t, jstr(mode[idx]).tolist(),
+            jstr(lname[idx]).tolist(), jstr(ident[idx]).tolist(), jstr(item[idx]).tolist(),
+            cid[idx].tolist())))
+
+    return Layer(m, keys=ts_sort_key(begin), render=render)
 
 
 # --- Ascend Hardware ---------------------------------------------------------------------
@@ -123,17 +200,30 @@ def hardware_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
     m = process_meta(pid, "Ascend Hardware", f"NPU {dev.device_id}", SORT_HARDWARE,
                      [(s, f"Stream {s}", s) for s in streams])
     kind = task_kind(tasks)
-    name = np.where(tasks["op_name"].to_numpy(object) == NA, kind, tasks["op_name"].to_numpy(object))
-    stream = int_str(tasks["stream_id"])
+    op = tasks["op_name"].to_numpy(object)
+    name = np.where(op == NA, kind, op)
+    stream = tasks["stream_id"].to_numpy(np.int64)
+    start = tasks["start_local"].to_numpy(np.int64)
+    dur = tasks["dur_ns"].to_numpy(np.int64)
+    model = tasks["model_id"].to_numpy(np.int64)
+    task = tasks["task_id"].to_numpy(np.int64)
+    batch = tasks["batch_id"].to_numpy(np.int64)
     cid = tasks["connection_id"].to_numpy(np.int64)
-    conn = np.where(cid >= 0, ', "connection_id": ' + int_str(cid), "")
-    ev = ('{"name": ' + jstr(name) + ', "pid": ' + str(pid) + ', "tid": ' + stream + ', "ts": "'
-          + us_str(tasks["start_local"]) + '", "dur": ' + dur_json(tasks["dur_ns"])
-          + ', "args": {"Model Id": ' + int_str(tasks["model_id"]) + ', "Task Type": '
-          + jstr(kind) + ', "Physic Stream Id": ' + stream + ', "Task Id": '
-          + int_str(tasks["task_id"]) + ', "Batch Id": ' + int_str(tasks["batch_id"])
-          + ', "Subtask Id": ' + str(CONTEXT_ID_910) + conn + '}, "ph": "X"}')
-    return Layer(m, _s(ev), ts_sort_key(tasks["start_local"].to_numpy(np.int64)))
+    tmpl = ('{"name": %s, "pid": ' + str(pid) + ', "tid": %d, "ts": "%d.%03d", "dur": %r, '
+            '"args": {"Model Id": %d, "Task Type": %s, "Physic Stream Id": %d, "Task Id": %d, '
+            '"Batch Id": %d, "Subtask Id": ' + str(CONTEXT_ID_910) + '%s}, "ph": "X"}')
+
+    def render(idx: np.ndarray) -> list[str]:
+        st = stream[idx].tolist()
+        w, f = _us_parts(start[idx])
+        c = cid[idx]
+        conn = [", \"connection_id\": %d" % v if v >= 0 else "" for v in c.tolist()] \
+            if (c < 0).any() else [", \"connection_id\": %d" % v for v in c.tolist()]
+        return list(map(tmpl.__mod__, zip(
+            jstr(name[idx]).tolist(), st, w, f, _floats(dur[idx]), model[idx].tolist(),
+            jstr(kind[idx]).tolist(), st, task[idx].tolist(), batch[idx].tolist(), conn)))
+
+    return Layer(m, keys=ts_sort_key(start), render=render)
 
 
 def flow_ids(device_id: int, stream: np.ndarray, task: np.ndarray, batch: np.ndarray
@@ -163,25 +253,45 @@ def flow_ids(device_id: int, stream: np.ndarray, task: np.ndarray, batch: np.nda
 
 
 def flow_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
+    """Per host-known task an ``s`` event (at its task_track) then an ``f`` event (at the
+    task start): layer row 2i is task i's ``s``, 2i+1 its ``f``."""
     t = tasks[tasks["host_known"].to_numpy(bool)]
     if len(t) == 0:
         return Layer()
     cann = pid_of(app_pid, SORT_CANN, HOST_SLOT)
     hw = pid_of(app_pid, SORT_HARDWARE, dev.device_id)
-    fid = flow_ids(dev.device_id, t["stream_id"].to_numpy(), t["task_id"].to_numpy(),
-                   t["batch_id"].to_numpy())
-    s = ('{"name": "HostToDevice' + fid + '", "ph": "s", "cat": "HostToDevice", "id": "' + fid
-         + '", "pid": ' + str(cann) + ', "tid": ' + int_str(t["tt_thread"]) + ', "ts": "'
-         + us_str(t["tt_local"]) + '"}')
-    f = ('{"name": "HostToDevice' + fid + '", "ph": "f", "id": "' + fid + '", "ts": "'
-         + us_str(t["start_local"]) + '", "cat": "HostToDevice", "pid": ' + str(hw)
-         + ', "tid": ' + int_str(t["stream_id"]) + ', "bp": "e"}')
-    ev = np.empty(2 * len(t), dtype=object)
-    ev[0::2], ev[1::2] = s, f
+    stream = t["stream_id"].to_numpy(np.int64)
+    task = t["task_id"].to_numpy(np.int64)
+    batch = t["batch_id"].to_numpy(np.int64)
+    thread = t["tt_thread"].to_numpy(np.int64)
+    tt_local = t["tt_local"].to_numpy(np.int64)
+    start = t["start_local"].to_numpy(np.int64)
+    s_tmpl = ('{"name": "HostToDevice%s", "ph": "s", "cat": "HostToDevice", "id": "%s", '
+              '"pid": ' + str(cann) + ', "tid": %d, "ts": "%d.%03d"}')
+    f_tmpl = ('{"name": "HostToDevice%s", "ph": "f", "id": "%s", "ts": "%d.%03d", '
+              '"cat": "HostToDevice", "pid": ' + str(hw) + ', "tid": %d, "bp": "e"}')
+
+    def render(idx: np.ndarray) -> list[str]:
+        row = idx // 2
+        is_f = (idx % 2).astype(bool)
+        fid = flow_ids(dev.device_id, stream[row], task[row], batch[row])
+        out = np.empty(len(idx), dtype=object)
+        sel = np.flatnonzero(~is_f)
+        if len(sel):
+            r, fi = row[sel], fid[sel].tolist()
+            w, f = _us_parts(tt_local[r])
+            out[sel] = list(map(s_tmpl.__mod__, zip(fi, fi, thread[r].tolist(), w, f)))
+        sel = np.flatnonzero(is_f)
+        if len(sel):
+            r, fi = row[sel], fid[sel].tolist()
+            w, f = _us_parts(start[r])
+            out[sel] = list(map(f_tmpl.__mod__, zip(fi, fi, w, f, stream[r].tolist())))
+        return out.tolist()
+
     keys = np.empty(2 * len(t), dtype=np.float64)
-    keys[0::2] = ts_sort_key(t["tt_local"].to_numpy(np.int64))
-    keys[1::2] = ts_sort_key(t["start_local"].to_numpy(np.int64))
-    return Layer([], ev, keys)
+    keys[0::2] = ts_sort_key(tt_local)
+    keys[1::2] = ts_sort_key(start)
+    return Layer([], keys=keys, render=render)
 
 
 # --- Overlap Analysis --------------------------------------------------------------------
@@ -212,13 +322,22 @@ def overlap_layer(dev: DeviceData, rows: pd.DataFrame, app_pid: int) -> Layer:
     cs, ce = merge_intervals(rows["start_local"].to_numpy(np.int64),
                              rows["end_local"].to_numpy(np.int64))
     fs, fe = ce[:-1], cs[1:]
-    comp = ('{"name": "Computing", "pid": ' + str(pid) + ', "tid": 0, "ts": "' + us_str(cs)
-            + '", "dur": ' + dur_json(ce - cs) + ', "ph": "X"}')
-    free = ('{"name": "Free", "pid": ' + str(pid) + ', "tid": 3, "ts": "' + us_str(fs)
-            + '", "dur": ' + dur_json(fe - fs) + ', "ph": "X"}')
-    ev = np.concatenate([_s(comp), _s(free)])
-    keys = np.concatenate([ts_sort_key(cs), ts_sort_key(fs)])
-    return Layer(m, ev, keys)
+    # rows [0, len(cs)) are Computing, the rest Free
+    b = np.concatenate([cs, fs])
+    d = np.concatenate([ce - cs, fe - fs])
+    n_comp = len(cs)
+    comp = '{"name": "Computing", "pid": ' + str(pid) + ', "tid": 0, "ts": "%d.%03d", ' \
+        '"dur": %r, "ph": "X"}'
+    free = '{"name": "Free", "pid": ' + str(pid) + ', "tid": 3, "ts": "%d.%03d", ' \
+        '"dur": %r, "ph": "X"}'
+
+    def render(idx: np.ndarray) -> list[str]:
+        w, f = _us_parts(b[idx])
+        tmpls = [comp if i < n_comp else free for i in idx.tolist()] \
+            if len(idx) and idx.max() >= n_comp else [comp] * len(idx)
+        return [t % v for t, v in zip(tmpls, zip(w, f, _floats(d[idx])))]
+
+    return Layer(m, keys=np.concatenate([ts_sort_key(cs), ts_sort_key(fs)]), render=render)
 
 
 # --- Step Trace --------------------------------------------------------------------------
@@ -282,17 +401,18 @@ def step_layer(dev: DeviceData, its: pd.DataFrame, app_pid: int) -> Layer:
 
 
 def assemble(layers: list[Layer]) -> tuple[list[str], list[str]]:
-    """Metadata in layer order, then every event stably sorted by float(ts)."""
+    """Metadata in layer order, then every event stably sorted by float(ts) (as a list)."""
+    meta_out, stream = assemble_stream(layers)
+    return meta_out, list(stream) if len(stream) else []
+
+
+def assemble_stream(layers: list[Layer]) -> tuple[list[str], EventStream]:
+    """As `assemble`, the events as a lazy sorted EventStream (writers.write_events writes
+    it chunk by chunk)."""
     meta_out: list[str] = []
     for lay in layers:
         meta_out.extend(lay.meta)
-    evs = [lay.events for lay in layers if len(lay)]
-    if not evs:
-        return meta_out, []
-    ev = np.concatenate(evs)
-    keys = np.concatenate([lay.keys for lay in layers if len(lay)])
-    order = np.argsort(keys, kind="stable")
-    return meta_out, ev[order].tolist()
+    return meta_out, EventStream(layers)
 
 
 def read_reports(path) -> dict[str, bool]:

@@ -26,6 +26,7 @@ import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from msprof_cli.errors import ExportError
@@ -180,14 +181,66 @@ def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:
     return df if out is None else out
 
 
+_CSV_SPECIAL = re.compile(r'[,"\r\n]')
+
+
+def _quote_cells(values: list[str]) -> list[str]:
+    """csv QUOTE_MINIMAL of each distinct value of a column (the stdlib csv writer's rule,
+    which pandas' to_csv uses): quoted when it holds ``,`` ``"`` CR or LF, ``"`` doubled."""
+    return [f'"{v.replace(chr(34), chr(34) * 2)}"' if _CSV_SPECIAL.search(v) else v
+            for v in values]
+
+
+def _str_column(s: pd.Series) -> list[str] | None:
+    """The column as a list of str cells exactly as ``to_csv`` prints them, or None when a
+    cell is not text/int (floats, missing values: pandas' own formatting is kept)."""
+    if s.dtype.kind in "iu":
+        return s.to_numpy().astype(str).tolist()
+    if s.dtype.kind not in "OSUT" and str(s.dtype) not in ("string", "str"):
+        return None
+    if s.isna().any():
+        return None
+    vals = s.to_numpy(dtype=object)
+    try:
+        joined = "".join(vals)  # also proves every cell is a str (TypeError otherwise)
+    except TypeError:
+        return None
+    if not _CSV_SPECIAL.search(joined):  # the common case: nothing to quote
+        return vals.tolist()
+    codes, uniq = pd.factorize(vals)
+    if len(uniq) and pd.api.types.infer_dtype(uniq, skipna=False) != "string":
+        return None
+    quoted = _quote_cells(uniq.tolist())
+    if len(uniq) * 2 > len(vals):  # mostly distinct: no point in the lookup table
+        return _quote_cells(vals.tolist()) if quoted != uniq.tolist() else vals.tolist()
+    return np.asarray(quoted, dtype=object)[codes].tolist()
+
+
+def _csv_text(df: pd.DataFrame) -> str:
+    """``df.to_csv(header=False, index=False, lineterminator="\\n")``, byte for byte, built in
+    bulk: each column is turned into str cells once (quoted per distinct value) and the rows
+    are joined by C-level ``map``/``zip`` -- about 10x faster than pandas' writer on wide
+    text frames.  Frames with other cell types use pandas itself."""
+    if len(df) == 0 or df.shape[1] == 0:
+        return df.to_csv(header=False, index=False, lineterminator="\n")
+    cols = []
+    for i in range(df.shape[1]):
+        c = _str_column(df.iloc[:, i])
+        if c is None:
+            return df.to_csv(header=False, index=False, lineterminator="\n")
+        cols.append(c)
+    if len(cols) == 1:  # the csv module quotes a lone empty cell
+        return "".join(('""' if v == "" else v) + "\n" for v in cols[0])
+    return "\n".join(map(",".join, zip(*cols))) + "\n"
+
+
 def _render(df: pd.DataFrame) -> str:
-    text = df.to_csv(header=False, index=False, lineterminator="\n")
+    text = _csv_text(df)
     # fast path: no formula character at all, or none at the start of a cell
     if not any(ch in text for ch in FORMULA_CHARS) or not _MAYBE_FORMULA.search(text):
         return text
     safe = neutralise_formulas(df)
-    return text if safe is df else safe.to_csv(header=False, index=False,
-                                               lineterminator="\n")
+    return text if safe is df else _csv_text(safe)
 
 
 def csv_line(values: Iterable[str]) -> str:
@@ -239,22 +292,53 @@ def write_json_rows(path: Path, header: list[str], df: pd.DataFrame) -> list[Pat
     return [path]
 
 
-def write_events(paths: "SliceNamer", meta: list[str], events: Iterator[list[str]] | list[str],
-                 total: int, slice_events: int = JSON_SLICE_EVENTS) -> list[Path]:
+EVENT_CHUNK = 100_000  # events rendered and written at a time (tests set it tiny)
+
+
+class _ListEvents:
+    """A plain list of event strings with the EventStream `chunks` interface."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def chunks(self, lo: int, hi: int, size: int):
+        for a in range(lo, hi, size):
+            yield self.events[a:min(a + size, hi)]
+
+
+def write_events(paths: "SliceNamer", meta: list[str], events, total: int | None = None,
+                 slice_events: int = JSON_SLICE_EVENTS) -> list[Path]:
     """Write a Chrome-trace array: metadata strings then event strings (already sorted).
 
-    Sliced above `slice_events` events; every slice repeats the metadata events."""
-    events = list(events)
+    `events`: a list of strings, an iterator of strings, or a lazy sorted stream with
+    ``chunks(lo, hi, size)`` (timeline.EventStream), which is rendered and written
+    EVENT_CHUNK events at a time so the text of all events never exists at once.  Sliced
+    above `slice_events` events; every slice repeats the metadata events."""
+    if not hasattr(events, "chunks"):
+        events = _ListEvents(list(events))
+    total = len(events)
+
+    def write_part(path: Path, lo: int, hi: int) -> None:
+        with AtomicFile(path) as fh:
+            fh.write("[" + ", ".join(meta))
+            first = not meta
+            for chunk in events.chunks(lo, hi, EVENT_CHUNK):
+                if chunk:
+                    fh.write(("" if first else ", ") + ", ".join(chunk))
+                    first = False
+            fh.write("]")
+
     if total <= slice_events:
         path = paths.single()
-        with AtomicFile(path) as fh:
-            fh.write("[" + ", ".join(meta + events) + "]")
+        write_part(path, 0, total)
         return [path]
     out = []
-    for k, lo in enumerate(range(0, len(events), slice_events)):
+    for k, lo in enumerate(range(0, total, slice_events)):
         path = paths.slice(k)
-        with AtomicFile(path) as fh:
-            fh.write("[" + ", ".join(meta + events[lo:lo + slice_events]) + "]")
+        write_part(path, lo, min(lo + slice_events, total))
         out.append(path)
     return out
 

@@ -1,0 +1,132 @@
+"""The chunked / streamed export paths give byte-identical files to the whole-at-once path.
+
+* CSV summaries are rendered CHUNK_ROWS rows at a time, timelines EVENT_CHUNK sorted events
+  at a time (lazy layers, timeline.EventStream): tiny chunk sizes must not change a byte.
+* The bulk CSV renderer equals pandas' ``to_csv`` (quoting, empty cells, one column).
+* Sliced timelines: each slice repeats the metadata, holds at most the limit, and the slices
+  concatenated are the events of the unsliced file in order.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from msprof_cli.export import timeline as T
+from msprof_cli.export import writers as W
+from msprof_cli.export.api import run_export
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import gen_prof  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def prof_src(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("chunked")
+    return gen_prof.generate(3000, root, devices=2, l2=True, batch_tasks=700, quiet=True)
+
+
+def _export(src: Path, dest: Path, layout: str, **kw) -> dict[str, str]:
+    prof = dest / src.name
+    shutil.copytree(src, prof)
+    run_export(prof, layout=layout, quiet=True, **kw)
+    out = {}
+    for p in prof.rglob("*"):
+        rel = str(p.relative_to(prof))
+        if p.is_file() and ("summary/" in rel or "timeline/" in rel
+                            or "mindstudio_profiler_output" in rel):
+            out[re.sub(r"_\d{14}", "", rel)] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.mark.parametrize("layout", ["legacy", "mindstudio"])
+def test_tiny_chunks_are_byte_identical(prof_src, tmp_path, monkeypatch, layout):
+    whole = _export(prof_src, tmp_path / "whole", layout)
+    monkeypatch.setattr(W, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(W, "EVENT_CHUNK", 5)
+    chunked = _export(prof_src, tmp_path / "chunked", layout)
+    assert len(whole) >= 9
+    assert chunked == whole
+
+
+def _events(path: Path) -> list:
+    return json.loads(path.read_text())
+
+
+def test_sliced_timeline_is_the_whole_file_cut(prof_src, tmp_path, monkeypatch):
+    whole_dir = tmp_path / "w"
+    _export(prof_src, whole_dir, "mindstudio")
+    monkeypatch.setattr(W, "EVENT_CHUNK", 3)
+    sliced_dir = tmp_path / "s"
+    _export(prof_src, sliced_dir, "mindstudio", json_slice_events=1000, csv_slice_rows=500)
+    out_w = whole_dir / prof_src.name / "mindstudio_profiler_output"
+    out_s = sliced_dir / prof_src.name / "mindstudio_profiler_output"
+    full = _events(next(out_w.glob("msprof_2*.json")))
+    meta = [e for e in full if e["ph"] == "M"]
+    slices = sorted(out_s.glob("msprof_slice_*.json"),
+                    key=lambda p: int(p.name.split("_")[2]))
+    assert len(slices) > 2
+    events = []
+    for p in slices:
+        part = _events(p)
+        assert part[:len(meta)] == meta
+        assert 0 < len(part) - len(meta) <= 1000
+        events += part[len(meta):]
+    assert events == full[len(meta):]
+    # CSV slices: each with the header, rows in order
+    whole_csv = next(out_w.glob("op_summary_2*.csv")).read_text().splitlines()
+    parts = sorted(out_s.glob("op_summary_slice_*.csv"),
+                   key=lambda p: int(p.name.split("_")[3]))
+    rows = []
+    for p in parts:
+        lines = p.read_text().splitlines()
+        assert lines[0] == whole_csv[0] and len(lines) - 1 <= 500
+        rows += lines[1:]
+    assert rows == whole_csv[1:]
+
+
+def test_bulk_csv_equals_pandas():
+    df = pd.DataFrame({
+        "a": np.array(["x", "", 'say "hi"', "a,b", "multi\nline", "ünï", "-1", "N/A"],
+                      dtype=object),
+        "b": np.arange(8, dtype=np.int64) - 3,
+        "c": np.array(["1700000000001031.000\t"] * 8, dtype=object),
+    })
+    expect = df.to_csv(header=False, index=False, lineterminator="\n")
+    assert W._csv_text(df) == expect
+    one = df[["a"]]
+    assert W._csv_text(one) == one.to_csv(header=False, index=False, lineterminator="\n")
+    mostly_distinct = pd.DataFrame({"a": np.array([f"v{i}" for i in range(50)] + ["q,"],
+                                                  dtype=object)})
+    assert W._csv_text(mostly_distinct) == mostly_distinct.to_csv(
+        header=False, index=False, lineterminator="\n")
+    floats = pd.DataFrame({"f": [0.1, 2.5], "s": ["a", "b"]})  # not text: pandas' writer
+    assert W._csv_text(floats) == floats.to_csv(header=False, index=False, lineterminator="\n")
+
+
+def test_event_stream_equals_sorted_list():
+    rng = np.random.default_rng(7)
+    keys = [rng.integers(0, 50, n).astype(np.float64) for n in (40, 0, 25, 60)]
+    layers = []
+    for k, kk in enumerate(keys):
+        ev = np.array([f"L{k}e{i}" for i in range(len(kk))], dtype=object)
+        if k % 2:  # lazy layer
+            layers.append(T.Layer([f"m{k}"], keys=kk, render=lambda idx, ev=ev: ev[idx].tolist()))
+        else:
+            layers.append(T.Layer([f"m{k}"], ev, kk))
+    all_ev = np.concatenate([np.array([f"L{k}e{i}" for i in range(len(kk))], dtype=object)
+                             for k, kk in enumerate(keys)])
+    expect = all_ev[np.argsort(np.concatenate(keys), kind="stable")].tolist()
+    meta, stream = T.assemble_stream(layers)
+    assert meta == ["m0", "m1", "m2", "m3"]
+    got = [e for c in stream.chunks(0, len(stream), 7) for e in c]
+    assert got == expect
+    assert [e for c in stream.chunks(10, 50, 3) for e in c] == expect[10:50]
+    assert T.assemble(layers)[1] == expect
