@@ -55,14 +55,17 @@ def _clean_outputs(prof: Path) -> None:
             shutil.rmtree(dev / sub, ignore_errors=True)
 
 
-def run_case(prof: Path, layout: str, tasks: int) -> dict:
+def run_case(prof: Path, layout: str, tasks: int, workers: str = "") -> dict:
     """One `msprof export` child: wall, peak RSS (wait4), I/O and its own timing split."""
     _clean_outputs(prof)
+    child_env = env()
+    if workers:
+        child_env["MSPROF_EXPORT_WORKERS"] = workers
     args = ["--output", str(prof)] + (["--layout", "mindstudio"] if layout == "mindstudio"
                                       else [])
     t0 = time.perf_counter()
     proc = subprocess.Popen(CHILD + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env=env(), cwd=ROOT)
+                            env=child_env, cwd=ROOT)
     err = proc.stderr.read().decode("utf-8", "replace")
     _, status, ru = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
@@ -78,6 +81,8 @@ def run_case(prof: Path, layout: str, tasks: int) -> dict:
     return {
         "case": f"export {layout}", "tasks": tasks, "wall_s": round(wall, 3),
         "tasks_per_s": int(tasks / wall), "peak_rss_mb": round(ru.ru_maxrss / 1024, 1),
+        "tree_pss_mb": round(rec.get("tree_pss_kb", 0) / 1024, 1),
+        "cpu_s": round(ru.ru_utime + ru.ru_stime, 2),
         "read_mb": round(rec.get("rchar", 0) / 2**20, 1),
         "written_mb": round(rec.get("wchar", 0) / 2**20, 1),
         "output_mb": round(sum(p.stat().st_size for p in outs) / 2**20, 1),
@@ -105,6 +110,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--big", action="store_true", help="also 10M tasks")
     ap.add_argument("--layouts", default="legacy,mindstudio")
     ap.add_argument("--devices", type=int, default=1)
+    ap.add_argument("--workers", default="",
+                    help="comma list of MSPROF_EXPORT_WORKERS values to compare (e.g. 1,2); "
+                         "default: the export's own choice (all usable cores)")
     ap.add_argument("--work", type=Path, default=None,
                     help="where the generated PROF dirs live (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep (and reuse) the PROF dirs")
@@ -127,14 +135,19 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 gen_prof.generate(n, root, devices=a.devices, quiet=True)
                 print(f"export   generated {size} ({n:,} tasks, {_prof_size(prof) / 2**20:.0f} "
                       f"MiB raw) in {time.perf_counter() - t0:.1f} s")
-            for layout in [x.strip() for x in a.layouts.split(",") if x.strip()]:
-                r = run_case(prof, layout, n)
+            cases = [(lay.strip(), w.strip()) for lay in a.layouts.split(",") if lay.strip()
+                     for w in (a.workers.split(",") if a.workers else [""])]
+            for layout, workers in cases:
+                r = run_case(prof, layout, n, workers)
+                if a.devices > 1 or workers:
+                    r["case"] += f" d{a.devices}" + (f" w{workers}" if workers else "")
                 r["raw_mb"] = round(_prof_size(prof) / 2**20, 1)
                 rows.append(r)
                 extra = (f"  [start-up {r['startup_s']:.2f} s (imports {r['import_s']:.2f} s), "
                          f"work {r['work_s']:.2f} s]") if n <= 100_000 else ""
-                print(f"export   {layout:<10} {n:>10,} tasks  {r['wall_s']:8.2f} s  "
-                      f"{r['tasks_per_s']:>9,} tasks/s  peak RSS {r['peak_rss_mb']:7.0f} MB  "
+                print(f"export   {r['case'][7:]:<10} {n:>10,} tasks  {r['wall_s']:8.2f} s  "
+                      f"(cpu {r['cpu_s']:.1f} s)  {r['tasks_per_s']:>9,} tasks/s  "
+                      f"peak RSS {r['peak_rss_mb']:7.0f} MB (tree PSS {r['tree_pss_mb']:.0f} MB)  "
                       f"read {r['read_mb']:7.0f} MB  written {r['written_mb']:7.0f} MB  "
                       f"{r['files']} files, largest timeline {r['max_timeline_mb']:.0f} MB"
                       + extra, flush=True)

@@ -270,3 +270,14 @@ def test_npu_bridge_profiler_blocks(tmp_path: Path) -> None:
     assert len(dirs) == 3  # two blocks + the outer block of the nesting attempt
     assert len(run.iterations(str(dirs[0]))) == 1
     assert len(run.iterations(str(dirs[1]))) == 2
+
+
+def test_xla_jit_compile_warns(tmp_path: Path) -> None:
+    run = _run(tmp_path, _collect_cmd(tmp_path / "out", "xla_jit.py"), _env(tmp_path / "dump"))
+    assert run.rc == 0, run.stderr
+    assert "xla done" in run.stdout
+    warns = [ln for ln in run.stderr.splitlines() if "XLA-compiled" in ln]
+    assert len(warns) == 1 and "jit_compile=False" in warns[0]
+    its = run.iterations()
+    assert len(its) == 3
+    assert any("XLA-compiled" in n for c in run.chunks for n in c["notes"])

@@ -395,3 +395,45 @@ def test_lowered_control_flow_names() -> None:
     assert lowered_name("while/body/_1/while/cond/then/_87/while/cond/S/conv/Relu") == \
         "while/body/while/cond/then/while/cond/S/conv/Relu"
     assert lowered_name("S/dense/MatMul") == "S/dense/MatMul"
+
+
+def test_sampled_chunks_are_converted_on_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sampled tracing restarts the tracer every few steps; the chunk age must still count
+    from the last conversion, else parked samples pile up until exit (memory, SIGKILL loss)."""
+    import time as _time
+
+    from msprof_cli.collect import agent as A
+
+    coll = A.Collection.__new__(A.Collection)
+    coll.tracer, coll.records, coll.deferred = None, [], [(b"x", [], 1)]
+    coll.pending_steps, coll.events_per_step, coll.steps_in_chunk = 5, 0.0, 0
+    coll.chunk_started = _time.monotonic()  # the tracer just restarted for a sample
+    coll.converted_at = _time.monotonic() - A.FLUSH_SECONDS - 1
+    assert coll.due()
+    coll.converted_at = _time.monotonic()
+    assert not coll.due()
+    coll.pending_steps = A.FLUSH_RECORDS
+    assert coll.due()
+
+
+def test_missing_collective_of_a_replica_is_restored_from_the_graph() -> None:
+    from msprof_cli.collect.capture import OpRun, TensorSpec
+    from msprof_cli.collect.convert import ConverterState, _restore_collectives
+    from msprof_cli.collect.tf_graphs import StaticGraph, StaticOp
+
+    spec = (TensorSpec((10,), "float32"),)
+    static = StaticGraph()
+    static.add("S/sgd/CollectiveReduceV2", StaticOp("CollectiveReduceV2", spec, spec, (), (), 0))
+    static.add("S/sgd/CollectiveReduceV2_1",
+               StaticOp("CollectiveReduceV2", spec, spec, (), (), 1))
+    static.add("S/other/CollectiveReduceV2", StaticOp("CollectiveReduceV2", spec, spec, (), (), 0))
+    ops = [OpRun("S/sgd/CollectiveReduceV2", "CollectiveReduceV2", 100, 150, 7),
+           OpRun("S/dense/MatMul", "MatMul", 10, 20, 8)]
+    assert _restore_collectives(ops, static, ConverterState(), "k") == 1
+    added = ops[-1]
+    assert (added.name, added.device_id, added.start_ns, added.end_ns) == (
+        "S/sgd/CollectiveReduceV2_1", 1, 100, 150)
+    assert added.outputs == spec
+    # nothing observed in the step: nothing to anchor the timing on, nothing restored
+    assert _restore_collectives([OpRun("a", "MatMul", 1, 2, 1)], static, ConverterState(),
+                                "k") == 0

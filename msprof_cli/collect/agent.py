@@ -36,9 +36,31 @@ from msprof_cli.raw.control import ClockPair
 
 RESULT_FILE_VAR = "MSPROF_CLI_RESULT_FILE"  # launcher: where to list the PROF dirs written
 DUMP_VAR = "MSPROF_CLI_DUMP_CAPTURE"  # tests: also write every CaptureChunk as JSON here
-FLUSH_SECONDS = 10.0
-FLUSH_EVENTS = 100_000
+FAULT_VAR = "MSPROF_CLI_FAULT"  # tests: make the agent fail at one point (see `fault`)
+
+
+def _env_number(name: str, default: float) -> float:
+    """A positive number from the environment (tests and tuning), else `default`."""
+    try:
+        value = float(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+# a chunk is flushed when it is this old or holds about this many trace events
+FLUSH_SECONDS = _env_number("MSPROF_CLI_FLUSH_SECONDS", 10.0)
+FLUSH_EVENTS = int(_env_number("MSPROF_CLI_FLUSH_EVENTS", 100_000))
 FLUSH_RECORDS = 20_000  # unsampled steps pending without any trace
+FIRST_CHUNK_EVENTS_PER_STEP = 1_000.0  # ~3x a small Keras CNN step (tensorflow-capture.md 9.5)
+
+
+def fault(point: str) -> None:
+    """Test hook: raise inside the agent at `point` when MSPROF_CLI_FAULT names it
+    ("activate", "tracer", "step", "convert", "device", "close").  Proves that a failure
+    inside the collector never reaches the user's script."""
+    if os.environ.get(FAULT_VAR) == point:
+        raise RuntimeError(f"injected fault at {point} ({FAULT_VAR})")
 
 
 def warn(message: str) -> None:
@@ -102,6 +124,8 @@ class Collection:
         self.tracer_failed = False
         self.chunk_no = 0
         self.chunk_started = time.monotonic()
+        self.converted_at = time.monotonic()  # last time a chunk went to the device
+        self.pending_steps = 0  # steps recorded since then
         self.steps_in_chunk = 0
         self.events_per_step = 0.0
         self.notes: list[str] = []
@@ -116,6 +140,7 @@ class Collection:
         try:
             from msprof_cli.collect.tf_trace import Tracer
 
+            fault("tracer")
             tracer = Tracer()
             if not tracer.start():
                 self.notes.append("another profiler (e.g. tf.profiler.experimental.start or "
@@ -139,13 +164,20 @@ class Collection:
 
     # -- flushing -------------------------------------------------------------------------
     def due(self) -> bool:
-        if self.tracer is None:
-            return len(self.records) >= FLUSH_RECORDS or (
-                self.records and time.monotonic() - self.chunk_started >= FLUSH_SECONDS)
-        if time.monotonic() - self.chunk_started >= FLUSH_SECONDS:
+        # Age and step count are measured from the last *conversion*, not from the last
+        # tracer start: sampled tracing restarts the tracer (and parks the collected samples
+        # in `deferred`) every few steps, so an age counted from the tracer start never
+        # reached FLUSH_SECONDS and nothing was converted (nor written) until exit.
+        age = time.monotonic() - self.converted_at
+        if self.pending_steps >= FLUSH_RECORDS or (
+                age >= FLUSH_SECONDS and (self.records or self.deferred or self.tracer)):
             return True
-        return self.events_per_step > 0 and \
-            self.steps_in_chunk * self.events_per_step >= FLUSH_EVENTS
+        if self.tracer is None:
+            return False
+        # before the first chunk is parsed the event rate is unknown: assume a generous
+        # FIRST_CHUNK_EVENTS_PER_STEP so a fast full-trace first chunk stays bounded too
+        per_step = self.events_per_step or FIRST_CHUNK_EVENTS_PER_STEP
+        return self.steps_in_chunk * per_step >= FLUSH_EVENTS
 
     def flush(self, restart: bool, defer: bool = False) -> None:
         """Collect the current chunk, restart the tracer if asked, convert and consume.
@@ -173,6 +205,8 @@ class Collection:
         if defer:
             return
         pending, self.deferred = self.deferred, []
+        self.converted_at = time.monotonic()
+        self.pending_steps = 0
         for data, records, steps in pending:
             self._convert(data, records, steps)
 
@@ -185,6 +219,7 @@ class Collection:
                 trace = parse_xspace(data)
                 if steps:
                     self.events_per_step = trace.raw_events / steps
+            fault("convert")
             chunk = convert(trace, records, self.state, self.agent.registry,
                             fallback_offset_ns=self.offset_ns(), fp_point=self.config.fp_point,
                             bp_point=self.config.bp_point)
@@ -210,6 +245,7 @@ class Collection:
                 warn(f"could not dump a capture chunk to {self.agent.dump_dir}: {exc!r}")
         if self.device is not None:
             try:
+                fault("device")
                 self.device.consume(chunk)
             except Exception as exc:
                 self.agent.fail(f"the emulated device failed on a chunk ({exc!r}): "
@@ -220,6 +256,7 @@ class Collection:
         self.flush(restart=False)
         if self.device is not None:
             try:
+                fault("close")
                 self.device.close(ClockPair.now())
             except Exception as exc:
                 self.agent.fail(f"the emulated device could not finish {self.prof_dir} "
@@ -243,6 +280,7 @@ class Agent:
         self.result_file = os.environ.pop(RESULT_FILE_VAR, None)
         self.dump_dir = os.environ.get(DUMP_VAR) or None
         self.failures = 0
+        self.failed_messages: set[str] = set()
         self.reason = ""
         self.scope = "process"  # "process" | "profiler" | "session"
         self.session_profiling_seen = False
@@ -250,10 +288,23 @@ class Agent:
     # -- messages -------------------------------------------------------------------------
     def fail(self, message: str, exc: BaseException | None = None) -> None:
         self.failures += 1
-        if self.failures <= 5:
+        # one line per distinct problem (a failing step hook would otherwise repeat it for
+        # every step), at most 5 lines in all
+        if message not in self.failed_messages and len(self.failed_messages) < 5:
+            self.failed_messages.add(message)
             warn(message)
             if exc is not None and os.environ.get("MSPROF_CLI_DEBUG"):
                 traceback.print_exception(type(exc), exc, exc.__traceback__)
+
+    def warn_once(self, message: str) -> None:
+        """A limit of the capture (not a failure): printed once, kept in the chunk notes."""
+        if message in self.failed_messages:
+            return
+        self.failed_messages.add(message)
+        warn(message)
+        coll = self.collection
+        if coll is not None:
+            coll.notes.append(message)
 
     def announce(self, prof_dir: Path) -> None:
         if self.result_file:
@@ -281,6 +332,7 @@ class Agent:
             if self.collection is not None or self.disabled:
                 return self.collection
             try:
+                fault("activate")
                 self.collection = Collection(self, config)
             except Exception as exc:
                 self.fail(f"profiling could not start ({exc!r}): nothing is captured", exc)
@@ -396,6 +448,7 @@ class Agent:
             with self.lock:
                 self.seq += 1
                 seq = self.seq
+            fault("step")
             trace_it = coll.policy.should_trace(model_key) and not untraced
             if trace_it and coll.tracer is None:
                 coll.start_tracer()
@@ -433,6 +486,7 @@ class Agent:
             if rec.profiled and rec.model_key:
                 coll.traced_keys.add(rec.model_key)
             coll.steps_in_chunk += 1
+            coll.pending_steps += 1
             key = rec.model_key or rec.static_key
             coll.policy.done(key, rec.profiled, rec.traced_now, rec.end_ns - rec.start_ns)
             if coll.due():

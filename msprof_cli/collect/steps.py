@@ -80,6 +80,14 @@ def _observed_call(agent: Agent, original: Any, fn: Any, args: tuple, kwds: dict
         rec.fn_name = getattr(fn, "_name", "") if rec.kind != "tf2" else rec.fn_name
         if retraced or getattr(fn, "_msprof_graph_key", None) is None:
             rec.traced_now = retraced
+            if getattr(fn, "_jit_compile", None):
+                # XLA runs the cluster as compiled thunks: TF's host tracer reports no TF op
+                # events inside, so these steps reach the device without ops
+                agent.warn_once(
+                    f"tf.function {getattr(fn, '_name', '?')} is XLA-compiled "
+                    "(jit_compile=True): XLA runs its ops as compiled thunks that TensorFlow's "
+                    "tracer does not report, so each step shows only the compiled cluster as "
+                    "one op. Profile with jit_compile=False to see the ops.")
             concrete = fn.get_concrete_function(*args, **kwds)  # cache hit: no retrace
             key = _concrete_key(concrete)
             if key not in agent.registry.graphs:

@@ -287,4 +287,8 @@ def load_prof(prof: Path) -> ProfData:
             continue
         dev = decode_device(rd, log)
         devices.append(build_device(rd, dev, host, log))
+        del dev
+    if tables is not None and len(tables.tensors):
+        # tensor_info is joined into the task tables now; nothing reads it later (memory)
+        tables.tensors = tables.tensors.iloc[:0]
     return ProfData(prof=prof, host=host, devices=devices, log=log)

@@ -27,6 +27,10 @@ _LONG_EXACT = np.finfo(np.longdouble).nmant >= 63  # x86-64 80-bit long double
 
 def py_round(x: np.ndarray, ndigits: int = 3) -> np.ndarray:
     """Python ``round(x, ndigits)`` element-wise on float64 (NaN stays NaN)."""
+    return _on_uniques(_py_round, np.asarray(x, dtype=np.float64), ndigits)
+
+
+def _py_round(x: np.ndarray, ndigits: int = 3) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     scale = 10 ** ndigits
     if _LONG_EXACT:
@@ -44,8 +48,26 @@ def py_round(x: np.ndarray, ndigits: int = 3) -> np.ndarray:
     return out
 
 
+def _on_uniques(fn, x: np.ndarray, *args) -> np.ndarray:
+    """fn applied to the distinct values of x only (hash factorize, O(n)) when they repeat:
+    the long-double rounding costs far more per element than the lookup."""
+    import pandas as pd  # lazily: `msprof query` reads control files without pandas
+
+    if len(x) < 1024:
+        return fn(x, *args)
+    # factorized on the bit patterns: -0.0 / 0.0 and NaNs stay apart, exactly as given
+    codes, uniq = pd.factorize(np.ascontiguousarray(x).view(np.int64))
+    if len(uniq) * 2 > len(x):
+        return fn(x, *args)
+    return fn(np.asarray(uniq, dtype=np.int64).view(np.float64), *args)[codes]
+
+
 def sqlite_round(x: np.ndarray, ndigits: int = 3) -> np.ndarray:
     """SQLite (<= 3.42) ``round(x, ndigits)``: printf('%.Nf') with its 3e-16 fudge, half-up."""
+    return _on_uniques(_sqlite_round, np.asarray(x, dtype=np.float64), ndigits)
+
+
+def _sqlite_round(x: np.ndarray, ndigits: int = 3) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     scale = 10 ** ndigits
     ax = np.abs(x).astype(np.longdouble)
@@ -65,7 +87,11 @@ def _via_uniques(x: np.ndarray) -> np.ndarray:
     """Format only the distinct values (hash factorize, O(n)); most columns repeat a lot."""
     import pandas as pd  # lazily: `msprof query` reads control files without pandas
 
-    codes, uniq = pd.factorize(x)
+    if x.dtype == np.float64:  # bit patterns: -0.0 prints apart from 0.0
+        codes, uniq = pd.factorize(np.ascontiguousarray(x).view(np.int64))
+        uniq = np.asarray(uniq, dtype=np.int64).view(np.float64)
+    else:
+        codes, uniq = pd.factorize(x)
     if len(uniq) * 2 > len(x):
         return x.astype(str).astype(object)
     return uniq.astype(str).astype(object)[codes]
@@ -82,12 +108,15 @@ def int_str(x: np.ndarray) -> np.ndarray:
 
 def us_str(ns: np.ndarray) -> np.ndarray:
     """Local time in integer ns -> ``'1700000000001031.000'`` (exact, 3 decimals)."""
+    return np.array(us_list(ns), dtype=object)
+
+
+def us_list(ns: np.ndarray, suffix: str = "") -> list[str]:
+    """`us_str` (plus `suffix`) as a list, via one C-level ``%`` per value."""
     ns = np.asarray(ns, dtype=np.int64)
     whole = np.floor_divide(ns, 1000)
-    frac = ns - whole * 1000
-    w = whole.astype(str).astype(object)
-    f = np.char.zfill(frac.astype(str), 3).astype(object)
-    return w + "." + f
+    return list(map(("%d.%03d" + suffix.replace("%", "%%")).__mod__,
+                    zip(whole.tolist(), (ns - whole * 1000).tolist())))
 
 
 def ns_to_us_float(ns: np.ndarray) -> np.ndarray:

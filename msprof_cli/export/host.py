@@ -149,13 +149,44 @@ def decode_node_basic(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
     })
 
 
+_HASH_MULT = np.random.default_rng(0x5EED).integers(1, 2**63, size=4096, dtype=np.uint64) | 1
+
+
+def _row_hash(a: np.ndarray) -> np.ndarray:
+    """A 64-bit hash per row of a 2-D integer array: wrapping dot product of the row with
+    fixed odd constants, then mixed; equal rows hash equal (collisions are verified)."""
+    a = np.ascontiguousarray(a)
+    a = a.view(np.uint64) if a.dtype.itemsize == 8 else a.astype(np.uint64)
+    mult = np.resize(_HASH_MULT, a.shape[1]) | np.uint64(1)
+    with np.errstate(over="ignore"):
+        h = a @ mult
+        h ^= h >> np.uint64(31)
+        h *= np.uint64(0x9E3779B97F4A7C15)
+    return h
+
+
 def _unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(row codes, unique rows) of a 2-D int array; hash-based, O(n) (np.unique(axis=0) sorts
-    whole rows and is far slower)."""
-    codes = pd.DataFrame(a).groupby(list(range(a.shape[1])), sort=False).ngroup().to_numpy()
-    first = np.zeros(codes.max() + 1 if len(codes) else 0, dtype=np.int64)
+    """(row codes, unique rows) of a 2-D int array, codes numbered by first appearance.
+
+    O(n): rows are hashed to one u64 and factorized; the result is verified exactly (every
+    row equals its group's first row), with a sort-based fallback on a hash collision."""
+    if len(a) == 0:
+        return np.zeros(0, dtype=np.int64), a[:0]
+    codes, _ = pd.factorize(_row_hash(a))
+    first = np.zeros(codes.max() + 1, dtype=np.int64)
     first[codes[::-1]] = np.arange(len(codes))[::-1]
-    return codes, a[first]
+    same = True
+    for lo in range(0, len(a), 1 << 16):  # exact check in blocks (bounded temporaries)
+        blk = a[lo:lo + (1 << 16)]
+        if not (a[first[codes[lo:lo + (1 << 16)]]] == blk).all():
+            same = False
+            break
+    if not same:  # pragma: no cover - 64-bit hash collision
+        codes = pd.DataFrame(a).groupby(list(range(a.shape[1])), sort=False).ngroup() \
+            .to_numpy()
+        first = np.zeros(codes.max() + 1, dtype=np.int64)
+        first[codes[::-1]] = np.arange(len(codes))[::-1]
+    return codes.astype(np.int64), a[first]
 
 
 def _format_name(fmt: int) -> str:
@@ -166,8 +197,30 @@ def _format_name(fmt: int) -> str:
     return f"{name}:{sub}" if sub else name
 
 
+def _tensor_text(slots: np.ndarray, num: int) -> tuple[str, str, str, str, str, str]:
+    """The 6 printed columns of one record's tensor slots (in/out shapes, types, formats)."""
+    ins: list[tuple[str, str, str]] = []
+    outs: list[tuple[str, str, str]] = []
+    for k in range(min(num, L.MAX_TENSORS_PER_RECORD)):
+        t = slots[k]
+        kind = int(t["tensor_type"])
+        if kind not in (0, 1):
+            continue
+        dt = int(t["data_type"])
+        desc = (",".join(str(int(d)) for d in t["shape"] if d != 0),
+                L.DATA_TYPES.get(dt, str(dt)), _format_name(int(t["format"])))
+        (ins if kind == 0 else outs).append(desc)
+    return (";".join(d[0] for d in ins), ";".join(d[1] for d in ins),
+            ";".join(d[2] for d in ins), ";".join(d[0] for d in outs),
+            ";".join(d[1] for d in outs), ";".join(d[2] for d in outs))
+
+
 def decode_tensors(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
-    """One row per (timestamp, thread, opName) with the 6 printed tensor columns."""
+    """One row per (timestamp, thread, opName) with the 6 printed tensor columns.
+
+    Strings are built once per distinct record content: the key of a record is its tensor
+    slots as 32-bit words with the unused slots (beyond tensor_num) blanked, so records that
+    print the same share one Python-built string tuple."""
     c = host_records(data_dir, "tensor_info", log,
                      ["thread_id", "timestamp", "op_name", "tensor_num", "tensors"])
     n = len(c["thread_id"])
@@ -175,48 +228,36 @@ def decode_tensors(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
     if n == 0:
         return pd.DataFrame({"thread_id": [], "ts_ns": [], "op_name_hash": [],
                              **{k: [] for k in out_cols}})
-    t = c["tensors"]  # (n, 5) structured
+    t = np.ascontiguousarray(c["tensors"])  # (n, 5) structured, 44 B per slot
     num = np.minimum(c["tensor_num"].astype(np.int64), L.MAX_TENSORS_PER_RECORD)
-    slot = np.arange(L.MAX_TENSORS_PER_RECORD)[None, :]
-    used = slot < num[:, None]
-    # one string per unique (format, dtype, shape) tensor description
-    flat = np.concatenate([t["format"].reshape(-1, 1).astype(np.int64),
-                           t["data_type"].reshape(-1, 1).astype(np.int64),
-                           t["shape"].reshape(-1, L.MAX_DIMS).astype(np.int64)], axis=1)
-    inv, uniq = _unique_rows(flat)
-    inv = inv.reshape(n, L.MAX_TENSORS_PER_RECORD)
-    shape_s = np.array([",".join(str(d) for d in row[2:] if d != 0) for row in uniq], dtype=object)
-    type_s = np.array([L.DATA_TYPES.get(int(row[1]), str(int(row[1]))) for row in uniq],
-                      dtype=object)
-    fmt_s = np.array([_format_name(int(row[0])) for row in uniq], dtype=object)
-    is_in = used & (t["tensor_type"] == 0)
-    is_out = used & (t["tensor_type"] == 1)
-    # per record: join the tensor strings of the chosen slots; unique slot combos only
-    code = np.where(is_in, inv, -1)
-    code_out = np.where(is_out, inv, -1)
-    combo = np.concatenate([code, code_out], axis=1)
-    cinv, cu = _unique_rows(combo)
-    res = {k: [] for k in out_cols}
-    for row in cu:
-        ins = [int(i) for i in row[:L.MAX_TENSORS_PER_RECORD] if i >= 0]
-        outs = [int(i) for i in row[L.MAX_TENSORS_PER_RECORD:] if i >= 0]
-        res["in_shapes"].append(";".join(shape_s[ins]))
-        res["in_types"].append(";".join(type_s[ins]))
-        res["in_formats"].append(";".join(fmt_s[ins]))
-        res["out_shapes"].append(";".join(shape_s[outs]))
-        res["out_types"].append(";".join(type_s[outs]))
-        res["out_formats"].append(";".join(fmt_s[outs]))
+    words = t.view(np.uint32).reshape(n, L.MAX_TENSORS_PER_RECORD, -1).copy()
+    unused = np.arange(L.MAX_TENSORS_PER_RECORD)[None, :] >= num[:, None]
+    words[unused] = 0xFFFFFFFF  # blank: an unused slot prints nothing whatever it holds
+    words[~unused & (words[:, :, 0] > 1)] = 0xFFFFFFFF  # neither input nor output: ignored
+    nw = words.shape[1] * words.shape[2]
+    key = np.zeros((n, nw + nw % 2), dtype=np.uint32)  # even width: hashed as u64 words
+    key[:, :nw] = words.reshape(n, nw)
+    del words
+    cinv, cu = _unique_rows(key.view(np.uint64))
+    del key
+    cu = np.ascontiguousarray(cu).view(np.uint32)[:, :nw]
+    slot_view = cu.reshape(len(cu), L.MAX_TENSORS_PER_RECORD, -1).copy().view(L.TENSOR)
+    texts = [_tensor_text(slot_view[i].reshape(-1), L.MAX_TENSORS_PER_RECORD)
+             for i in range(len(cu))]
+    res = {k: [tx[j] for tx in texts] for j, k in enumerate(out_cols)}
     df = pd.DataFrame({
         "thread_id": c["thread_id"].astype(np.int64),
         "ts_ns": c["timestamp"].astype(np.int64),
         "op_name_hash": c["op_name"],
-        **{k: np.array(v, dtype=object)[cinv.reshape(-1)] for k, v in res.items()},
+        **{k: np.array(v, dtype=object)[cinv] for k, v in res.items()},
     })
-    key = ["ts_ns", "thread_id", "op_name_hash"]
-    gid = df.groupby(key, sort=False).ngroup().to_numpy()  # numbered by first appearance
+    key3 = np.stack([df["ts_ns"].to_numpy(), df["thread_id"].to_numpy(),
+                     df["op_name_hash"].to_numpy().view(np.int64)], axis=1)
+    gid, _ = _unique_rows(key3)  # numbered by first appearance
+    del key3
     in_multi = np.bincount(gid)[gid] > 1
     if in_multi.any():  # > 5 tensors: several records with identical keys, concatenated in order
-        df = pd.concat([df[~in_multi], _merge_multi(df, gid, in_multi, cinv.reshape(-1), res)],
+        df = pd.concat([df[~in_multi], _merge_multi(df, gid, in_multi, cinv, res)],
                        ignore_index=True)
     return df
 

@@ -26,6 +26,7 @@ from .fmt import ts_sort_key
 from .fusion import fusion_op, fusion_rows, workspace_kb
 from .hccl import hccl_json
 from .msproftx import markers, process_name, tx_layer, tx_table
+from .parallel import run_jobs
 from .selection import Selection, in_window, select
 from .writers import (CSV_SLICE_ROWS, JSON_SLICE_EVENTS, AtomicFile, SliceNamer, write_csv,
                       write_events, write_json_rows)
@@ -55,12 +56,13 @@ def task_scheduler_json(dev: DeviceData, tasks: pd.DataFrame, app_pid: int
     tmpl = ('{"name": %s, "pid": ' + str(app_pid) + ', "tid": %d, "ts": %d.%03d, "dur": %r, '
             '"args": {"Task Type": %s, "Stream Id": %d, "Task Id": %d}, "ph": "X"}')
 
+    name_j, kind_j = T.JCol(name), T.JCol(kind)
+
     def render(idx: np.ndarray) -> list[str]:  # rendered per sorted chunk (timeline.Layer)
         st = stream[idx].tolist()
         w, f = T._us_parts(start[idx])
-        return list(map(tmpl.__mod__, zip(T.jstr(name[idx]).tolist(), st, w, f,
-                                          T._floats(dur[idx]), T.jstr(kind[idx]).tolist(), st,
-                                          task[idx].tolist())))
+        return list(map(tmpl.__mod__, zip(name_j.take(idx), st, w, f, T._floats(dur[idx]),
+                                          kind_j.take(idx), st, task[idx].tolist())))
 
     layer = T.Layer([], keys=ts_sort_key(start), render=render)
     return meta, T.EventStream([layer])
@@ -87,16 +89,31 @@ def export_legacy(data: ProfData, *, summary_format: str = "csv", model_id: int 
     """Write every device's files; `advice` (if given) receives each device's tuning advice."""
     written: list[Path] = []
     switches = T.read_reports(reports)
-    for dev in data.devices:
-        sel = select(dev.iterations, host_models(dev), model_id, iteration_id, iteration_count)
-        written += export_device(data, dev, sel, summary_format, switches, csv_slice_rows,
-                                 json_slice_events, advice)
+    sels = [select(dev.iterations, host_models(dev), model_id, iteration_id, iteration_count)
+            for dev in data.devices]  # selection errors are raised before anything is written
+    one = len(data.devices) == 1
+
+    def job(dev: DeviceData, sel: Selection):
+        def run() -> tuple[list[Path], list[Advice]]:
+            adv: list[Advice] = []
+            # one device: its timelines and summaries are the two parallel jobs instead
+            paths = export_device(data, dev, sel, summary_format, switches, csv_slice_rows,
+                                  json_slice_events, adv, split=one)
+            return paths, adv
+        return run
+
+    # several devices: one forked worker per device (device order kept in the results)
+    for paths, adv in run_jobs([job(d, s) for d, s in zip(data.devices, sels)]):
+        written += paths
+        if advice is not None:
+            advice.extend(adv)
     return written
 
 
 def export_device(data: ProfData, dev: DeviceData, sel: Selection, summary_format: str,
                   switches: dict[str, bool], csv_slice_rows: int, json_slice_events: int,
-                  advice: list[Advice] | None = None) -> list[Path]:
+                  advice: list[Advice] | None = None, split: bool = False) -> list[Path]:
+    """One device's files; `split`: its timelines and summaries as two parallel jobs."""
     written: list[Path] = []
     base = dev.rd.path
     suffix = sel.suffix(dev.device_id)
@@ -124,14 +141,30 @@ def export_device(data: ProfData, dev: DeviceData, sel: Selection, summary_forma
                                      csv_slice_rows))
 
     tdir = base / "timeline"
+    t_written: list[Path] = []
 
     def emit_json(name: str, trace: tuple[list[str], list[str]] | None) -> None:
         if trace is None or not trace[1]:
             return
         meta, events = trace
-        written.extend(write_events(SliceNamer(tdir, name, suffix, "json"), meta, events,
-                                    len(events), json_slice_events))
+        t_written.extend(write_events(SliceNamer(tdir, name, suffix, "json"), meta, events,
+                                      len(events), json_slice_events))
 
+    def timelines() -> list[Path]:
+        _timelines(data, dev, tasks, rows, its, sel, scope, tx, app_pid, switches, emit_json)
+        return t_written
+
+    def summaries() -> None:
+        _summaries(data, dev, tasks, rows, its, sel, scope, tx, fusion, app_pid, emit,
+                   written, advice)
+
+    t_paths, _ = run_jobs([timelines, summaries], workers=None if split else 1)
+    return t_paths + written
+
+
+def _timelines(data: ProfData, dev: DeviceData, tasks: pd.DataFrame, rows: pd.DataFrame,
+               its: pd.DataFrame, sel: Selection, scope, tx, app_pid: int,
+               switches: dict[str, bool], emit_json) -> None:
     # --- timelines (seed table 1) ---
     per_dev = [(dev, tasks, rows, its)]
     layer_tx = tx_layer(tx, app_pid, process_name(data))
@@ -149,6 +182,10 @@ def export_device(data: ProfData, dev: DeviceData, sel: Selection, summary_forma
     if len(layer_tx):
         emit_json("msprof_tx", T.assemble_stream([layer_tx]))
 
+
+def _summaries(data: ProfData, dev: DeviceData, tasks: pd.DataFrame, rows: pd.DataFrame,
+               its: pd.DataFrame, sel: Selection, scope, tx, fusion, app_pid: int, emit,
+               written: list[Path], advice: list[Advice] | None) -> None:
     # --- summaries (seed table 2) ---
     summary = S.op_summary(dev, rows) if dev.has_host_ops and len(rows) else None
     emit("op_summary", summary)
@@ -165,7 +202,6 @@ def export_device(data: ProfData, dev: DeviceData, sel: Selection, summary_forma
     emit("l2_cache", S.l2_cache(dev, tasks, restrict=sel.start_ns is not None))
     emit("msprof_tx", tx_table(tx))
     written.append(write_advice(dev, summary, fusion, advice))
-    return written
 
 
 def write_advice(dev: DeviceData, summary: S.Table | None, fusion: pd.DataFrame,

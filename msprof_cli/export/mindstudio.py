@@ -16,10 +16,11 @@ from . import msproftx as X
 from . import summaries as S
 from . import timeline as T
 from .dataset import ProfData
+from .parallel import run_jobs
 from .readme import readme_text
 from .stack import model_names
 from .writers import (CSV_SLICE_ROWS, JSON_SLICE_EVENTS, AtomicFile, SliceNamer, write_csv,
-                      write_events, write_json_rows)
+                      write_csv_parts, write_events, write_json_rows)
 
 OUTPUT_DIR = "mindstudio_profiler_output"
 
@@ -66,7 +67,6 @@ def export_mindstudio(data: ProfData, *, summary_format: str = "csv", reports: P
                       json_slice_events: int = JSON_SLICE_EVENTS) -> list[Path]:
     out_dir = data.prof / OUTPUT_DIR
     written: list[Path] = []
-    timelines: set[str] = set()
     summaries: set[str] = set()
     devs = data.devices
     app_pid = devs[0].rd.app_pid if devs else (data.host.rd.app_pid if data.host.rd else 0)
@@ -83,41 +83,101 @@ def export_mindstudio(data: ProfData, *, summary_format: str = "csv", reports: P
                                      csv_slice_rows))
         summaries.add(name)
 
+    def emit_chunked(name: str, header: list[str], parts: list[tuple[int, int, S.RowRender]],
+                     whole) -> None:
+        """Per-device tables written CHUNK_ROWS rows at a time (no full table of strings);
+        `whole()` = the (header, frame) fallback for json output or differing headers."""
+        if not parts:
+            return
+        if summary_format == "json":
+            emit(name, whole())
+            return
+        full = ["Device_id"] + header
+
+        def with_dev(dev_id: int, render: S.RowRender) -> S.RowRender:
+            def part(lo: int, hi: int) -> pd.DataFrame:
+                df = render(lo, hi)
+                df.insert(0, "Device_id", str(dev_id))
+                return df
+            return part
+
+        written.extend(write_csv_parts(SliceNamer(out_dir, name, f"_{_stamp()}", "csv"), full,
+                                       [(n, with_dev(d, r)) for d, n, r in parts],
+                                       csv_slice_rows))
+        summaries.add(name)
+
     per_dev = []
     for d in devs:
         rows = S.op_rows(d)
         per_dev.append((d, d.tasks, rows, d.iterations))
 
-    # timelines
-    switches = T.read_reports(reports)
-    layers = T.msprof_layers(per_dev, data.host.apis, app_pid, switches)
     tx = X.markers(data)
-    if len(tx):  # msproftx markers: msprof_tx json + the application layer of msprof json
-        tx_layer = X.tx_layer(tx, app_pid, X.process_name(data))
-        layers.append(tx_layer)
-        tmeta, tev = T.assemble_stream([tx_layer])
-        written.extend(write_events(SliceNamer(out_dir, "msprof_tx", f"_{_stamp()}", "json"),
-                                    tmeta, tev, len(tev), json_slice_events))
-        timelines.add("msprof_tx")
-    meta, events = T.assemble_stream(layers)
-    if events:
-        written.extend(write_events(SliceNamer(out_dir, "msprof", f"_{_stamp()}", "json"), meta,
-                                    events, len(events), json_slice_events))
-        timelines.add("msprof")
-    step_layers = [T.step_layer(d, its, app_pid) for d, _, _, its in per_dev]
-    smeta, sev = T.assemble_stream(step_layers)
-    if sev:
-        written.extend(write_events(SliceNamer(out_dir, "step_trace", f"_{_stamp()}", "json"),
-                                    smeta, sev, len(sev), json_slice_events))
-        timelines.add("step_trace")
 
+    def timeline_job() -> tuple[list[Path], set[str]]:
+        """msprof_tx, msprof and step_trace json (own lists: may run in a forked worker)."""
+        paths: list[Path] = []
+        names: set[str] = set()
+        switches = T.read_reports(reports)
+        layers = T.msprof_layers(per_dev, data.host.apis, app_pid, switches)
+        if len(tx):  # msproftx markers: msprof_tx json + the application layer of msprof json
+            tx_layer = X.tx_layer(tx, app_pid, X.process_name(data))
+            layers.append(tx_layer)
+            tmeta, tev = T.assemble_stream([tx_layer])
+            paths.extend(write_events(SliceNamer(out_dir, "msprof_tx", f"_{_stamp()}", "json"),
+                                      tmeta, tev, len(tev), json_slice_events))
+            names.add("msprof_tx")
+        meta, events = T.assemble_stream(layers)
+        del layers
+        if events:
+            paths.extend(write_events(SliceNamer(out_dir, "msprof", f"_{_stamp()}", "json"),
+                                      meta, events, len(events), json_slice_events))
+            names.add("msprof")
+        del events
+        step_layers = [T.step_layer(d, its, app_pid) for d, _, _, its in per_dev]
+        smeta, sev = T.assemble_stream(step_layers)
+        if sev:
+            paths.extend(write_events(SliceNamer(out_dir, "step_trace", f"_{_stamp()}", "json"),
+                                      smeta, sev, len(sev), json_slice_events))
+            names.add("step_trace")
+        return paths, names
+
+    def summary_job() -> None:
+        _summaries(data, per_dev, tx, emit, emit_chunked, host_dev)
+
+    # timelines and summaries are independent: two processes when two cores are free
+    (t_paths, timelines), _ = run_jobs([timeline_job, summary_job])
+    written[:0] = t_paths
+    if written:
+        readme = out_dir / "README.txt"
+        with AtomicFile(readme) as fh:
+            fh.write(readme_text(timelines, summaries, summary_format))
+        written.append(readme)
+    return written
+
+
+def _summaries(data: ProfData, per_dev: list, tx: pd.DataFrame, emit, emit_chunked,
+               host_dev: int) -> None:
+    """Every mindstudio summary CSV/json, in the real tool's order."""
+    devs = data.devices
     # summaries
-    emit("task_time", _merge([_with_device(d.device_id, S.task_time(d, t))
-                              for d, t, _, _ in per_dev if len(t)]))
+    emit_chunked("task_time", S.TASK_TIME, [
+        (d.device_id, len(t), lambda lo, hi, d=d, t=t: S.task_time(d, t.iloc[lo:hi])[1])
+        for d, t, _, _ in per_dev if len(t)],
+        lambda: _merge([_with_device(d.device_id, S.task_time(d, t))
+                        for d, t, _, _ in per_dev if len(t)]))
     if data.host.apis is not None and len(data.host.apis):
         emit("api_statistic", _with_device(host_dev, S.api_statistic(data.host.apis)))
-    emit("op_summary", _merge([_with_device(d.device_id, S.op_summary(d, rows))
-                               for d, _, rows, _ in per_dev if d.has_host_ops and len(rows)]))
+    op_devs = [(d, rows) for d, _, rows, _ in per_dev if d.has_host_ops and len(rows)]
+    op_headers = {tuple(S.op_summary_header(d)) for d, _ in op_devs}
+    op_whole = lambda: _merge([_with_device(d.device_id, S.op_summary(d, rows))  # noqa: E731
+                               for d, rows in op_devs])
+    if len(op_headers) == 1:
+        emit_chunked("op_summary", list(op_headers.pop()), [
+            (d.device_id, len(rows),
+             lambda lo, hi, d=d, rows=rows: S.op_summary(d, rows, lo, hi)[1])
+            for d, rows in op_devs], op_whole)
+    else:  # devices with different PMU columns: merged whole (widest header, N/A)
+        emit("op_summary", op_whole() if op_devs else None)
     emit("op_statistic", _merge([_with_device(d.device_id, S.op_statistic(rows))
                                  for d, _, rows, _ in per_dev if d.has_node_info and len(rows)]))
     emit("step_trace", _merge([_with_device(d.device_id, S.step_trace(its))
@@ -133,9 +193,3 @@ def export_mindstudio(data: ProfData, *, summary_format: str = "csv", reports: P
         if len(r := C.hccl_rows(d, data))]))
     if len(tx):
         emit("msprof_tx", _with_device(host_dev, X.tx_table(tx, merged=True)))
-    if written:
-        readme = out_dir / "README.txt"
-        with AtomicFile(readme) as fh:
-            fh.write(readme_text(timelines, summaries, summary_format))
-        written.append(readme)
-    return written

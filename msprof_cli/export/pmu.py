@@ -66,8 +66,10 @@ def tail_header(metrics: str | None, events: list[int]) -> list[str]:
 
 
 def _na_where(values: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    out = np.full(len(ok), NA, dtype=object)
-    out[ok] = values[ok]
+    if ok.all():
+        return values
+    out = np.array(values, dtype=object)  # copy; filling N/A into it beats np.full(object)
+    out[~ok] = NA
     return out
 
 
@@ -163,4 +165,4 @@ def tail_columns(tasks: pd.DataFrame, metrics: str | None, events: list[int], ai
             continue
         rounded[name] = v
         cols[name] = _na_where(float_str(v), ok)
-    return {h: cols.get(h, np.full(n, NA, dtype=object)) for h in header}
+    return {h: cols[h] if h in cols else np.full(n, NA, dtype=object) for h in header}

@@ -6,17 +6,20 @@ The mindstudio layout prepends ``Device_id``; the legacy layout uses the tables 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
 from msprof_cli.raw import layouts as L
 
 from .dataset import DROPPED_GE_TYPES, DeviceData
-from .fmt import float_str, int_str, py_round, us_str
+from .fmt import float_str, int_str, py_round, us_list, us_str
 from .host import NA
 from .pmu import tail_columns, tail_header
 
 Table = tuple[list[str], pd.DataFrame]
+RowRender = Callable[[int, int], pd.DataFrame]  # rows [lo, hi) of a table as str cells
 
 OP_SUMMARY_BASE = ["Model ID", "Task ID", "Stream ID", "Op Name", "OP Type", "OP State",
                    "Task Type", "Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)",
@@ -38,7 +41,7 @@ L2_CACHE = ["Stream Id", "Task Id", "Hit Rate", "Victim Rate", "Op Name"]
 
 def stamp(ns: np.ndarray) -> np.ndarray:
     """Absolute local time column: µs with 3 decimals and the trailing TAB."""
-    return us_str(ns) + "\t"
+    return np.array(us_list(ns, "\t"), dtype=object)
 
 
 def dur_str(ns: np.ndarray) -> np.ndarray:
@@ -48,7 +51,11 @@ def dur_str(ns: np.ndarray) -> np.ndarray:
 def op_rows(dev: DeviceData, tasks: pd.DataFrame | None = None) -> pd.DataFrame:
     """Device tasks that are op_summary rows (WRITE_BACK / INVALID dropped), by start."""
     t = dev.tasks if tasks is None else tasks
-    return t[~t["task_type"].isin(list(DROPPED_GE_TYPES))].reset_index(drop=True)
+    keep = ~t["task_type"].isin(list(DROPPED_GE_TYPES)).to_numpy()
+    if keep.all() and isinstance(t.index, pd.RangeIndex) and t.index.start == 0 \
+            and t.index.step == 1:
+        return t  # nothing dropped: no copy of the whole task table (copy-on-write frames)
+    return t[keep].reset_index(drop=True)
 
 
 def wait_times(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -68,9 +75,24 @@ def quoted_shapes(v: np.ndarray) -> np.ndarray:
     return np.where(v == NA, NA, '"' + v.astype(str).astype(object) + '"')
 
 
-def op_summary(dev: DeviceData, rows: pd.DataFrame) -> Table:
+def op_summary_header(dev: DeviceData) -> list[str]:
     metrics = dev.rd.ai_core_metrics if dev.pmu_events else None
-    header = OP_SUMMARY_BASE + tail_header(metrics, dev.pmu_events)
+    return OP_SUMMARY_BASE + tail_header(metrics, dev.pmu_events)
+
+
+def op_summary(dev: DeviceData, rows: pd.DataFrame, lo: int = 0, hi: int | None = None
+               ) -> Table:
+    """op_summary of `rows` (all, or rows [lo, hi) only: the chunked writer renders a few
+    hundred thousand rows at a time; the wait time of row lo still sees row lo - 1)."""
+    metrics = dev.rd.ai_core_metrics if dev.pmu_events else None
+    header = op_summary_header(dev)
+    hi = len(rows) if hi is None else hi
+    first = max(lo - 1, 0)
+    start_w = rows["start_local"].to_numpy(np.int64)[first:hi]
+    dur_w = rows["dur_ns"].to_numpy(np.int64)[first:hi]
+    wait = wait_times(start_w, dur_w)[lo - first:]
+    if lo != 0 or hi != len(rows):
+        rows = rows.iloc[lo:hi]
     start = rows["start_local"].to_numpy(np.int64)
     dur = rows["dur_ns"].to_numpy(np.int64)
     cols = {
@@ -83,7 +105,7 @@ def op_summary(dev: DeviceData, rows: pd.DataFrame) -> Table:
         "Task Type": rows["task_type"].to_numpy(object),
         "Task Start Time(us)": stamp(start),
         "Task Duration(us)": dur_str(dur),
-        "Task Wait Time(us)": wait_times(start, dur),
+        "Task Wait Time(us)": wait,
         "Block Dim": int_str(rows["block_dim"]),
         "HF32 Eligible": rows["hf32"].to_numpy(object),
         "Input Shapes": quoted_shapes(rows["in_shapes"].to_numpy(object)),

@@ -105,6 +105,22 @@ def jstr(values: np.ndarray) -> np.ndarray:
     return np.array([json.dumps(str(u)) for u in uniq], dtype=object)[inv]
 
 
+class JCol:
+    """A text column kept as (codes, JSON literal per distinct value): factorized and
+    json-encoded once when the layer is built; each rendered chunk only gathers."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        values = np.asarray(values, dtype=object)
+        if len(values):
+            self.codes, uniq = pd.factorize(values)
+            self.table = np.array([json.dumps(str(u)) for u in uniq], dtype=object)
+        else:
+            self.codes, self.table = np.zeros(0, np.intp), np.zeros(0, dtype=object)
+
+    def take(self, idx: np.ndarray) -> list[str]:
+        return self.table[self.codes[idx]].tolist()
+
+
 def meta(name: str, pid: int, tid: int, args: dict) -> str:
     return json.dumps({"name": name, "pid": pid, "tid": tid, "args": args, "ph": "M"})
 
@@ -171,14 +187,15 @@ def cann_layer(apis: pd.DataFrame, app_pid: int) -> Layer:
             '"args": {"Thread Id": %d, "Mode": %s, "level": %s, "id": %s, "item_id": %s, '
             '"connection_id": %d}, "ph": "X"}')
 
+    name_j = JCol(disp + "@" + api.astype(str).astype(object))
+    mode_j, lname_j, ident_j, item_j = JCol(mode), JCol(lname), JCol(ident), JCol(item)
+
     def render(idx: np.ndarray) -> list[str]:
         t = tid[idx].tolist()
         w, f = _us_parts(begin[idx])
-        name = jstr(disp[idx] + "@" + api[idx].astype(str).astype(object)).tolist()
         return list(map(tmpl.__mod__, zip(
-            name, t, w, f, _floats(dur[idx]), t, jstr(mode[idx]).tolist(),
-            jstr(lname[idx]).tolist(), jstr(ident[idx]).tolist(), jstr(item[idx]).tolist(),
-            cid[idx].tolist())))
+            name_j.take(idx), t, w, f, _floats(dur[idx]), t, mode_j.take(idx),
+            lname_j.take(idx), ident_j.take(idx), item_j.take(idx), cid[idx].tolist())))
 
     return Layer(m, keys=ts_sort_key(begin), render=render)
 
@@ -213,15 +230,24 @@ def hardware_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
             '"args": {"Model Id": %d, "Task Type": %s, "Physic Stream Id": %d, "Task Id": %d, '
             '"Batch Id": %d, "Subtask Id": ' + str(CONTEXT_ID_910) + '%s}, "ph": "X"}')
 
+    name_j, kind_j = JCol(name), JCol(kind)
+    tmpl_c = tmpl.replace("%s}", ', "connection_id": %d}')  # with the arg
+    tmpl_n = tmpl.replace("%s}", "}")  # without (task with no host task_track)
+
     def render(idx: np.ndarray) -> list[str]:
         st = stream[idx].tolist()
         w, f = _us_parts(start[idx])
         c = cid[idx]
-        conn = [", \"connection_id\": %d" % v if v >= 0 else "" for v in c.tolist()] \
-            if (c < 0).any() else [", \"connection_id\": %d" % v for v in c.tolist()]
-        return list(map(tmpl.__mod__, zip(
-            jstr(name[idx]).tolist(), st, w, f, _floats(dur[idx]), model[idx].tolist(),
-            jstr(kind[idx]).tolist(), st, task[idx].tolist(), batch[idx].tolist(), conn)))
+        cols = (name_j.take(idx), st, w, f, _floats(dur[idx]), model[idx].tolist(),
+                kind_j.take(idx), st, task[idx].tolist(), batch[idx].tolist())
+        if not (c < 0).any():
+            return list(map(tmpl_c.__mod__, zip(*cols, c.tolist())))
+        out = np.array(list(map(tmpl_n.__mod__, zip(*cols))), dtype=object)
+        has = np.flatnonzero(c >= 0)
+        if len(has):
+            sub = tuple(np.asarray(col, dtype=object)[has].tolist() for col in cols)
+            out[has] = list(map(tmpl_c.__mod__, zip(*sub, c[has].tolist())))
+        return out.tolist()
 
     return Layer(m, keys=ts_sort_key(start), render=render)
 
@@ -252,6 +278,17 @@ def flow_ids(device_id: int, stream: np.ndarray, task: np.ndarray, batch: np.nda
     return np.where(l2 > 0, s2 + s1 + s0, np.where(l1 > 0, lead1 + s0, int_str(l0)))
 
 
+def flow_id_ints(device_id: int, stream: np.ndarray, task: np.ndarray, batch: np.ndarray
+                 ) -> list[int]:
+    """The flow ids of `flow_ids` as Python ints (printed with ``%d`` by the templates):
+    (dev<<80)+(stream<<64) | lo, lo = (task<<48)+(batch<<32)+context < 2**64."""
+    hi = ((np.int64(device_id) << 16) + np.asarray(stream, dtype=np.int64)).tolist()
+    lo = ((np.asarray(task, dtype=np.uint64) << np.uint64(48))
+          + (np.asarray(batch, dtype=np.uint64) << np.uint64(32))
+          + np.uint64(CONTEXT_ID_910)).tolist()
+    return [(h << 64) | v for h, v in zip(hi, lo)]
+
+
 def flow_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
     """Per host-known task an ``s`` event (at its task_track) then an ``f`` event (at the
     task start): layer row 2i is task i's ``s``, 2i+1 its ``f``."""
@@ -266,24 +303,25 @@ def flow_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
     thread = t["tt_thread"].to_numpy(np.int64)
     tt_local = t["tt_local"].to_numpy(np.int64)
     start = t["start_local"].to_numpy(np.int64)
-    s_tmpl = ('{"name": "HostToDevice%s", "ph": "s", "cat": "HostToDevice", "id": "%s", '
+    s_tmpl = ('{"name": "HostToDevice%d", "ph": "s", "cat": "HostToDevice", "id": "%d", '
               '"pid": ' + str(cann) + ', "tid": %d, "ts": "%d.%03d"}')
-    f_tmpl = ('{"name": "HostToDevice%s", "ph": "f", "id": "%s", "ts": "%d.%03d", '
+    f_tmpl = ('{"name": "HostToDevice%d", "ph": "f", "id": "%d", "ts": "%d.%03d", '
               '"cat": "HostToDevice", "pid": ' + str(hw) + ', "tid": %d, "bp": "e"}')
 
     def render(idx: np.ndarray) -> list[str]:
         row = idx // 2
         is_f = (idx % 2).astype(bool)
-        fid = flow_ids(dev.device_id, stream[row], task[row], batch[row])
         out = np.empty(len(idx), dtype=object)
         sel = np.flatnonzero(~is_f)
         if len(sel):
-            r, fi = row[sel], fid[sel].tolist()
+            r = row[sel]
+            fi = flow_id_ints(dev.device_id, stream[r], task[r], batch[r])
             w, f = _us_parts(tt_local[r])
             out[sel] = list(map(s_tmpl.__mod__, zip(fi, fi, thread[r].tolist(), w, f)))
         sel = np.flatnonzero(is_f)
         if len(sel):
-            r, fi = row[sel], fid[sel].tolist()
+            r = row[sel]
+            fi = flow_id_ints(dev.device_id, stream[r], task[r], batch[r])
             w, f = _us_parts(start[r])
             out[sel] = list(map(f_tmpl.__mod__, zip(fi, fi, w, f, stream[r].tolist())))
         return out.tolist()
@@ -332,10 +370,13 @@ def overlap_layer(dev: DeviceData, rows: pd.DataFrame, app_pid: int) -> Layer:
         '"dur": %r, "ph": "X"}'
 
     def render(idx: np.ndarray) -> list[str]:
-        w, f = _us_parts(b[idx])
-        tmpls = [comp if i < n_comp else free for i in idx.tolist()] \
-            if len(idx) and idx.max() >= n_comp else [comp] * len(idx)
-        return [t % v for t, v in zip(tmpls, zip(w, f, _floats(d[idx])))]
+        out = np.empty(len(idx), dtype=object)
+        for tmpl, sel in ((comp, np.flatnonzero(idx < n_comp)),
+                          (free, np.flatnonzero(idx >= n_comp))):
+            if len(sel):
+                w, f = _us_parts(b[idx[sel]])
+                out[sel] = list(map(tmpl.__mod__, zip(w, f, _floats(d[idx[sel]]))))
+        return out.tolist()
 
     return Layer(m, keys=np.concatenate([ts_sort_key(cs), ts_sort_key(fs)]), render=render)
 

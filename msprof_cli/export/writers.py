@@ -23,7 +23,7 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -184,6 +184,11 @@ def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:
 _CSV_SPECIAL = re.compile(r'[,"\r\n]')
 
 
+def _has_special(text: str) -> bool:
+    """`_CSV_SPECIAL.search(text)` by substring scans (memchr-fast; the regex scans per char)."""
+    return "," in text or '"' in text or "\n" in text or "\r" in text
+
+
 def _quote_cells(values: list[str]) -> list[str]:
     """csv QUOTE_MINIMAL of each distinct value of a column (the stdlib csv writer's rule,
     which pandas' to_csv uses): quoted when it holds ``,`` ``"`` CR or LF, ``"`` doubled."""
@@ -198,14 +203,13 @@ def _str_column(s: pd.Series) -> list[str] | None:
         return s.to_numpy().astype(str).tolist()
     if s.dtype.kind not in "OSUT" and str(s.dtype) not in ("string", "str"):
         return None
-    if s.isna().any():
-        return None
     vals = s.to_numpy(dtype=object)
     try:
-        joined = "".join(vals)  # also proves every cell is a str (TypeError otherwise)
+        # proves every cell is a str: a missing value (NaN/None/NA) raises TypeError
+        joined = "".join(vals)
     except TypeError:
         return None
-    if not _CSV_SPECIAL.search(joined):  # the common case: nothing to quote
+    if not _has_special(joined):  # the common case: nothing to quote
         return vals.tolist()
     codes, uniq = pd.factorize(vals)
     if len(uniq) and pd.api.types.infer_dtype(uniq, skipna=False) != "string":
@@ -216,7 +220,7 @@ def _str_column(s: pd.Series) -> list[str] | None:
     return np.asarray(quoted, dtype=object)[codes].tolist()
 
 
-def _csv_text(df: pd.DataFrame) -> str:
+def _csv_text(df: pd.DataFrame, fill_na: bool = False) -> str:
     """``df.to_csv(header=False, index=False, lineterminator="\\n")``, byte for byte, built in
     bulk: each column is turned into str cells once (quoted per distinct value) and the rows
     are joined by C-level ``map``/``zip`` -- about 10x faster than pandas' writer on wide
@@ -225,8 +229,13 @@ def _csv_text(df: pd.DataFrame) -> str:
         return df.to_csv(header=False, index=False, lineterminator="\n")
     cols = []
     for i in range(df.shape[1]):
-        c = _str_column(df.iloc[:, i])
+        s = df.iloc[:, i]
+        c = _str_column(s)
+        if c is None and fill_na and s.isna().any():  # = df.fillna("N/A"), cell-wise
+            c = _str_column(s.fillna("N/A"))
         if c is None:
+            if fill_na and df.isna().to_numpy().any():
+                df = df.fillna("N/A")
             return df.to_csv(header=False, index=False, lineterminator="\n")
         cols.append(c)
     if len(cols) == 1:  # the csv module quotes a lone empty cell
@@ -234,11 +243,14 @@ def _csv_text(df: pd.DataFrame) -> str:
     return "\n".join(map(",".join, zip(*cols))) + "\n"
 
 
-def _render(df: pd.DataFrame) -> str:
-    text = _csv_text(df)
+def _render(df: pd.DataFrame, fill_na: bool = False) -> str:
+    """CSV rows of `df`; `fill_na`: missing cells print ``N/A`` (as after ``fillna``)."""
+    text = _csv_text(df, fill_na)
     # fast path: no formula character at all, or none at the start of a cell
     if not any(ch in text for ch in FORMULA_CHARS) or not _MAYBE_FORMULA.search(text):
         return text
+    if fill_na and df.isna().to_numpy().any():
+        df = df.fillna("N/A")
     safe = neutralise_formulas(df)
     return text if safe is df else _csv_text(safe)
 
@@ -270,6 +282,38 @@ def write_csv(paths: "SliceNamer", header: list[str], df: pd.DataFrame,
         with AtomicFile(path) as fh:
             fh.write(head)
             _write_rows(fh, df.iloc[lo:lo + slice_rows])
+        out.append(path)
+    return out
+
+
+RowRender = Callable[[int, int], pd.DataFrame]
+
+
+def write_csv_parts(paths: "SliceNamer", header: list[str], parts: list[tuple[int, RowRender]],
+                    slice_rows: int = CSV_SLICE_ROWS) -> list[Path]:
+    """As `write_csv` for a table given as consecutive parts (e.g. one per device), each
+    ``(rows, render)`` where ``render(lo, hi)`` returns rows [lo, hi) of that part as str
+    cells: only CHUNK_ROWS rows of text exist at a time.  Byte-identical to `write_csv` of
+    the concatenated frame (every transformation is per cell; missing cells -> ``N/A``)."""
+    total = sum(n for n, _ in parts)
+    starts = np.cumsum([0] + [n for n, _ in parts])
+
+    def rows(lo: int, hi: int):  # global rows [lo, hi) in chunks of at most CHUNK_ROWS
+        for k, (n, render) in enumerate(parts):
+            a, b = max(lo, starts[k]), min(hi, starts[k + 1])
+            for c in range(a, b, CHUNK_ROWS):
+                yield render(c - starts[k], min(c + CHUNK_ROWS, b) - starts[k])
+
+    head = csv_line(header)
+    ranges = [(0, total)] if total <= slice_rows else \
+        [(lo, min(lo + slice_rows, total)) for lo in range(0, total, slice_rows)]
+    out = []
+    for k, (lo, hi) in enumerate(ranges):
+        path = paths.single() if len(ranges) == 1 else paths.slice(k)
+        with AtomicFile(path) as fh:
+            fh.write(head)
+            for df in rows(lo, hi):
+                fh.write(_render(df, fill_na=True))
         out.append(path)
     return out
 
