@@ -281,3 +281,15 @@ def test_xla_jit_compile_warns(tmp_path: Path) -> None:
     its = run.iterations()
     assert len(its) == 3
     assert any("XLA-compiled" in n for c in run.chunks for n in c["notes"])
+
+
+def test_env_route_refuses_a_symlinked_output_and_the_script_still_runs(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    env = _env(tmp_path / "dump", PROFILING_MODE="true", PROFILING_OPTIONS='{"output": "link"}')
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "keras_fit.py")], env=env,
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0
+    assert "stdout line from the script" in proc.stdout
+    assert "is a symbolic link" in proc.stderr and "Nothing is captured." in proc.stderr
+    assert not list((tmp_path / "real").iterdir())

@@ -98,8 +98,11 @@ class Collection:
         self.agent = agent
         self.config = config
         self.pid = os.getpid()
+        from msprof_cli.options import check_output_dir
         from msprof_cli.raw.profdir import create_prof_dir
 
+        # the env / session-config / Profiler routes have no launcher that checked it already
+        check_output_dir(config.output)
         self.prof_dir = create_prof_dir(config.output)
         self.clock = ClockPair.now()
         self.device: Any = None
@@ -335,7 +338,10 @@ class Agent:
                 fault("activate")
                 self.collection = Collection(self, config)
             except Exception as exc:
-                self.fail(f"profiling could not start ({exc!r}): nothing is captured", exc)
+                from msprof_cli.errors import MsprofError
+
+                why = str(exc) if isinstance(exc, MsprofError) else repr(exc)
+                self.fail(f"profiling could not start: {why} Nothing is captured.", exc)
                 return None
             for w in config.warnings:
                 warn(w)
