@@ -293,3 +293,21 @@ def test_env_route_refuses_a_symlinked_output_and_the_script_still_runs(tmp_path
     assert "stdout line from the script" in proc.stdout
     assert "is a symbolic link" in proc.stderr and "Nothing is captured." in proc.stderr
     assert not list((tmp_path / "real").iterdir())
+
+
+def test_children_flag_profiles_one_prof_dir_per_rank(tmp_path: Path) -> None:
+    env = _env(tmp_path / "dump")
+    cmd = _collect_cmd(tmp_path / "out", "rank_parent.py", "--children")
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp_path,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    profs = sorted((tmp_path / "out").glob("PROF_*"))
+    assert [p.name[:11] for p in profs] == ["PROF_000001", "PROF_000002"]
+    ranks = sorted(json.loads((p / "device_0" / "info.json.0").read_text())["rank_id"]
+                   for p in profs)
+    assert ranks == [0, 1]
+    assert proc.stdout.count("Profiling finished. Data is saved in") == 2
+    # without --children only the profiled process itself is instrumented: nothing here
+    plain = subprocess.run(_collect_cmd(tmp_path / "plain", "rank_parent.py"), env=env,
+                           capture_output=True, text=True, cwd=tmp_path, timeout=180)
+    assert plain.returncode == 0 and "Nothing was captured" in plain.stderr

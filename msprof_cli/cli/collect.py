@@ -62,12 +62,15 @@ def flags_to_options(**flags: Any) -> dict[str, Any]:
               help="Op that ends backward propagation. Default: detected.")
 @click.option("--storage-limit", default=None, metavar="NMB",
               help="Cap on raw data size, 200MB..4294967295MB; oldest slices are aged out.")
+@click.option("--children", is_flag=True, default=False,
+              help="Also profile Python subprocesses that run TensorFlow (e.g. one per rank): "
+              "each gets its own PROF dir, ranked by its RANK_ID/RANK/LOCAL_RANK variable.")
 @click.option("--full-trace", is_flag=True, default=False,
               help="Trace every op of every step. Default: trace sampled steps fully and replay "
               "their op schedule for the other steps (see docs/collect.md).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=False)
 def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: bool,
-            **flags: Any) -> None:
+            children: bool, **flags: Any) -> None:
     """Run COMMAND with profiling on and write a PROF_* directory.
 
     \b
@@ -94,5 +97,5 @@ def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: 
 
     from msprof_cli.collect.launcher import run_collect
 
-    rc = run_collect(config, list(command))
+    rc = run_collect(config, list(command), children=children)
     raise SystemExit(rc)

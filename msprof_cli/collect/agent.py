@@ -30,6 +30,7 @@ from typing import Any
 from msprof_cli.collect.capture import CaptureChunk
 from msprof_cli.collect.convert import ConverterState, GraphRegistry, convert
 from msprof_cli.collect.records import ExecRecord
+from msprof_cli.collect.routes import CHILDREN_VAR, rank_from_env
 from msprof_cli.collect.sampling import SamplingPolicy
 from msprof_cli.options import ProfilingConfig
 from msprof_cli.raw.control import ClockPair
@@ -103,14 +104,17 @@ class Collection:
 
         # the env / session-config / Profiler routes have no launcher that checked it already
         check_output_dir(config.output)
-        self.prof_dir = create_prof_dir(config.output)
+        # one PROF dir per rank when a launcher tells the rank (PROF_{rank+1:06d}_...)
+        self.rank_id = rank_from_env()
+        self.prof_dir = create_prof_dir(config.output, max(self.rank_id, 0))
         self.clock = ClockPair.now()
         self.device: Any = None
         device_cls = _load_device()
         if device_cls is not None:
             try:
+                extra = {"rank_id": self.rank_id} if self.rank_id >= 0 else {}
                 self.device = device_cls(self.prof_dir, config, clock=self.clock, pid=self.pid,
-                                         app=list(sys.argv))
+                                         app=list(sys.argv), **extra)
             except Exception as exc:
                 agent.fail(f"the emulated device could not start ({exc!r}): no raw data is "
                            f"written to {self.prof_dir}", exc)
@@ -280,7 +284,8 @@ class Agent:
         self.disabled = False
         self.tf_ready = False
         self.exit_hooks = False
-        self.result_file = os.environ.pop(RESULT_FILE_VAR, None)
+        self.result_file = (os.environ.get(RESULT_FILE_VAR) if os.environ.get(CHILDREN_VAR)
+                            else os.environ.pop(RESULT_FILE_VAR, None))
         self.dump_dir = os.environ.get(DUMP_VAR) or None
         self.failures = 0
         self.failed_messages: set[str] = set()

@@ -26,6 +26,7 @@ from msprof_cli.options import ProfilingConfig, check_output_dir
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "bootstrap"
 SHIMS_DIR = Path(__file__).resolve().parent / "shims"
 AGENT_VAR = "MSPROF_CLI_AGENT"
+CHILDREN_VAR = "MSPROF_CLI_CHILDREN"  # = routes.CHILDREN_VAR
 RESULT_FILE_VAR = "MSPROF_CLI_RESULT_FILE"
 
 # stderr lines TF prints at start-up even with TF_CPP_MIN_LOG_LEVEL=3, plus the profiler
@@ -92,7 +93,8 @@ def _resolve(argv: list[str]) -> str:
     return found
 
 
-def child_env(config: ProfilingConfig, result_file: str) -> dict[str, str]:
+def child_env(config: ProfilingConfig, result_file: str, children: bool = False
+              ) -> dict[str, str]:
     env = dict(os.environ)
     for var in ("PROFILING_MODE", "PROFILING_OPTIONS"):
         if env.get(var):
@@ -104,6 +106,10 @@ def child_env(config: ProfilingConfig, result_file: str) -> dict[str, str]:
     env[AGENT_VAR] = config.to_json()
     env[RESULT_FILE_VAR] = result_file
     env.pop("MSPROF_CLI_OWNER", None)
+    if children:
+        env[CHILDREN_VAR] = "1"  # child interpreters profile themselves (own PROF dir, rank)
+    else:
+        env.pop(CHILDREN_VAR, None)
     # what the real tool sets for the app (the agent does not activate from these again)
     env["PROFILING_MODE"] = "true"
     env["PROFILING_OPTIONS"] = config.raw_options
@@ -118,8 +124,10 @@ def _pump_stderr(src: IO[bytes], dst: IO[bytes]) -> None:
         dst.flush()
 
 
-def run_collect(config: ProfilingConfig, argv: list[str]) -> int:
-    """Run `argv` profiled with `config`; return the exit code msprof should exit with."""
+def run_collect(config: ProfilingConfig, argv: list[str], children: bool = False) -> int:
+    """Run `argv` profiled with `config`; return the exit code msprof should exit with.
+    With `children`, Python subprocesses that import TensorFlow are profiled too, each into
+    its own PROF dir named and ranked after its RANK_ID/RANK/... variable."""
     exe = _resolve(argv)
     # refuse a symlinked / file / unwritable / foreign output dir before the script starts
     check_output_dir(config.output)
@@ -134,7 +142,7 @@ def run_collect(config: ProfilingConfig, argv: list[str]) -> int:
     print("[INFO] Start profiling....", flush=True)
     try:
         try:
-            proc = subprocess.Popen([exe] + argv[1:], env=child_env(config, result_file),
+            proc = subprocess.Popen([exe] + argv[1:], env=child_env(config, result_file, children),
                                     stderr=subprocess.PIPE)
         except OSError as exc:
             raise LaunchError(f"could not start {argv[0]!r}: {exc.strerror or exc}.") from None

@@ -24,6 +24,19 @@ from msprof_cli.options import (ProfilingConfig, config_from_env, default_config
 
 AGENT_VAR = "MSPROF_CLI_AGENT"
 OWNER_VAR = "MSPROF_CLI_OWNER"
+# `msprof collect --children`: child interpreters profile themselves too (own PROF dir each)
+CHILDREN_VAR = "MSPROF_CLI_CHILDREN"
+RANK_VARS = ("RANK_ID", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "LOCAL_RANK")
+
+
+def rank_from_env(environ: dict[str, str] | None = None) -> int:
+    """The process's rank from the usual launcher variables (Ascend's RANK_ID first); -1."""
+    env = os.environ if environ is None else environ
+    for var in RANK_VARS:
+        value = env.get(var, "").strip()
+        if value.isdigit():
+            return int(value)
+    return -1
 from msprof_cli.collect.autoload import SHIMS_DIR  # noqa: E402
 
 
@@ -38,6 +51,8 @@ def config_at_startup(environ: dict[str, str] | None = None) -> tuple[ProfilingC
     text = env.pop(AGENT_VAR, None)
     if text is not None:
         env[OWNER_VAR] = str(os.getpid())
+        if env.get(CHILDREN_VAR):
+            env[AGENT_VAR] = text  # descendants activate too (msprof collect --children)
         return ProfilingConfig.from_json(text), "cli"
     if OWNER_VAR in env:
         return None, ""  # a child of a profiled process: profiling children is not a route
