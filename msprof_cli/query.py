@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from msprof_cli.errors import ProfDirError
-from msprof_cli.raw import ageing, control, profdir
+from msprof_cli.raw import ageing, control, profdir, sampling
 
 HEADERS = ("Job Info", "Device ID", "Dir Name", "Collection Time", "Model ID",
            "Iteration Number", "Top Time Iteration", "Rank ID")
@@ -161,13 +161,27 @@ def format_plain(rows: list[QueryRow], na_text: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _replayed(row: QueryRow) -> str:
+    """Replayed iteration ranges of the row's model ("" when all were measured)."""
+    if not row.model_id.isdigit():
+        return ""
+    info = sampling.read(Path(row.prof_dir)).get(int(row.model_id))
+    return sampling.describe(info["replayed"]) if info else ""
+
+
 def print_query(path: Path, fmt: str = "table", na_text: bool = False) -> None:
     rows = query_rows(path)
     out = sys.stdout
     if fmt == "json":
-        out.write(json.dumps([dict(zip(HEADERS, r.cells()), **{"PROF": r.prof_dir})
+        out.write(json.dumps([dict(zip(HEADERS, r.cells()), **{"PROF": r.prof_dir},
+                                   **{"Replayed Iterations": _replayed(r)})
                               for r in rows], indent=2) + "\n")
         return
+    if fmt == "table":
+        # which iterations were replayed from sampled steps (not a column of the real tool)
+        for prof in dict.fromkeys(r.prof_dir for r in rows):
+            for note in sampling.replay_notes(Path(prof)):
+                print(f"[INFO] {Path(prof).name}: {note}.", file=sys.stderr)
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")

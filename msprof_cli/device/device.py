@@ -42,7 +42,7 @@ from msprof_cli.device.sample import write_sample_json
 from msprof_cli.device.step_trace import FpBp, resolve_fp_bp
 from msprof_cli.device.writer import DataDir, RawStorage
 from msprof_cli.options import L2_CACHE_EVENTS, ProfilingConfig
-from msprof_cli.raw import control
+from msprof_cli.raw import control, sampling
 from msprof_cli.raw import layouts as L
 from msprof_cli.raw.control import ClockPair
 from msprof_cli.raw.hashing import name_hash
@@ -121,6 +121,8 @@ class Device:
                  app: list[str], device_ids: Sequence[int] = (0,), rank_id: int = -1,
                  chip: str = "Ascend910", first_task_id: int = 1) -> None:
         self.prof_dir = Path(prof_dir)
+        self._measured: dict[int, list[int]] = {}
+        self._replayed: dict[int, list[int]] = {}
         self.config = config
         self.chip: ChipSpec = get_chip(chip)
         self.clock = clock
@@ -209,6 +211,7 @@ class Device:
         if self._closed:
             raise RuntimeError("Device.consume() after close(): create a new Device")
         self.models.update(chunk.models)
+        self._record_sampling(chunk)
         ops, iters = build_tables(chunk, self.sigs, self.names)
         for dev_id in np.unique(ops.device_id).tolist():
             self._device(int(dev_id))
@@ -227,6 +230,16 @@ class Device:
         for msg in self.storage.end_chunk():
             log.warning(msg)
             self.messages.append(msg)
+
+    def _record_sampling(self, chunk: CaptureChunk) -> None:
+        """Keep msprof_cli_sampling.json (raw/sampling.py) up to date: which iterations were
+        traced and which were replayed from a sampled schedule."""
+        if not chunk.iterations:
+            return
+        for it in chunk.iterations:
+            target = self._replayed if it.replayed else self._measured
+            target.setdefault(it.model_id, []).append(it.index)
+        sampling.write(self.prof_dir, self._measured, self._replayed)
 
     def close(self, clock: ClockPair) -> None:
         """Write end_info(.N) and close the files; calling it again does nothing."""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from msprof_cli.errors import ExportError, ProfDirError
 from msprof_cli.raw.ageing import aged_message, read_marker
+from msprof_cli.raw.sampling import replay_notes
 from msprof_cli.raw.profdir import find_prof_dirs, incomplete_result_dirs, result_dirs
 
 from .dataset import ProfData, load_prof
@@ -153,6 +154,8 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
             result.files.extend(files)
             if clear:
                 _clear_intermediate(prof)
+            for note in replay_notes(prof):
+                say(f"[INFO] Sampled collection, {note}.")
             say(f"[INFO] Export all data in {prof} done.")
             if progress is not None:
                 progress.advance(task)

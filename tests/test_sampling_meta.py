@@ -1,0 +1,36 @@
+"""Replayed iterations are recorded in the PROF dir and reported by query and export."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from msprof_cli.export.api import run_export
+from msprof_cli.query import _replayed, query_rows
+from msprof_cli.raw import sampling
+from test_device_records import make_chunk, run
+
+
+def test_ranges_round_trip(tmp_path):
+    assert sampling.to_ranges([5, 1, 2, 3, 9, 8]) == [[1, 3], [5, 5], [8, 9]]
+    assert sampling.describe([[1, 3], [5, 5]]) == "1-3,5"
+    sampling.write(tmp_path, {1: [1, 2]}, {1: [3, 4, 5]})
+    assert sampling.read(tmp_path) == {1: {"measured": [[1, 2]], "replayed": [[3, 5]]}}
+    (tmp_path / sampling.FILE_NAME).write_text("{not json")
+    assert sampling.read(tmp_path) == {}
+
+
+def test_device_records_replayed_iterations_and_tools_report_them(tmp_path, capsys):
+    chunk = make_chunk(4)
+    for it in chunk.iterations[2:]:
+        it.replayed = True
+    later = make_chunk(1, first_index=5, start=5_000_000_400_000_000)
+    later.iterations[0] = dataclasses.replace(later.iterations[0], replayed=True)
+    prof = run(tmp_path, [chunk, later])
+    data = json.loads((prof / sampling.FILE_NAME).read_text())
+    assert data["models"]["1"] == {"measured": [[1, 2]], "replayed": [[3, 5]]}
+    rows = [r for r in query_rows(prof) if r.dir_name == "device_0"]
+    assert _replayed(rows[0]) == "3-5"
+    run_export(prof)
+    out = capsys.readouterr().out
+    assert "iterations 3-5 were replayed from the op schedule of the sampled iterations 1-2" \
+        in out
