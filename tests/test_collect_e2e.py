@@ -311,3 +311,33 @@ def test_children_flag_profiles_one_prof_dir_per_rank(tmp_path: Path) -> None:
     plain = subprocess.run(_collect_cmd(tmp_path / "plain", "rank_parent.py"), env=env,
                            capture_output=True, text=True, cwd=tmp_path, timeout=180)
     assert plain.returncode == 0 and "Nothing was captured" in plain.stderr
+
+
+def test_msproftx_annotations_reach_the_export(tmp_path: Path) -> None:
+    env = _env(tmp_path / "dump")
+    proc = subprocess.run(_collect_cmd(tmp_path / "out", "annotated.py", "--msproftx", "on"),
+                          env=env, capture_output=True, text=True, cwd=tmp_path, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "annotated done" in proc.stdout
+    [prof] = list((tmp_path / "out").glob("PROF_*"))
+    exp = subprocess.run([sys.executable, "-m", "msprof_cli", "export", "--output", str(prof)],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=180)
+    assert exp.returncode == 0, exp.stderr[-2000:]
+    [csv_path] = list((prof / "device_0" / "summary").glob("msprof_tx_*.csv"))
+    import csv as _csv
+
+    rows = list(_csv.DictReader(csv_path.open()))
+    messages = [r["message"] for r in rows]
+    assert messages.count("training starts") == 1
+    assert [m for m in messages if m.startswith("step ")] == ["step 0", "step 1", "step 2"]
+    assert messages.count("my_input") == 3 and "tail" in messages
+    [tl] = list((prof / "device_0" / "timeline").glob("msprof_tx_*.json"))
+    assert sum(1 for e in json.loads(tl.read_text()) if e.get("name") == "my_input") == 3
+    # without --msproftx nothing is recorded and no msprof_tx file is written
+    off = subprocess.run(_collect_cmd(tmp_path / "off", "annotated.py"), env=env,
+                         capture_output=True, text=True, cwd=tmp_path, timeout=180)
+    assert off.returncode == 0
+    [prof2] = list((tmp_path / "off").glob("PROF_*"))
+    subprocess.run([sys.executable, "-m", "msprof_cli", "export", "--output", str(prof2)],
+                   capture_output=True, text=True, cwd=tmp_path, timeout=180, check=True)
+    assert not list((prof2 / "device_0" / "summary").glob("msprof_tx_*"))

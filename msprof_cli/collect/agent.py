@@ -35,6 +35,7 @@ from msprof_cli.collect.sampling import SamplingPolicy
 from msprof_cli.options import ProfilingConfig
 from msprof_cli.raw.control import ClockPair
 
+MAX_MARKERS_PER_CHUNK = 1_000_000  # annotations kept between two flushes (memory bound)
 RESULT_FILE_VAR = "MSPROF_CLI_RESULT_FILE"  # launcher: where to list the PROF dirs written
 DUMP_VAR = "MSPROF_CLI_DUMP_CAPTURE"  # tests: also write every CaptureChunk as JSON here
 FAULT_VAR = "MSPROF_CLI_FAULT"  # tests: make the agent fail at one point (see `fault`)
@@ -121,6 +122,9 @@ class Collection:
         elif not agent.dump_dir:
             warn("msprof_cli.device is not available: captured ops are not written to "
                  f"{self.prof_dir}")
+        self.markers: list[Any] = []  # msproftx annotations since the last flush (mstx.py)
+        self.dropped_markers = 0
+        self.markers_lock = threading.Lock()
         self.state = ConverterState(pid=self.pid,
                                     main_thread_id=threading.main_thread().native_id or 0)
         self.policy = SamplingPolicy(config.full_trace)
@@ -216,6 +220,18 @@ class Collection:
         self.pending_steps = 0
         for data, records, steps in pending:
             self._convert(data, records, steps)
+        with self.markers_lock:
+            markers, self.markers = self.markers, []
+        if markers:  # user annotations go out with the chunk boundary they fall in
+            self.consume(CaptureChunk(markers=markers))
+
+    def add_marker(self, marker: Any) -> None:
+        """An msproftx annotation (msprof_cli.mstx); bounded like the trace chunks."""
+        with self.markers_lock:
+            if len(self.markers) < MAX_MARKERS_PER_CHUNK:
+                self.markers.append(marker)
+            else:
+                self.dropped_markers += 1
 
     def _convert(self, data: bytes | None, records: list[ExecRecord], steps: int) -> None:
         try:
@@ -370,6 +386,12 @@ class Agent:
             from msprof_cli.collect import steps
 
             steps.install_tf_hooks(self)
+            try:  # tf.profiler.experimental.Trace ranges -> msproftx annotations
+                from msprof_cli import mstx
+
+                mstx.install_tf_trace_hook()
+            except Exception as exc:
+                self.fail(f"tf.profiler Trace ranges are not recorded ({exc!r})", exc)
             if self.pending is not None:
                 # No `context().enable_run_metadata()` here (tensorflow-capture.md 10.3 says so):
                 # it initialises the eager context at import time, which makes the script's
