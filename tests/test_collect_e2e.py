@@ -341,3 +341,14 @@ def test_msproftx_annotations_reach_the_export(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "msprof_cli", "export", "--output", str(prof2)],
                    capture_output=True, text=True, cwd=tmp_path, timeout=180, check=True)
     assert not list((prof2 / "device_0" / "summary").glob("msprof_tx_*"))
+
+
+def test_scripts_own_tf_profiler_does_not_crash(tmp_path: Path) -> None:
+    env = _env(tmp_path / "dump", USER_LOGDIR=str(tmp_path / "userlogs"))
+    proc = subprocess.run(_collect_cmd(tmp_path / "out", "user_profiler.py"), env=env,
+                          capture_output=True, text=True, cwd=tmp_path, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "user profiler done" in proc.stdout
+    assert "msprof paused its tracer" in proc.stderr
+    assert list((tmp_path / "userlogs").rglob("*.xplane.pb"))  # the user's profile is intact
+    assert list((tmp_path / "out").glob("PROF_*"))

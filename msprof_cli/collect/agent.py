@@ -122,6 +122,7 @@ class Collection:
         elif not agent.dump_dir:
             warn("msprof_cli.device is not available: captured ops are not written to "
                  f"{self.prof_dir}")
+        self.user_profiler = False  # the script's own tf.profiler holds the slot
         self.markers: list[Any] = []  # msproftx annotations since the last flush (mstx.py)
         self.dropped_markers = 0
         self.markers_lock = threading.Lock()
@@ -392,6 +393,13 @@ class Agent:
                 mstx.install_tf_trace_hook()
             except Exception as exc:
                 self.fail(f"tf.profiler Trace ranges are not recorded ({exc!r})", exc)
+            try:  # the script's own tf.profiler must not crash on msprof's tracer
+                from msprof_cli.collect import user_profiler
+
+                user_profiler.install(self)
+            except Exception as exc:
+                self.fail(f"the script's own TensorFlow profiler may conflict with msprof "
+                          f"({exc!r})", exc)
             if self.pending is not None:
                 # No `context().enable_run_metadata()` here (tensorflow-capture.md 10.3 says so):
                 # it initialises the eager context at import time, which makes the script's
