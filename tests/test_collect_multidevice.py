@@ -116,3 +116,24 @@ def test_export_step_trace_reduce_columns(run: Run) -> None:
         for r in rows[1:]:
             assert r[-2] != "N/A" and float(r[-1]) >= 15.0
             assert r[1] != "N/A" and r[2] != "N/A"  # FP and BP found on each replica
+
+
+def test_export_timelines_reduce_and_communication(run: Run) -> None:
+    """msprof json per replica: one Reduce_{i}_0 per step (the CSV's Reduce Start), the
+    Communication process (sort 17) with the all-reduce ops, Overlap Analysis communication."""
+    for dev in (0, 1):
+        tl = run.prof / f"device_{dev}" / "timeline"
+        events = json.loads(next(tl.glob(f"msprof_{dev}_*.json")).read_text())
+        path = next((run.prof / f"device_{dev}" / "summary").glob("step_trace_*.csv"))
+        with open(path, newline="") as fh:
+            rows = list(csv.reader(fh))[1:]
+        red = [e for e in events if e.get("cat") == "Reduce"]
+        assert sorted(e["ts"] for e in red) == sorted(r[-2].rstrip("\t") for r in rows)
+        assert {e["name"] for e in red} == {f"Reduce_{i}_0" for i in range(1, STEPS + 1)}
+        procs = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+        comm_pid = [p for p, n in procs.items() if n == "Communication"]
+        assert comm_pid and (comm_pid[0] >> 5) & 31 == 17 and comm_pid[0] & 31 == dev
+        ops = [e for e in events if e["ph"] == "X" and e["pid"] == comm_pid[0] and e["tid"] == 0]
+        assert len(ops) == STEPS and all(e["args"]["Op Type"] == "HcomAllReduce" for e in ops)
+        overlap = [p for p, n in procs.items() if n == "Overlap Analysis"]
+        assert any(e["ph"] == "X" and e["pid"] == overlap[0] and e["tid"] == 1 for e in events)

@@ -21,6 +21,7 @@ from msprof_cli.raw.profdir import find_prof_dirs, incomplete_result_dirs, resul
 from .dataset import ProfData, load_prof
 from .db import export_db
 from .legacy import Advice, export_legacy
+from .memory import release, tune_allocator
 from .mindstudio import export_mindstudio
 from .selection import check_args
 from .writers import CSV_SLICE_ROWS, JSON_SLICE_EVENTS
@@ -99,6 +100,7 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
     if reports is not None and not Path(reports).is_file():
         raise ExportError(f"--reports file {reports} does not exist.")
     result = ExportResult(prof_dirs=list(profs))
+    tune_allocator()  # large temporaries mmapped: freed memory goes back (memory.py)
     say = (lambda *a, **k: None) if quiet else print
     if layout == "mindstudio":
         if iteration_count > 1:
@@ -152,6 +154,8 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
                                       json_slice_events=json_slice_events,
                                       advice=result.advice)
             result.files.extend(files)
+            del data
+            release()
             if clear:
                 _clear_intermediate(prof)
             for note in replay_notes(prof):

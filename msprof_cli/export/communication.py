@@ -1,12 +1,13 @@
 """HCCL (communication) operators of a device: the rows behind ``communication_statistic``
-(export-files.md 3.10) and the db's COMMUNICATION_OP table.
+(export-files.md 3.10), the db's COMMUNICATION_OP table and the ``Communication`` /
+Overlap Analysis layers of msprof json.
 
 Sources (project choice, docs/database.md): the ``hccl_info`` step records of the device's
-rank (rank = index of the device in the PROF's sorted device ids, the convention of the
-emulated device and of hccl.py) grouped into op executions -- a new execution starts at
-stage 0 or at a change of ``cclTag`` -- with start = first step start and end = last step
-end; plus device tasks whose GE task type is ``HCCL``.  OP Type = node_basic_info type of the
-op name (``cclTag``), else ``N/A``.  Both outputs exist only when HCCL data exist.
+rank grouped into op executions (hccl.op_executions: a new execution starts at stage 0 or at
+a change of ``cclTag``; start = first step start, end = last step end); only when the device
+has no hccl_info, its device tasks whose GE task type is ``HCCL`` (one execution each -- the
+two sources describe the same ops, so they are never added up).  OP Type = node_basic_info
+type of the op name (``cclTag``), else ``N/A``.  Both outputs exist only when HCCL data exist.
 """
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import pandas as pd
 
 from .dataset import DeviceData, ProfData
 from .fmt import float_str, int_str, py_round
-from .host import NA, resolve
+from .hccl import OP_COLS, hccl_records, op_executions, step_args
+from .selection import ALL, Selection, in_window
+from .timeline import CommData
 
 HCCL_TASK_TYPE = "HCCL"
 COMMUNICATION_STATISTIC = ["OP Type", "Count", "Total Time(us)", "Min Time(us)",
@@ -25,49 +28,36 @@ COMMUNICATION_STATISTIC = ["OP Type", "Count", "Total Time(us)", "Min Time(us)",
 COLS = ["op_name", "op_type", "start_local", "end_local", "dur_ns", "connection_id"]
 
 
-def _from_hccl_info(data: ProfData, dev: DeviceData) -> pd.DataFrame:
-    ht = data.host.tables
-    h = getattr(ht, "hccl", None) if ht is not None else None
-    if h is None or len(h) == 0:
-        return pd.DataFrame(columns=COLS)
-    ranks = sorted(d.device_id for d in data.devices)
-    h = h[h["local_rank"].to_numpy(np.int64) == ranks.index(dev.device_id)]
-    if len(h) == 0:
-        return pd.DataFrame(columns=COLS)
-    h = h.sort_values(["ccl_tag", "ts_ns"], kind="stable")
-    tag = h["ccl_tag"].to_numpy(np.uint64)
-    new = (h["stage"].to_numpy(np.int64) == 0)
-    new[0] = True
-    new[1:] |= tag[1:] != tag[:-1]
-    off = data.host.rd.offset_ns if data.host.rd else 0
-    start = h["ts_ns"].to_numpy(np.int64) + off
-    end = start + np.rint(h["duration_estimated"].to_numpy(np.float64) * 1000).astype(np.int64)
-    g = pd.DataFrame({"op": np.cumsum(new), "tag": tag, "start": start, "end": end}) \
-        .groupby("op", sort=True).agg(tag=("tag", "first"), start=("start", "min"),
-                                       end=("end", "max"))
-    names = resolve(g["tag"].to_numpy(np.uint64), ht.hashes)
-    nb = ht.node_basic
-    types = dict(zip(nb["op_name_hash"].to_numpy(np.uint64).tolist(),
-                     nb["op_type_hash"].to_numpy(np.uint64).tolist())) if len(nb) else {}
-    codes, uniq = pd.factorize(g["tag"].to_numpy(np.uint64))  # Python work per distinct op
-    th = np.array([types.get(int(u), 0) for u in uniq], dtype=np.uint64)
-    op_type = np.where(th != 0, resolve(th, ht.hashes), NA).astype(object)[codes]
-    s, e = g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64)
-    return pd.DataFrame({"op_name": names, "op_type": op_type, "start_local": s,
-                         "end_local": e, "dur_ns": e - s,
-                         "connection_id": np.full(len(g), -1, np.int64)})
-
-
-def hccl_rows(dev: DeviceData, data: ProfData | None = None) -> pd.DataFrame:
-    """Communication op executions of `dev` (hccl_info + HCCL device tasks), by start."""
+def _from_tasks(dev: DeviceData, data: ProfData | None, sel: Selection) -> pd.DataFrame:
     t = dev.tasks
-    tasks = t[t["task_type"].to_numpy(object) == HCCL_TASK_TYPE][COLS]
-    parts = [tasks] + ([_from_hccl_info(data, dev)] if data is not None else [])
-    parts = [p for p in parts if len(p)]
-    if not parts:
-        return pd.DataFrame(columns=COLS)
-    out = pd.concat(parts, ignore_index=True)
+    t = t[t["task_type"].to_numpy(object) == HCCL_TASK_TYPE]
+    t = t[in_window(t["start_local"], t["end_local"], sel)]
+    ranks = sorted(d.device_id for d in data.devices) if data is not None else [dev.device_id]
+    return t[COLS].assign(group="N/A", local_rank=ranks.index(dev.device_id)
+                          if dev.device_id in ranks else 0, rank_size=len(ranks))[OP_COLS]
+
+
+def hccl_rows(dev: DeviceData, data: ProfData | None = None, sel: Selection = ALL
+              ) -> pd.DataFrame:
+    """Communication op executions of `dev` (OP_COLS), by start: from hccl_info, else from
+    the HCCL device tasks; `sel` keeps the executions intersecting the export window."""
+    out = op_executions(data, dev, sel) if data is not None else pd.DataFrame(columns=OP_COLS)
+    if len(out) == 0:
+        out = _from_tasks(dev, data, sel)
+    if len(out) == 0:
+        return pd.DataFrame(columns=OP_COLS)
     return out.sort_values("start_local", kind="stable", ignore_index=True)
+
+
+def device_comm(data: ProfData, dev: DeviceData, sel: Selection = ALL) -> CommData | None:
+    """HCCL data of `dev` for msprof json (timeline.CommData): the op executions of
+    `hccl_rows` and the hccl_info steps in the window; None without HCCL data."""
+    ops = hccl_rows(dev, data, sel)
+    steps = hccl_records(data, dev, sel)
+    if len(ops) == 0 and len(steps) == 0:
+        return None
+    args = step_args(steps) if len(steps) else np.zeros(0, dtype=object)
+    return CommData(ops=ops, steps=steps, step_args=args)
 
 
 def communication_statistic(rows: pd.DataFrame) -> tuple[list[str], pd.DataFrame]:

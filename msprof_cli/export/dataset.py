@@ -21,6 +21,7 @@ from msprof_cli.raw.profdir import result_dirs
 from .control_info import NO_MODEL, ResultDirInfo, read_result_dir
 from .device import DeviceTables, assign_batches, decode_device
 from .host import NA, HostTables, decode_host, resolve, type_names
+from .memory import release
 from .rawread import DecodeLog
 from .steptrace import iterations
 
@@ -139,8 +140,10 @@ def _host_task_info(host: HostTables) -> pd.DataFrame:
     return tt
 
 
-def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: DecodeLog
-                 ) -> DeviceData:
+def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: DecodeLog,
+                 host_info: pd.DataFrame | None = None) -> DeviceData:
+    """`host_info`: `_host_task_info` of the host tables when the caller already has it
+    (computed once per PROF dir, not once per device)."""
     tasks = dev.tasks.copy()
     tasks["start_local"] = tasks["start_ns"] + rd.offset_ns
     tasks["end_local"] = tasks["end_ns"] + rd.offset_ns
@@ -151,7 +154,7 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
     has_host = ht is not None and len(ht.task_track) > 0 and bool(ht.types)
     has_node = has_host and len(ht.node_basic) > 0
     if has_host:
-        tt = _host_task_info(ht)
+        tt = _host_task_info(ht) if host_info is None else host_info
         tt = tt[tt["device_id"] == (rd.device_id or 0)]
         tt = tt.sort_values("ts_ns", kind="stable")
         tt["occ"] = tt.groupby(["stream_id", "task_id", "batch_id"], sort=False).cumcount()
@@ -230,24 +233,30 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         "connection_id": conn, "tt_thread": tt_thread, "tt_local": tt_local,
         **tensors,
     })
-    out = out.sort_values("start_local", kind="stable", ignore_index=True)
+    del tasks
+    if not out["start_local"].is_monotonic_increasing:  # decode sorted them already
+        out = out.sort_values("start_local", kind="stable", ignore_index=True)
     # PMU: matched by (stream, task) in occurrence order; AI CPU/DSA/DVPP rows get none
     pmu_ok = np.zeros(len(out), dtype=bool)
     if dev.pmu is not None and len(out):
-        cand = (out["source"] == "hwts") & ~out["task_type"].isin(list(HARDWARE_OP_TYPES))
-        sub = out[cand]
-        occ = sub.groupby(["stream_id", "task_id"], sort=False).cumcount()
-        key = pd.DataFrame({"_row": sub.index.to_numpy(), "stream_id": sub["stream_id"],
-                            "task_id": sub["task_id"], "occ": occ.to_numpy()})
+        # only the key columns of the candidate rows are taken (a filtered copy of the whole
+        # task table was the decode's memory peak); counters assigned once per column
+        cand = (out["source"].to_numpy(object) == "hwts") \
+            & ~out["task_type"].isin(list(HARDWARE_OP_TYPES)).to_numpy()
+        cand_rows = np.flatnonzero(cand)
+        stream = out["stream_id"].to_numpy(np.int64)[cand_rows]
+        task = out["task_id"].to_numpy(np.int64)[cand_rows]
+        key = pd.DataFrame({"_row": cand_rows, "stream_id": stream, "task_id": task})
+        key["occ"] = key.groupby(["stream_id", "task_id"], sort=False).cumcount().to_numpy()
         j = key.merge(dev.pmu, on=["stream_id", "task_id", "occ"], how="inner")
-        out["total_cycles"] = np.int64(0)
-        for k in range(8):
-            out[f"pmu_{k}"] = np.int64(0)
+        del key, stream, task, cand_rows
         rows = j["_row"].to_numpy()
-        out.loc[rows, "total_cycles"] = j["total_cycles"].to_numpy()
-        for k in range(8):
-            out.loc[rows, f"pmu_{k}"] = j[f"pmu_{k}"].to_numpy()
+        for name in ["total_cycles"] + [f"pmu_{k}" for k in range(8)]:
+            v = np.zeros(len(out), dtype=np.int64)
+            v[rows] = j[name].to_numpy(np.int64)
+            out[name] = v
         pmu_ok[rows] = True
+        del j
     out["pmu_ok"] = pmu_ok
     its = iterations(dev.steps)
     reduce_cols = [c for c in its.columns if c.startswith("reduce_")]  # AllReduce pairs
@@ -281,13 +290,17 @@ def load_prof(prof: Path) -> ProfData:
         apis = _named_apis(tables, host_rd)
         apis = apis[apis["begin_local"] >= host_rd.begin_local_ns].reset_index(drop=True)
     host = HostData(rd=host_rd, tables=tables, apis=apis)
+    release()
     devices = []
-    for rd in infos:
-        if rd.device_id is None:
-            continue
+    dev_infos = [rd for rd in infos if rd.device_id is not None]
+    host_info = None
+    if len(dev_infos) > 1 and tables is not None and len(tables.task_track) and tables.types:
+        host_info = _host_task_info(tables)  # the same join for every device: once
+    for rd in dev_infos:
         dev = decode_device(rd, log)
-        devices.append(build_device(rd, dev, host, log))
+        devices.append(build_device(rd, dev, host, log, host_info))
         del dev
+        release()  # the join's temporaries are gone: give their heap pages back
     if tables is not None and len(tables.tensors):
         # tensor_info is joined into the task tables now; nothing reads it later (memory)
         tables.tensors = tables.tensors.iloc[:0]

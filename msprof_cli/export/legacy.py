@@ -21,6 +21,7 @@ from . import advice as A
 from . import stack
 from . import summaries as S
 from . import timeline as T
+from .communication import device_comm
 from .dataset import DeviceData, ProfData
 from .fmt import ts_sort_key
 from .fusion import fusion_op, fusion_rows, workspace_kb
@@ -169,7 +170,8 @@ def _timelines(data: ProfData, dev: DeviceData, tasks: pd.DataFrame, rows: pd.Da
     per_dev = [(dev, tasks, rows, its)]
     layer_tx = tx_layer(tx, app_pid, process_name(data))
     emit_json("msprof", T.assemble_stream(T.msprof_layers(per_dev, data.host.apis, app_pid, switches,
-                                                   layer_tx)))
+                                                   layer_tx,
+                                                   comm=[device_comm(data, dev, sel)])))
     emit_json("ai_stack_time", stack.ai_stack_json(scope, app_pid))
     emit_json("thread_group", stack.thread_group_json(data, scope))
     if len(tasks):

@@ -118,7 +118,8 @@ def export_mindstudio(data: ProfData, *, summary_format: str = "csv", reports: P
         paths: list[Path] = []
         names: set[str] = set()
         switches = T.read_reports(reports)
-        layers = T.msprof_layers(per_dev, data.host.apis, app_pid, switches)
+        layers = T.msprof_layers(per_dev, data.host.apis, app_pid, switches,
+                                 comm=[C.device_comm(data, d) for d, _, _, _ in per_dev])
         if len(tx):  # msproftx markers: msprof_tx json + the application layer of msprof json
             tx_layer = X.tx_layer(tx, app_pid, X.process_name(data))
             layers.append(tx_layer)

@@ -30,7 +30,7 @@ STEP_TID_BASE = 70000
 CONTEXT_ID_910 = 4294967295
 LEVEL_DISPLAY = {L.LEVEL_ACL: "AscendCL", L.LEVEL_MODEL: "Model", L.LEVEL_NODE: "Node",
                  L.LEVEL_RUNTIME: "Runtime", L.LEVEL_HCCL: "Communication"}
-LAYERS = ("ascend", "cann", "step_trace", "overlap_analyse", "msproftx")
+LAYERS = ("ascend", "cann", "step_trace", "overlap_analyse", "msproftx", "communication")
 
 
 @dataclass
@@ -350,35 +350,142 @@ def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.
     return ms, me
 
 
-def overlap_layer(dev: DeviceData, rows: pd.DataFrame, app_pid: int) -> Layer:
+def subtract_intervals(s: np.ndarray, e: np.ndarray, cut_s: np.ndarray, cut_e: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Parts of each interval [s, e) outside the union of [cut_s, cut_e); both inputs
+    disjoint and sorted (merge_intervals output).  Vectorised over the elementary segments
+    between all boundaries; the parts of one source interval that touch are joined (a
+    zero-length cut does not split), parts of different source intervals never are."""
+    if len(s) == 0:
+        return s, e
+    pts = np.unique(np.concatenate([s, e, cut_s, cut_e]))
+    a, b = pts[:-1], pts[1:]
+
+    def owner(ss: np.ndarray, ee: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """index of the interval holding x (x < end), -1 if none"""
+        if len(ss) == 0:
+            return np.full(len(x), -1, np.int64)
+        k = np.searchsorted(ss, x, side="right") - 1
+        return np.where((k >= 0) & (x < ee[np.maximum(k, 0)]), k, -1)
+
+    src = owner(s, e, a)
+    keep = (src >= 0) & (owner(cut_s, cut_e, a) < 0)
+    ka, kb, src = a[keep], b[keep], src[keep]
+    if len(ka) == 0:
+        return ka, kb
+    new = np.ones(len(ka), bool)
+    new[1:] = (ka[1:] != kb[:-1]) | (src[1:] != src[:-1])
+    last = np.ones(len(ka), bool)
+    last[:-1] = new[1:]
+    return ka[new], kb[last]
+
+
+SORT_COMMUNICATION = 17
+PLANE_TID_BASE = 1000  # Communication process: op lanes tid 0.., plane lanes 1000 + plane
+
+
+@dataclass
+class CommData:
+    """HCCL data of one device for msprof json (built by communication.device_comm):
+    `ops` = op executions (hccl.OP_COLS), `steps` = hccl_info steps (plane_id, name,
+    start_local, dur_ns), `step_args` = their args JSON text."""
+
+    ops: pd.DataFrame
+    steps: pd.DataFrame
+    step_args: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ops) + len(self.steps)
+
+
+def overlap_layer(dev: DeviceData, rows: pd.DataFrame, app_pid: int,
+                  comm: CommData | None = None) -> Layer:
+    """Computing = union of the op_summary task intervals; Communication = union of the HCCL
+    op executions; Communication(Not Overlapped) = Communication minus Computing; Free = the
+    parts of [first task start, last task end] covered by neither (timeline.md 7)."""
     pid = pid_of(app_pid, SORT_OVERLAP, dev.device_id)
     m = process_meta(pid, "Overlap Analysis", f"NPU {dev.device_id}", SORT_OVERLAP,
                      [(0, "Computing", None), (1, "Communication", None),
                       (2, "Communication(Not Overlapped)", None), (3, "Free", None)])
-    if len(rows) == 0:
+    ops = comm.ops if comm is not None else None
+    if len(rows) == 0 and (ops is None or len(ops) == 0):
         return Layer(m)
     cs, ce = merge_intervals(rows["start_local"].to_numpy(np.int64),
                              rows["end_local"].to_numpy(np.int64))
-    fs, fe = ce[:-1], cs[1:]
-    # rows [0, len(cs)) are Computing, the rest Free
-    b = np.concatenate([cs, fs])
-    d = np.concatenate([ce - cs, fe - fs])
-    n_comp = len(cs)
-    comp = '{"name": "Computing", "pid": ' + str(pid) + ', "tid": 0, "ts": "%d.%03d", ' \
-        '"dur": %r, "ph": "X"}'
-    free = '{"name": "Free", "pid": ' + str(pid) + ', "tid": 3, "ts": "%d.%03d", ' \
-        '"dur": %r, "ph": "X"}'
+    if ops is not None and len(ops):
+        ms, me = merge_intervals(ops["start_local"].to_numpy(np.int64),
+                                 ops["end_local"].to_numpy(np.int64))
+    else:
+        ms = me = np.zeros(0, np.int64)
+    ns, ne = subtract_intervals(ms, me, cs, ce)
+    fs, fe = ce[:-1], cs[1:]  # the gaps between computing intervals ...
+    if len(ms):  # ... minus communication
+        fs, fe = subtract_intervals(fs, fe, ms, me)
+    # layer rows: Computing, Communication, Not Overlapped, Free (tid 0..3), in this order
+    parts = [(cs, ce), (ms, me), (ns, ne), (fs, fe)]
+    b = np.concatenate([p[0] for p in parts])
+    d = np.concatenate([p[1] - p[0] for p in parts])
+    bounds = np.cumsum([0] + [len(p[0]) for p in parts])
+    tmpls = ['{"name": ' + json.dumps(name) + ', "pid": ' + str(pid) + ', "tid": ' + str(tid)
+             + ', "ts": "%d.%03d", "dur": %r, "ph": "X"}'
+             for tid, name in enumerate(("Computing", "Communication",
+                                         "Communication(Not Overlapped)", "Free"))]
 
     def render(idx: np.ndarray) -> list[str]:
         out = np.empty(len(idx), dtype=object)
-        for tmpl, sel in ((comp, np.flatnonzero(idx < n_comp)),
-                          (free, np.flatnonzero(idx >= n_comp))):
+        kind = np.searchsorted(bounds, idx, side="right") - 1
+        for k, tmpl in enumerate(tmpls):
+            sel = np.flatnonzero(kind == k)
             if len(sel):
                 w, f = _us_parts(b[idx[sel]])
                 out[sel] = list(map(tmpl.__mod__, zip(w, f, _floats(d[idx[sel]]))))
         return out.tolist()
 
-    return Layer(m, keys=np.concatenate([ts_sort_key(cs), ts_sort_key(fs)]), render=render)
+    return Layer(m, keys=ts_sort_key(b), render=render)
+
+
+def communication_layer(dev: DeviceData, comm: CommData | None, app_pid: int) -> Layer:
+    """Process ``Communication`` (label NPU n, sort 17): per communication group a lane
+    ``Group {group} Communication`` (tid 0, 1, … by group name) with one X per HCCL op
+    execution, and per plane a lane ``Plane {id}`` (tid 1000 + plane) with one X per
+    hccl_info task step (the steps of hccl json).  Project choice of names and tids."""
+    if comm is None or len(comm) == 0:
+        return Layer()
+    pid = pid_of(app_pid, SORT_COMMUNICATION, dev.device_id)
+    ops, steps = comm.ops, comm.steps
+    groups = sorted(str(g) for g in ops["group"].unique()) if len(ops) else []
+    planes = sorted(int(p) for p in steps["plane_id"].unique()) if len(steps) else []
+    threads = [(i, f"Group {g} Communication", i) for i, g in enumerate(groups)] + \
+        [(PLANE_TID_BASE + p, f"Plane {p}", PLANE_TID_BASE + p) for p in planes]
+    m = process_meta(pid, "Communication", f"NPU {dev.device_id}", SORT_COMMUNICATION, threads)
+    head = '{"name": %s, "pid": ' + str(pid) + ', "tid": %d, "ts": "%d.%03d", "dur": %r, '
+    ev: list[np.ndarray] = []
+    keys: list[np.ndarray] = []
+    if len(ops):
+        gid = {g: i for i, g in enumerate(groups)}
+        tmpl = head + ('"args": {"Op Type": %s, "Group Name": %s, "Local Rank": %d, '
+                       '"Rank Size": %d}, "ph": "X"}')
+        start = ops["start_local"].to_numpy(np.int64)
+        w, f = _us_parts(start)
+        grp = ops["group"].astype(str).to_numpy(object)
+        ev.append(np.array(list(map(tmpl.__mod__, zip(
+            jstr(ops["op_name"].to_numpy(object)).tolist(), [gid[g] for g in grp], w, f,
+            _floats(ops["dur_ns"]), jstr(ops["op_type"].to_numpy(object)).tolist(),
+            jstr(grp).tolist(), _ints(ops["local_rank"]), _ints(ops["rank_size"])))),
+            dtype=object))
+        keys.append(ts_sort_key(start))
+    if len(steps):
+        tmpl = head + '"args": %s, "ph": "X"}'
+        start = steps["start_local"].to_numpy(np.int64)
+        w, f = _us_parts(start)
+        ev.append(np.array(list(map(tmpl.__mod__, zip(
+            jstr(steps["name"].to_numpy(object)).tolist(),
+            (PLANE_TID_BASE + steps["plane_id"].to_numpy(np.int64)).tolist(), w, f,
+            _floats(steps["dur_ns"]), np.asarray(comm.step_args, dtype=object).tolist()))),
+            dtype=object))
+        keys.append(ts_sort_key(start))
+    return Layer(m, np.concatenate(ev) if ev else np.zeros(0, dtype=object),
+                 np.concatenate(keys) if keys else np.zeros(0, np.float64))
 
 
 # --- Step Trace --------------------------------------------------------------------------
@@ -418,10 +525,28 @@ def step_layer(dev: DeviceData, its: pd.DataFrame, app_pid: int) -> Layer:
                + ', "BP End": ' + bp_s + ', "Iteration End": ' + end_s
                + ', "Iteration Refresh(us)": ' + dur_json(end - bp)
                + '}, "cat": "Iteration Refresh", "ph": "X"}')
-    x_ev = np.stack([_s(it), _s(fpbp), _s(refresh)], axis=1)
-    x_key = np.stack([ts_sort_key(start), ts_sort_key(np.maximum(fp, 0)),
-                      ts_sort_key(np.maximum(bp, 0))], axis=1)
-    x_ok = np.stack([np.ones(len(its), bool), has_fp & has_bp, has_bp], axis=1)
+    x_cols, x_keys, x_oks = [_s(it), _s(fpbp), _s(refresh)], \
+        [ts_sort_key(start), ts_sort_key(np.maximum(fp, 0)), ts_sort_key(np.maximum(bp, 0))], \
+        [np.ones(len(its), bool), has_fp & has_bp, has_bp]
+    # Reduce_{i}_{k}: the k-th AllReduce (tags 10000+2k / 10001+2k, k from 0) of iteration i,
+    # only when both of its markers are in the iteration (step-trace-and-advice.md 3)
+    for k in sorted(int(c.rsplit("_", 1)[1]) for c in its.columns
+                    if c.startswith("reduce_start_")):
+        rs = its[f"reduce_start_{k}"].to_numpy(np.int64)
+        re_ = its[f"reduce_end_{k}"].to_numpy(np.int64) if f"reduce_end_{k}" in its.columns \
+            else np.full(len(its), -1, np.int64)
+        ok = (rs >= 0) & (re_ >= 0)
+        rs0, re0 = np.maximum(rs, 0), np.maximum(re_, 0)
+        x_cols.append(_s('{"name": "Reduce_' + i + '_' + str(k) + '"' + head + us_str(rs0)
+                         + '", "dur": ' + dur_json(re0 - rs0) + ', "args": {"Iteration ID": '
+                         + i + ', "Reduce Start ' + str(k) + '": "' + us_str(rs0)
+                         + '", "Reduce End ' + str(k) + '": "' + us_str(re0)
+                         + '"}, "cat": "Reduce", "ph": "X"}'))
+        x_keys.append(ts_sort_key(rs0))
+        x_oks.append(ok)
+    x_ev = np.stack(x_cols, axis=1)
+    x_key = np.stack(x_keys, axis=1)
+    x_ok = np.stack(x_oks, axis=1)
     # Data_aug flow: "t" at FP of iteration i, "s" at the middle of its refresh phase
     flow_id = f'"Data_aug Bound {app_pid}_' + tid + '"'
     prev_i = int_str(its["iteration_id"].to_numpy(np.int64) - 1)
@@ -477,9 +602,14 @@ def read_reports(path) -> dict[str, bool]:
 
 def msprof_layers(devs: list[tuple[DeviceData, pd.DataFrame, pd.DataFrame, pd.DataFrame]],
                   apis: pd.DataFrame, app_pid: int, switches: dict[str, bool],
-                  tx: Layer | None = None) -> list[Layer]:
+                  tx: Layer | None = None, comm: list[CommData | None] | None = None
+                  ) -> list[Layer]:
     """devs: (device, tasks, op rows, iterations) already restricted to the export window;
-    `tx`: the msproftx layer (msproftx.tx_layer), last in layer order (project choice)."""
+    `comm`: per device (same order) its HCCL data (communication.device_comm) or None;
+    `tx`: the msproftx layer (msproftx.tx_layer), last in layer order (project choice).
+    Layer order: Step Trace, CANN, Ascend Hardware, HostToDevice, Communication, Overlap
+    Analysis, msproftx."""
+    comms = list(comm) if comm is not None else [None] * len(devs)
     layers: list[Layer] = []
     if switches.get("step_trace", True):
         layers += [step_layer(d, its, app_pid) for d, _, _, its in devs]
@@ -490,8 +620,11 @@ def msprof_layers(devs: list[tuple[DeviceData, pd.DataFrame, pd.DataFrame, pd.Da
     if switches.get("ascend", True) and switches.get("cann", True) and apis is not None \
             and len(apis):
         layers += [flow_layer(d, t, app_pid) for d, t, _, _ in devs]
+    if switches.get("communication", True):
+        layers += [communication_layer(d, c, app_pid) for (d, _, _, _), c in zip(devs, comms)]
     if switches.get("overlap_analyse", True):
-        layers += [overlap_layer(d, rows, app_pid) for d, t, rows, _ in devs if len(t)]
+        layers += [overlap_layer(d, rows, app_pid, c) for (d, t, rows, _), c in zip(devs, comms)
+                   if len(t) or (c is not None and len(c.ops))]
     if tx is not None and len(tx) and switches.get("msproftx", True):
         layers.append(tx)
     return layers
