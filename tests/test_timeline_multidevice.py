@@ -310,3 +310,29 @@ def test_overlap_layer_invariants_random(tasks, comm) -> None:
     # without communication: Free = the gaps between computing (single-device output)
     if not c:
         assert free == [(a[1], b[0]) for a, b in zip(comp, comp[1:])]
+
+
+def test_db_overlap_analysis_has_the_communication_rows_of_the_json(prof: Path) -> None:
+    import sqlite3
+
+    run_export(prof, type_="db", quiet=True)
+    [dbp] = list(prof.glob("msprof_*.db"))
+    events = json.loads(next((prof / "mindstudio_profiler_output").glob("msprof_*.json"))
+                        .read_text())
+    pids = {e["pid"]: e["args"]["labels"] for e in events
+            if e.get("name") == "process_labels"}
+    ov = {e["pid"] for e in events if e.get("name") == "process_name"
+          and e["args"]["name"] == "Overlap Analysis"}
+    want: dict[tuple[int, str], int] = {}
+    for e in events:
+        if e["ph"] == "X" and e["pid"] in ov:
+            dev = int(pids[e["pid"]].split()[1])
+            want[(dev, e["name"])] = want.get((dev, e["name"]), 0) + 1
+    names = {"COMPUTE": "Computing", "COMMUNICATION": "Communication",
+             "COMM_NOT_OVERLAP_COMP": "Communication(Not Overlapped)", "FREE": "Free"}
+    with sqlite3.connect(dbp) as con:
+        got = {(d, names[n]): c for d, n, c in con.execute(
+            "SELECT o.deviceId, e.name, COUNT(*) FROM OVERLAP_ANALYSIS o JOIN "
+            "ENUM_OVERLAP_ANALYSIS_TYPE e ON e.id = o.type GROUP BY o.deviceId, e.name")}
+    assert got == want
+    assert any(name == "Communication(Not Overlapped)" for _, name in got)

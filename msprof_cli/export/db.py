@@ -34,7 +34,7 @@ from . import communication, msproftx
 from .dataset import DROPPED_GE_TYPES, DeviceData, ProfData
 from .host import NA
 from .pmu import GB, tail_columns
-from .timeline import CONTEXT_ID_910, merge_intervals, task_kind
+from .timeline import CONTEXT_ID_910, overlap_intervals, task_kind
 from .writers import FILE_MODE, _write_error, output_dir
 
 SCHEMA_VERSION = (1, 2, 0)
@@ -118,7 +118,6 @@ ENUMS: dict[str, list[tuple[int, str]]] = {
                                    (2, "COMM_NOT_OVERLAP_COMP"), (3, "FREE"),
                                    (65535, "RESERVE")],
 }
-OVERLAP_COMPUTE, OVERLAP_FREE = 0, 3
 HCCL_DATA_TYPE_NA = 65534
 
 
@@ -255,13 +254,13 @@ def _device_tables(data: ProfData, strings: StringIds) -> dict[str, list[Columns
             pmu = _pmu_rows(dev, rows.reset_index(drop=True), cgid, strings)
             if pmu:
                 out["TASK_PMU_INFO"].append(pmu)
-            cs, ce = merge_intervals(_ns(rows["start_local"]), _ns(rows["end_local"]))
-            fs, fe = ce[:-1], cs[1:]
-            k = len(cs) + len(fs)
+            comm = communication.device_comm(data, dev)
+            parts = overlap_intervals(rows, comm.ops if comm is not None else None)
+            k = sum(len(s) for s, _ in parts)  # types 0..3 = ENUM_OVERLAP_ANALYSIS_TYPE ids
             out["OVERLAP_ANALYSIS"].append([
-                overlap_id + np.arange(k), np.full(k, dev.device_id), np.concatenate([cs, fs]),
-                np.concatenate([ce, fe]),
-                np.r_[np.full(len(cs), OVERLAP_COMPUTE), np.full(len(fs), OVERLAP_FREE)]])
+                overlap_id + np.arange(k), np.full(k, dev.device_id),
+                np.concatenate([s for s, _ in parts]), np.concatenate([e for _, e in parts]),
+                np.concatenate([np.full(len(s), kind) for kind, (s, _) in enumerate(parts)])])
             overlap_id += k
         its = dev.iterations
         if len(its):

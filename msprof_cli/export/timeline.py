@@ -398,6 +398,25 @@ class CommData:
         return len(self.ops) + len(self.steps)
 
 
+def overlap_intervals(rows: pd.DataFrame, ops: pd.DataFrame | None
+                      ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Overlap Analysis intervals (local ns) in the order Computing, Communication,
+    Communication(Not Overlapped), Free -- the layer of msprof json and the db's
+    OVERLAP_ANALYSIS table share this one definition (timeline.md 7)."""
+    cs, ce = merge_intervals(rows["start_local"].to_numpy(np.int64),
+                             rows["end_local"].to_numpy(np.int64))
+    if ops is not None and len(ops):
+        ms, me = merge_intervals(ops["start_local"].to_numpy(np.int64),
+                                 ops["end_local"].to_numpy(np.int64))
+    else:
+        ms = me = np.zeros(0, np.int64)
+    ns, ne = subtract_intervals(ms, me, cs, ce)
+    fs, fe = ce[:-1], cs[1:]  # the gaps between computing intervals ...
+    if len(ms):  # ... minus communication
+        fs, fe = subtract_intervals(fs, fe, ms, me)
+    return [(cs, ce), (ms, me), (ns, ne), (fs, fe)]
+
+
 def overlap_layer(dev: DeviceData, rows: pd.DataFrame, app_pid: int,
                   comm: CommData | None = None) -> Layer:
     """Computing = union of the op_summary task intervals; Communication = union of the HCCL
@@ -410,19 +429,8 @@ def overlap_layer(dev: DeviceData, rows: pd.DataFrame, app_pid: int,
     ops = comm.ops if comm is not None else None
     if len(rows) == 0 and (ops is None or len(ops) == 0):
         return Layer(m)
-    cs, ce = merge_intervals(rows["start_local"].to_numpy(np.int64),
-                             rows["end_local"].to_numpy(np.int64))
-    if ops is not None and len(ops):
-        ms, me = merge_intervals(ops["start_local"].to_numpy(np.int64),
-                                 ops["end_local"].to_numpy(np.int64))
-    else:
-        ms = me = np.zeros(0, np.int64)
-    ns, ne = subtract_intervals(ms, me, cs, ce)
-    fs, fe = ce[:-1], cs[1:]  # the gaps between computing intervals ...
-    if len(ms):  # ... minus communication
-        fs, fe = subtract_intervals(fs, fe, ms, me)
     # layer rows: Computing, Communication, Not Overlapped, Free (tid 0..3), in this order
-    parts = [(cs, ce), (ms, me), (ns, ne), (fs, fe)]
+    parts = overlap_intervals(rows, ops)
     b = np.concatenate([p[0] for p in parts])
     d = np.concatenate([p[1] - p[0] for p in parts])
     bounds = np.cumsum([0] + [len(p[0]) for p in parts])
