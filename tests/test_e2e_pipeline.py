@@ -179,3 +179,24 @@ def test_device_durations_are_deterministic(prof: Path, tmp_path: Path) -> None:
                        for r in read_csv(summary(p, "op_summary")))
 
     assert durations(other) == durations(prof)
+
+
+def test_database_from_a_collection_matches_the_csvs(prof: Path) -> None:
+    import sqlite3
+
+    msprof("export", "--output", str(prof), "--type", "db", cwd=prof.parent)
+    [db] = list(prof.glob("msprof_*.db"))
+    out = prof / "mindstudio_profiler_output"
+    if not out.exists():
+        msprof("export", "--output", str(prof), "--layout", "mindstudio", cwd=prof.parent)
+    ops = read_csv(next(out.glob("op_summary_*.csv")))
+    with sqlite3.connect(db) as con:
+        n_compute = con.execute("SELECT COUNT(*) FROM COMPUTE_TASK_INFO").fetchone()[0]
+        top = con.execute("""
+            SELECT s.value, SUM(t.endNs - t.startNs) FROM COMPUTE_TASK_INFO c
+            JOIN TASK t ON t.globalTaskId = c.globalTaskId JOIN STRING_IDS s ON s.id = c.opType
+            GROUP BY c.opType ORDER BY 2 DESC LIMIT 1""").fetchone()
+    assert n_compute == len(ops)
+    stat = read_csv(next(out.glob("op_statistic_*.csv")))
+    assert top[0] == stat[0]["OP Type"]
+    assert top[1] / 1000 == pytest.approx(float(stat[0]["Total Time(us)"]), abs=0.01)
