@@ -214,7 +214,10 @@ def test_launch_windows_contain_compact_records(tmp_path):
     for kind in ("node_basic_info", "tensor_info", "task_track"):
         rec = R.host_records(prof, kind)
         if kind == "task_track":
-            rec = rec[rec["task_type"] != L.RUNTIME_TASK_TYPE_IDS["FLIP_TASK"]]
+            # flips and the GE input/output copies (inside InputCopy/OutputCopy, not a launch:
+            # tests/test_device_memcpy.py) are not op launches
+            rec = rec[~np.isin(rec["task_type"], [L.RUNTIME_TASK_TYPE_IDS["FLIP_TASK"],
+                                                  L.RUNTIME_TASK_TYPE_IDS["MEMCPY_ASYNC"]])]
         name_field = "kernel_name" if kind == "task_track" else "op_name"
         for r in rec:
             w = launch[(launch["thread_id"] == r["thread_id"])
@@ -293,7 +296,10 @@ def test_training_trace_off_and_switch_mapping(tmp_path):
                config(training_trace=False, aicpu=False, aic_metrics="", aic_events=()))
     ddata = prof / "device_0" / "data"
     names = {p.name for p in ddata.iterdir()}
-    assert names == {"hwts.data.0.slice_0"}
+    # ts_track holds only the input copies' "ts memcpy" records (task_time data, not step trace)
+    assert names == {"hwts.data.0.slice_0", "ts_track.data.0.slice_0"}
+    ts = R.device_records(prof, "ts_track")
+    assert set(ts["rpt_type"].tolist()) == {L.TS_RPT_MEMCPY}
     sample = read_json_line(prof / "device_0" / "sample.json")
     assert sample["ai_core_profiling"] == "off" and sample["ts_keypoint"] == "off"
     assert sample["aicpuTrace"] == "off" and sample["l2CacheTaskProfiling"] == "off"

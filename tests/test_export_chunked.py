@@ -159,3 +159,44 @@ def test_run_jobs_order_and_errors(monkeypatch):
         raise ExportError("disk full")
     with pytest.raises(ExportError, match="disk full"):
         run_jobs([boom, lambda: 0])
+
+
+def test_legacy_advice_from_chunks_equals_whole(prof_src, tmp_path, monkeypatch):
+    """Legacy op_summary / task_time are written CHUNK_ROWS rows at a time and the tuning
+    advice is built from the same chunks (no whole op_summary frame): the prof_rule content
+    and the console report equal the single-chunk export's."""
+    def advice(dest: Path) -> list[tuple[str, dict, str]]:
+        prof = dest / prof_src.name
+        shutil.copytree(prof_src, prof)
+        res = run_export(prof, layout="legacy", quiet=True)
+        return [(a.path.name, a.rule, a.text) for a in res.advice]
+
+    whole = advice(tmp_path / "whole")
+    monkeypatch.setattr(W, "CHUNK_ROWS", 11)
+    chunked = advice(tmp_path / "chunked")
+    assert len(whole) == 2 and any(r for _, r, _ in whole)
+    assert chunked == whole
+
+
+def test_lazy_numeric_x_events_equal_eager_text():
+    """numeric_trace.x_events renders per chunk; its text equals the column-wise formatting
+    (json.dumps names, %d.%03d ts, repr durations, scalar or per-row args)."""
+    from msprof_cli.export.fmt import float_str, us_str
+    from msprof_cli.export.numeric_trace import x_events
+
+    name = np.array(["a", 'q"uote', "ünï", "a"], dtype=object)
+    start = np.array([1_700_000_000_001_031, 5, 1_700_000_000_000_000, 999], dtype=np.int64)
+    dur = np.array([1500, 0, 10**19 // 1000, 7], dtype=np.int64)
+    tid = np.array([3, 1, 2, 0])
+    for pid, args in ((42, '{"x": 1}'), (np.array([1, 2, 3, 4]),
+                                         np.array(['{"k": %d}' % i for i in range(4)],
+                                                  dtype=object))):
+        lay = x_events(name, pid, tid, start, dur, args)
+        got = lay.take(np.arange(4))
+        pids = [str(pid)] * 4 if np.isscalar(pid) else [str(p) for p in pid]
+        argv = [args] * 4 if isinstance(args, str) else list(args)
+        expect = ['{"name": %s, "pid": %s, "tid": %d, "ts": %s, "dur": %s, "args": %s, '
+                  '"ph": "X"}' % (json.dumps(n), p, t, ts, d, a) for n, p, t, ts, d, a in
+                  zip(name, pids, tid, us_str(start), float_str(dur / 1000.0), argv)]
+        assert got == expect
+        assert lay.take(np.array([2, 0])) == [expect[2], expect[0]]

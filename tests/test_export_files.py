@@ -192,10 +192,13 @@ def test_cross_checks(full_prof: Path) -> None:
     from msprof_cli.device import readback as R
     n_aicpu = len(R.device_records(full_prof, "aicpu", 0))
     task = rows(full_prof, "task_time", SUFFIX6)
-    assert len(task) == len(hwts_tasks(full_prof)) + n_aicpu and n_aicpu == 6
+    # (+ one MEMCPY_ASYNC input copy per iteration: ts_track "ts memcpy" tasks)
+    n_copy = len(R.ts_memcpy(full_prof)) // 2
+    assert len(task) == len(hwts_tasks(full_prof)) + n_aicpu + n_copy and n_aicpu == 6
+    assert n_copy == 6 and sum(r["kernel_type"] == "MEMCPY_ASYNC" for r in task) == n_copy
     assert len(rows(full_prof, "aicpu", SUFFIX6)) == n_aicpu
     assert len(rows(full_prof, "step_trace", SUFFIX6)) == 6
-    assert len(op) == len(task)
+    assert len(op) == len(task) - n_copy  # copies are not ops
     # ai_stack_time: per iteration GE Input/Infer/Output, Runtime, Task Scheduler
     stack = rows(full_prof, "ai_stack_time", SUFFIX6)
     assert [(r["Module"], r["API"]) for r in stack[:5]] == [
@@ -215,7 +218,8 @@ def test_cross_checks(full_prof: Path) -> None:
     rt = {(r["Name"], r["Stream ID"]): int(r["Calls"]) for r in rows(full_prof, "runtime_api",
                                                                         SUFFIX6)}
     n_core = len(hwts_tasks(full_prof))
-    assert rt == {("rtKernelLaunch", "2"): n_core, ("rtCpuKernelLaunchWithFlag", "3"): 6}
+    assert rt == {("rtKernelLaunch", "2"): n_core, ("rtCpuKernelLaunchWithFlag", "3"): 6,
+                  ("rtMemcpyAsync", "5"): n_copy}
     pct = [float(r["Time(%)"]) for r in rows(full_prof, "runtime_api", SUFFIX6)]
     assert abs(sum(pct) - 100) < 0.01
     # fusion_op: the fused Conv2D with its original ops, `;`-separated
@@ -388,7 +392,9 @@ def test_iteration_selection_applies_to_every_file(tmp_path: Path) -> None:
     assert sorted({r["Infer ID"] for r in stack}) == ["2", "3"]
     n_tasks = len(rows(prof, "task_time", sfx))
     calls = sum(int(r["Calls"]) for r in rows(prof, "runtime_api", sfx))
-    assert calls == n_tasks == len(rows(prof, "op_summary", sfx))
+    n_copy = sum(r["kernel_type"] == "MEMCPY_ASYNC" for r in rows(prof, "task_time", sfx))
+    assert n_copy == 2  # one input copy per iteration (rtMemcpyAsync), not an op
+    assert calls == n_tasks == len(rows(prof, "op_summary", sfx)) + n_copy
     n_core = sum(r["kernel_type"] == "AI_CORE" for r in rows(prof, "task_time", sfx))
     assert len(rows(prof, "l2_cache", sfx)) == n_core
     ge = json.loads((prof / "device_0/timeline" / f"ge{sfx}.json").read_text())

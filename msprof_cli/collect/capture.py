@@ -62,6 +62,12 @@ class ModelInfo:
     fp_op: str | None = None  # op name after which FP starts (None: auto/unknown)
     bp_op: str | None = None  # op name after which BP ends (None: auto/unknown)
     op_order: dict[str, int] = field(default_factory=dict)  # op name -> topological op id
+    # host<->device transfers of one step (docs/device-model.md 5.1): the graph inputs the
+    # host feeds (outputs of the data-source ops: iterator reads, placeholders / arguments)
+    # and the outputs the host fetches (the function's return values, e.g. the loss).
+    # Empty = unknown: the device falls back to the data-source ops it sees in the step.
+    feeds: tuple[TensorSpec, ...] = ()
+    fetches: tuple[TensorSpec, ...] = ()
 
 
 @dataclass

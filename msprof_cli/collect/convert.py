@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from msprof_cli.collect.capture import CaptureChunk, Iteration, ModelInfo, OpRun
 from msprof_cli.collect.records import ExecRecord
-from msprof_cli.collect.tf_graphs import (OpShape, StaticGraph, lowered_name, replica_of_name,
-                                          resolve)
+from msprof_cli.collect.tf_graphs import (CALL_OPS, CONTROL_FLOW_OPS, DATA_SOURCES, OpShape,
+                                          StaticGraph, lowered_name, replica_of_name, resolve)
 from msprof_cli.collect.xspace import Event, Trace
 
 # eager ops that only create handles, constants or input-pipeline objects on the host
@@ -395,6 +395,7 @@ def _fp_bp(model: ModelInfo, ops: list[OpRun], static: StaticGraph | None, fp_po
                                f"trace. ({bp_point!r}, model {model.name})")
     if static is None:
         return
+    _transfers(model, static)
     order = static.order
     big = len(order) + 1
     # runtime names of ops in lowered While/If bodies carry `/_<N>/`: static names without
@@ -409,6 +410,23 @@ def _fp_bp(model: ModelInfo, ops: list[OpRun], static: StaticGraph | None, fp_po
         grads = [o for o in ops if ("gradient" in o.name) and static_name[o.name] in order]
         if grads:
             model.bp_op = max(grads, key=lambda o: order[static_name[o.name]]).name
+
+
+def _transfers(model: ModelInfo, static: StaticGraph) -> None:
+    """Host<->device copies of a step (docs/device-model.md 5.1): feeds = outputs of the graph's
+    data sources, except a called body's arguments (they repeat their caller's source);
+    fetches = the top-level graph's return values."""
+    calls = {n + "/" for n, op in static.ops.items()
+             if op.type in CALL_OPS or op.type in CONTROL_FLOW_OPS}
+    feeds = []
+    for name in sorted(static.inputs, key=lambda n: static.order.get(n, 0)):
+        op = static.ops.get(name)
+        if op is None or (op.type not in DATA_SOURCES
+                          and any(name.startswith(c) for c in calls)):
+            continue
+        feeds.extend(op.outputs)
+    model.feeds = tuple(feeds)
+    model.fetches = tuple(static.outputs)
 
 
 # data-handling ops that read the input but launch no device task (FP must be a compute op)

@@ -50,6 +50,8 @@ class StaticGraph:
     ops: dict[str, StaticOp] = field(default_factory=dict)
     order: dict[str, int] = field(default_factory=dict)
     inputs: set[str] = field(default_factory=set)  # ops that produce the graph's input data
+    # specs of the values the top-level graph returns (tf.function outputs; TF1 graphs: none)
+    outputs: tuple[TensorSpec, ...] = ()
     truncated: bool = False
     version: int = 0  # bumped when runtime shapes replace unknown dims (caches key on it)
 
@@ -108,6 +110,11 @@ def walk_graph(graph: Any, into: StaticGraph | None = None, prefix: str = "",
     out = into if into is not None else StaticGraph()
     if depth > 8:
         return out
+    if depth == 0 and not out.outputs:
+        try:  # a FuncGraph's return values = what the step fetches back to the host
+            out.outputs = tuple(tensor_spec(t) for t in (getattr(graph, "outputs", None) or ()))
+        except Exception:
+            out.outputs = ()
     arg_names: set[str] = set()
     if data_args:
         for i, t in enumerate(getattr(graph, "inputs", ()) or ()):

@@ -21,15 +21,17 @@ from typing import Sequence
 import numpy as np
 
 from msprof_cli.collect.capture import CaptureChunk, Iteration
+from msprof_cli.device import memcpy as MC
 from msprof_cli.device import op_map
 from msprof_cli.device import scheduler as S
 from msprof_cli.device.chip import ChipSpec, get_chip
 from msprof_cli.device.cost_model import CostTable, evaluate
 from msprof_cli.device.device_records import (aicore_records, aicpu_records, flip_records,
                                               hwts_records, l2_cache_records,
-                                              step_trace_records)
+                                              memcpy_records, step_trace_records)
 from msprof_cli.device.host_records import (HCCL_INFO_TYPE, RT_CPU_KERNEL_LAUNCH,
-                                            RT_KERNEL_LAUNCH, RUNTIME_API_TYPES, api_records,
+                                            RT_KERNEL_LAUNCH, RT_MEMCPY_ASYNC,
+                                            RUNTIME_API_TYPES, api_records,
                                             copy_spans, fusion_op_records,
                                             graph_id_map_records, hccl_info_records,
                                             launch_windows, msproftx_records,
@@ -61,6 +63,7 @@ _GE_TASK_TYPE = {op_map.KIND_AI_CORE: L.GE_TASK_TYPE_IDS["AI_CORE"],
 _RUNTIME_TYPE = {op_map.KIND_AI_CORE: L.RUNTIME_TASK_TYPE_IDS["KERNEL_AICORE"],
                  op_map.KIND_AI_CPU: L.RUNTIME_TASK_TYPE_IDS["KERNEL_AICPU"]}
 FLIP_TYPE = L.RUNTIME_TASK_TYPE_IDS["FLIP_TASK"]
+MEMCPY_TYPE = L.RUNTIME_TASK_TYPE_IDS["MEMCPY_ASYNC"]
 
 
 def _lut(mapping: dict[int, int], default: int = 0) -> np.ndarray:
@@ -112,6 +115,9 @@ class _ChunkCtx:
     me_end: np.ndarray
     fp_name: dict[int, np.ndarray]  # per device, per iteration: name idx of the fp op (-1)
     bp_name: dict[int, np.ndarray]
+    # GE InputCopy / OutputCopy spans per iteration (in_b, in_e, in_ok, out_b, out_e, out_ok);
+    # None with task_time off (no copies, no memcpy tasks)
+    copies: tuple[np.ndarray, ...] | None = None
 
 
 class Device:
@@ -410,6 +416,7 @@ class Device:
             np.minimum.at(first, ops.iter_row[rows], win.begin[rows])
             np.maximum.at(last, ops.iter_row[rows], win.end[rows])
         ib, ie, iok, ob, oe, ook = copy_spans(ctx.me_begin, ctx.me_end, first, last)
+        ctx.copies = (ib, ie, iok, ob, oe, ook)
         for typ, b, e, ok in ((L.MODEL_INPUT_COPY, ib, ie, iok),
                               (L.MODEL_OUTPUT_COPY, ob, oe, ook)):
             if ok.any():
@@ -518,6 +525,22 @@ class Device:
         stream = _STREAM_LUT[kind[rows]]
         op_iter = ops.iter_row[rows]
         n_it = len(iters)
+        copies = self._memcpy_tasks(ctx, dd, it_rows)
+        h2d = None
+        if copies is not None and len(copies["h2d_it"]):
+            # input copy first: every task of the iteration waits for its batch (GE: the
+            # model's first task waits on the copy's event)
+            plan = S.StreamPlan()
+            plan.add(op_row=-1, order_ns=copies["h2d_ts"], sub=0,
+                     ready=clk.ticks(copies["h2d_ts"] + S.LAUNCH_LATENCY_NS),
+                     dur=copies["h2d_dur"], gap=S.TASK_GAP_TICKS, tag=-1,
+                     iter_row=copies["h2d_it"])
+            h2d = S.schedule(plan, dd.state, MC.H2D_STREAM)
+            h2d_end = np.full(n_it, S.NEVER, np.int64)
+            h2d_end[h2d.iter_row] = h2d.end
+            inn = op_iter >= 0
+            ready = ready.copy()
+            ready[inn] = np.maximum(ready[inn], h2d_end[op_iter[inn]])
 
         # Cross-stream order (GE's event record/wait): an AI CPU / HCCL task waits for the
         # compute-stream task launched just before it (its producer), and the iteration-end
@@ -560,7 +583,100 @@ class Device:
                                   other_end, op_end, dd.device_id)
         if plan.op_row:
             scheduled[S.COMPUTE_STREAM] = S.schedule(plan, dd.state, S.COMPUTE_STREAM)
-        self._emit(ctx, dd, scheduled, host)
+        memcpy: list[S.ScheduledStream] = [h2d] if h2d is not None else []
+        if copies is not None and len(copies["d2h_it"]):
+            # output copy after the iteration's last task on every stream
+            last = other_end.copy()
+            comp = scheduled.get(S.COMPUTE_STREAM)
+            if comp is not None:
+                sel = comp.iter_row >= 0
+                np.maximum.at(last, comp.iter_row[sel], comp.end[sel])
+            it = copies["d2h_it"]
+            plan = S.StreamPlan()
+            plan.add(op_row=-1, order_ns=copies["d2h_ts"], sub=0,
+                     ready=np.maximum(clk.ticks(copies["d2h_ts"] + S.LAUNCH_LATENCY_NS),
+                                      last[it]),
+                     dur=copies["d2h_dur"], gap=S.TASK_GAP_TICKS, tag=-1, iter_row=it)
+            memcpy.append(S.schedule(plan, dd.state, MC.D2H_STREAM))
+        self._emit(ctx, dd, scheduled, host, self._emit_memcpy(ctx, dd, memcpy, copies, host))
+
+    def _memcpy_tasks(self, ctx: _ChunkCtx, dd: _DeviceDir, it_rows: np.ndarray
+                      ) -> dict[str, np.ndarray] | None:
+        """Input / output copies of this device's iterations (device/memcpy.py): iteration
+        rows, task_track times (middle of the GE InputCopy / OutputCopy API), durations."""
+        if ctx.copies is None or not len(it_rows):
+            return None
+        ops, iters = ctx.ops, ctx.iters
+        n_it = len(iters)
+        ib, ie, iok, ob, oe, ook = ctx.copies
+        feed, fetch, known = MC.model_bytes(self.models, iters.model_id)
+        # devices per iteration: the batch is split over the replicas
+        inn = ops.iter_row >= 0
+        pairs = np.unique(np.stack([ops.iter_row[inn], ops.device_id[inn].astype(np.int64)]),
+                          axis=1) if inn.any() else np.zeros((2, 0), np.int64)
+        n_dev = np.maximum(np.bincount(pairs[0], minlength=n_it), 1)
+        # fallback: outputs of this device's data-source ops of the step
+        src = MC.source_bytes_per_sig(self.sigs, ctx.sig["bytes_out"])[ops.sig]
+        mine = inn & (ops.device_id == dd.device_id) & (src > 0)
+        seen = np.zeros(n_it, np.int64)
+        np.add.at(seen, ops.iter_row[mine], src[mine])
+        hb = np.where(known, -(-feed // n_dev), seen)  # bytes per iteration (ceil split)
+        db = -(-fetch // n_dev)
+        tick = dd.state.clock.tick_ns
+        h = it_rows[(hb[it_rows] > 0) & iok[it_rows]]
+        d = it_rows[(db[it_rows] > 0) & ook[it_rows]]
+        return {"h2d_it": h, "h2d_ts": ib[h] + (ie[h] - ib[h]) // 2,
+                "h2d_dur": MC.duration_ticks(hb[h], tick), "h2d_bytes": hb[h],
+                "d2h_it": d, "d2h_ts": ob[d] + (oe[d] - ob[d]) // 2,
+                "d2h_dur": MC.duration_ticks(db[d], tick), "d2h_bytes": db[d]}
+
+    def _emit_memcpy(self, ctx: _ChunkCtx, dd: _DeviceDir, scheduled: list[S.ScheduledStream],
+                     copies: dict[str, np.ndarray] | None, host: dict[str, list[np.ndarray]]
+                     ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Host task_track (MEMCPY_ASYNC) + rtMemcpyAsync API, flips, and the ts_track
+        rptType 11 start/end records of the copies; returns the ts_track parts."""
+        if not scheduled or copies is None:
+            return []
+        clk = dd.state.clock
+        dev = dd.device_id
+        iters = ctx.iters
+        out: list[tuple[np.ndarray, np.ndarray]] = []
+        host["_hash_lines"].extend(self._hash_lines([MC.H2D_NAME, MC.D2H_NAME]))
+        for sch in scheduled:
+            key = "h2d" if sch.stream_id == MC.H2D_STREAM else "d2h"
+            name = MC.H2D_NAME if key == "h2d" else MC.D2H_NAME
+            n = len(sch)
+            # schedule() keeps launch order = the order of copies[...] (one per iteration,
+            # increasing times); map back by iteration row to be safe
+            pos = np.searchsorted(copies[f"{key}_it"], sch.iter_row)
+            ts = copies[f"{key}_ts"][pos]
+            thr = iters.thread[sch.iter_row].astype(np.uint32)
+            stream = np.full(n, sch.stream_id)
+            host["task_track"].append(task_track_records(
+                thr, ts, dev, stream, sch.task_id, np.zeros(n, np.int64),
+                np.full(n, MEMCPY_TYPE), np.full(n, name_hash(name), np.uint64),
+                np.zeros(n, np.uint16)))
+            if self.config.runtime_api:
+                b = ts - np.minimum(1_000, (ts - ctx.copies[0 if key == "h2d" else 3][
+                    sch.iter_row]) // 2)
+                e = ts + np.minimum(2_000, (ctx.copies[1 if key == "h2d" else 4][
+                    sch.iter_row] - ts) // 2)
+                ok = e > b
+                host["api_event"].append(api_records(
+                    L.LEVEL_RUNTIME, RT_MEMCPY_ASYNC, thr[ok], b[ok], e[ok],
+                    np.zeros(int(ok.sum()), np.uint64)))
+            fl = np.flatnonzero(sch.flip_start)
+            if len(fl):
+                host["task_track"].append(task_track_records(
+                    thr[fl], ts[fl] - 1, dev, stream[fl], sch.task_id[fl], sch.flip[fl],
+                    np.full(len(fl), FLIP_TYPE), np.zeros(len(fl), np.uint64),
+                    np.zeros(len(fl), np.uint16)))
+                f_ts = clk.syscnt(sch.start[fl] - 1)
+                out.append((flip_records(f_ts, stream[fl], sch.flip[fl], sch.task_id[fl]), f_ts))
+            s_ts, e_ts = clk.syscnt(sch.start), clk.syscnt(sch.end)
+            out.append((memcpy_records(s_ts, stream, sch.task_id, L.TS_MEMCPY_START), s_ts))
+            out.append((memcpy_records(e_ts, stream, sch.task_id, L.TS_MEMCPY_END), e_ts))
+        return out
 
     def _compute_plan(self, ctx: _ChunkCtx, clk: S.DeviceClock, it_rows: np.ndarray,
                       rows: np.ndarray, tt: np.ndarray, ready: np.ndarray, dur: np.ndarray,
@@ -662,15 +778,16 @@ class Device:
             (bytes_in // n).astype(np.uint64), np.zeros(len(task), np.uint32)))
 
     def _emit(self, ctx: _ChunkCtx, dd: _DeviceDir, scheduled: dict[int, S.ScheduledStream],
-              host: dict[str, list[np.ndarray]]) -> None:
+              host: dict[str, list[np.ndarray]],
+              extra_ts: list[tuple[np.ndarray, np.ndarray]] | None = None) -> None:
         cfg = self.config
         ops, iters, win, cost = ctx.ops, ctx.iters, ctx.win, ctx.cost
         clk = dd.state.clock
         task_on = cfg.task_time != "off"
         files = dd.data
         dev = dd.device_id
-        ts_parts: list[np.ndarray] = []
-        ts_time: list[np.ndarray] = []
+        ts_parts: list[np.ndarray] = [p for p, _ in extra_ts or ()]
+        ts_time: list[np.ndarray] = [t for _, t in extra_ts or ()]
         name_hash_of = np.array([name_hash(n) for n in self.names.items], np.uint64)
         for sid, sch in scheduled.items():
             is_op = sch.op_row >= 0

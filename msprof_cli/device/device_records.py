@@ -64,6 +64,20 @@ def flip_records(ts: np.ndarray, stream: np.ndarray, flip_num: np.ndarray,
     return arr
 
 
+def memcpy_records(ts: np.ndarray, stream: np.ndarray, task_id: np.ndarray, state: int
+                   ) -> np.ndarray:
+    """ts_track rptType 11 ("ts memcpy"): one record when a copy starts (taskState 0) and
+    one when it ends (1); see layouts.TS_TRACK_MEMCPY for the field interpretation."""
+    arr = np.zeros(len(ts), L.TS_TRACK_MEMCPY)
+    arr["rpt_type"] = L.TS_RPT_MEMCPY
+    arr["buf_size"] = L.TS_TRACK_SIZE
+    arr["timestamp"] = ts
+    arr["stream_id"] = stream & STREAM_MASK
+    arr["task_id"] = task_id
+    arr["task_state"] = state
+    return arr
+
+
 def aicpu_records(device_id: int, stream: np.ndarray, task_id: np.ndarray,
                   ready: np.ndarray, start: np.ndarray, end: np.ndarray,
                   start_ns: np.ndarray, end_ns: np.ndarray, thread: np.ndarray) -> np.ndarray:

@@ -216,8 +216,10 @@ def msproftx_records(pid: int, thread: np.ndarray, start: np.ndarray, end: np.nd
 # start at 1000 (project choice; the real ids are not documented).
 RT_KERNEL_LAUNCH = 1000
 RT_CPU_KERNEL_LAUNCH = 1001
+RT_MEMCPY_ASYNC = 1002
 RUNTIME_API_TYPES = {RT_KERNEL_LAUNCH: "rtKernelLaunch",
-                     RT_CPU_KERNEL_LAUNCH: "rtCpuKernelLaunchWithFlag"}
+                     RT_CPU_KERNEL_LAUNCH: "rtCpuKernelLaunchWithFlag",
+                     RT_MEMCPY_ASYNC: "rtMemcpyAsync"}
 RT_API_BEFORE_NS = 1_000  # the runtime API begins up to 1 us before its task_track ...
 RT_API_AFTER_NS = 2_000  # ... and returns up to 2 us after it
 # hccl_info header type at level 5500 (reference: "type unconfirmed"); mirrors node type 10

@@ -39,3 +39,9 @@ def ts_track(prof: Path, device_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
     steps = raw[raw["rpt_type"] == L.TS_RPT_STEP_TRACE]
     flips = raw[raw["rpt_type"] == L.TS_RPT_FLIP].view(L.TS_TRACK_FLIP)
     return steps, flips
+
+
+def ts_memcpy(prof: Path, device_id: int = 0) -> np.ndarray:
+    """The "ts memcpy" records (rptType 11) of ts_track.data."""
+    raw = device_records(prof, "ts_track", device_id)
+    return raw[raw["rpt_type"] == L.TS_RPT_MEMCPY].view(L.TS_TRACK_MEMCPY)

@@ -27,6 +27,7 @@ from .steptrace import iterations
 
 HARDWARE_OP_TYPES = {"AI_CPU", "DSA", "DVPP"}
 DROPPED_GE_TYPES = {"WRITE_BACK", "INVALID"}
+MEMCPY_SOURCE = "memcpy"  # task source of the ts_track "ts memcpy" copies: not op_summary rows
 TENSOR_COLS = ["in_shapes", "in_types", "in_formats", "out_shapes", "out_types", "out_formats"]
 
 
@@ -124,6 +125,9 @@ def _host_task_info(host: HostTables) -> pd.DataFrame:
     nb = host.node_basic.copy()
     nb["launch_cid"] = enclose(nb, nodes, "ts_ns", ["connection_id"])["connection_id"]
     nb = nb.dropna(subset=["launch_cid"]).drop_duplicates("launch_cid", keep="last")
+    # u64 hashes stay exact for task_track rows without op info (MEMCPY_ASYNC copies): a left
+    # merge would turn a plain u64 column holding NaN into float64
+    nb = nb.astype({"op_name_hash": "UInt64", "op_type_hash": "UInt64"})
     tens = host.tensors.copy()
     if len(tens):
         tens["launch_cid"] = enclose(tens, nodes, "ts_ns", ["connection_id"])["connection_id"]
@@ -174,15 +178,19 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
     known = tasks["host_known"].to_numpy(bool)
     # names
     if has_host:
-        op_hash = tasks["op_name_hash"].to_numpy()
-        kern = tasks["kernel_name"].to_numpy()
-        hash_src = np.where(pd.isna(op_hash), kern, op_hash)
-        okh = ~pd.isna(hash_src)
+        # hashes taken per present row: a nullable UInt64 column with NA would become
+        # float64 (inexact) through to_numpy()
+        op_hash, kern = tasks["op_name_hash"], tasks["kernel_name"]
+        has_op, has_k = op_hash.notna().to_numpy(), kern.notna().to_numpy()
+        hash_src = np.zeros(n, np.uint64)
+        hash_src[has_k] = kern[has_k].to_numpy(np.uint64)
+        hash_src[has_op] = op_hash[has_op].to_numpy(np.uint64)
+        okh = has_op | has_k
         op_name = np.full(n, NA, dtype=object)
-        op_name[okh] = resolve(hash_src[okh].astype(np.uint64), ht.hashes)
+        op_name[okh] = resolve(hash_src[okh], ht.hashes)
         has_nb = ~pd.isna(tasks["ge_type"].to_numpy())
         op_type = np.full(n, NA, dtype=object)
-        op_type[has_nb] = resolve(tasks["op_type_hash"].to_numpy()[has_nb].astype(np.uint64),
+        op_type[has_nb] = resolve(tasks["op_type_hash"][has_nb].to_numpy(np.uint64),
                                   ht.hashes)
         ge = np.full(n, NA, dtype=object)
         ge_ids = tasks["ge_type"].to_numpy()[has_nb].astype(np.uint64)

@@ -31,7 +31,7 @@ from msprof_cli.raw import control
 from msprof_cli.raw import layouts as L
 
 from . import communication, msproftx
-from .dataset import DROPPED_GE_TYPES, DeviceData, ProfData
+from .dataset import DROPPED_GE_TYPES, MEMCPY_SOURCE, DeviceData, ProfData
 from .host import NA
 from .pmu import GB, tail_columns
 from .timeline import CONTEXT_ID_910, overlap_intervals, task_kind
@@ -169,7 +169,8 @@ def _compute_mask(dev: DeviceData) -> np.ndarray:
     """Device tasks that are op_summary rows (same rule as summaries.op_rows)."""
     if not dev.has_host_ops:
         return np.zeros(len(dev.tasks), dtype=bool)
-    return ~dev.tasks["task_type"].isin(list(DROPPED_GE_TYPES)).to_numpy()
+    return ~dev.tasks["task_type"].isin(list(DROPPED_GE_TYPES)).to_numpy() \
+        & (dev.tasks["source"].to_numpy(object) != MEMCPY_SOURCE)
 
 
 def _task_type_names(tasks: pd.DataFrame) -> np.ndarray:

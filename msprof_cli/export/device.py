@@ -21,7 +21,8 @@ STREAM_MASK = 0x7FF
 
 @dataclass
 class DeviceTables:
-    tasks: pd.DataFrame  # stream_id, task_id, batch_id, start_ns, end_ns, source ('hwts'|'aicpu')
+    tasks: pd.DataFrame  # stream_id, task_id, batch_id, start_ns, end_ns, source
+    # ('hwts' | 'aicpu' | 'memcpy': ts_track rptType 11)
     pmu: pd.DataFrame | None  # stream_id, task_id, occ, total_cycles, pmu_0..7
     steps: pd.DataFrame  # ts_ns, index_id, model_id, stream_id, task_id, tag_id
     flips: pd.DataFrame  # ts_ns, stream_id, flip_num, task_id
@@ -149,6 +150,23 @@ def decode_device(rd: ResultDirInfo, log: DecodeLog) -> DeviceTables:
             "stream_id": aicpu["stream_id"], "task_id": aicpu["task_id"],
             "start_ns": aicpu["start_ns"], "end_ns": aicpu["end_ns"], "source": "aicpu"})],
             ignore_index=True)
+
+    mc = rpt == L.TS_RPT_MEMCPY
+    if mc.any():
+        # "ts memcpy" (rptType 11): host<->device copies run by the TS on the SDMA engine, not
+        # in hwts.data; a start (taskState 0) and an end (1) record per task, paired like hwts
+        raw = np.zeros(int(mc.sum()), dtype=L.TS_TRACK_STEP)
+        for name in L.TS_TRACK_STEP.names:
+            raw[name] = ts[name][mc]
+        mv = raw.view(L.TS_TRACK_MEMCPY)
+        mp = pair_hwts(mv["stream_id"].astype(np.int64) & STREAM_MASK, mv["task_id"],
+                       mv["task_state"], mv["timestamp"], log, "ts_track memcpy")
+        tasks = pd.concat([tasks, pd.DataFrame({
+            "stream_id": mp["stream_id"].to_numpy(np.int64),
+            "task_id": mp["task_id"].to_numpy(np.int64),
+            "start_ns": to_mono_ns(mp["start_tick"].to_numpy(), rd),
+            "end_ns": to_mono_ns(mp["end_tick"].to_numpy(), rd),
+            "source": "memcpy"})], ignore_index=True)
 
     tasks = tasks.sort_values(["start_ns"], kind="stable", ignore_index=True)
     tasks["batch_id"] = assign_batches(tasks, flips, "start_ns")

@@ -30,7 +30,7 @@ from .msproftx import markers, process_name, tx_layer, tx_table
 from .parallel import run_jobs
 from .selection import Selection, in_window, select
 from .writers import (CSV_SLICE_ROWS, JSON_SLICE_EVENTS, AtomicFile, SliceNamer, write_csv,
-                      write_events, write_json_rows)
+                      write_csv_parts, write_events, write_json_rows)
 
 
 CONSOLE_MAX_NAMES = 10  # op names per finding on the console (the JSON keeps all)
@@ -120,7 +120,9 @@ def export_device(data: ProfData, dev: DeviceData, sel: Selection, summary_forma
     suffix = sel.suffix(dev.device_id)
     app_pid = dev.rd.app_pid
     t = dev.tasks
-    tasks = t[in_window(t["start_local"], t["end_local"], sel)].reset_index(drop=True)
+    keep = in_window(t["start_local"], t["end_local"], sel)
+    # the whole table when nothing is cut (no copy of every task column)
+    tasks = t if keep.all() else t[keep].reset_index(drop=True)
     rows = S.op_rows(dev, tasks)
     its = dev.iterations
     if sel.model_id is not None:
@@ -151,13 +153,21 @@ def export_device(data: ProfData, dev: DeviceData, sel: Selection, summary_forma
         t_written.extend(write_events(SliceNamer(tdir, name, suffix, "json"), meta, events,
                                       len(events), json_slice_events))
 
+    def emit_parts(name: str, header: list[str], n: int, render: S.RowRender) -> None:
+        """A table rendered `CHUNK_ROWS` rows at a time (csv): no whole table of strings."""
+        if summary_format == "json":
+            emit(name, (header, render(0, n)))
+            return
+        written.extend(write_csv_parts(SliceNamer(base / "summary", name, suffix, "csv"),
+                                       header, [(n, render)], csv_slice_rows))
+
     def timelines() -> list[Path]:
         _timelines(data, dev, tasks, rows, its, sel, scope, tx, app_pid, switches, emit_json)
         return t_written
 
     def summaries() -> None:
         _summaries(data, dev, tasks, rows, its, sel, scope, tx, fusion, app_pid, emit,
-                   written, advice)
+                   emit_parts, written, advice)
 
     t_paths, _ = run_jobs([timelines, summaries], workers=None if split else 1)
     return t_paths + written
@@ -187,10 +197,22 @@ def _timelines(data: ProfData, dev: DeviceData, tasks: pd.DataFrame, rows: pd.Da
 
 def _summaries(data: ProfData, dev: DeviceData, tasks: pd.DataFrame, rows: pd.DataFrame,
                its: pd.DataFrame, sel: Selection, scope, tx, fusion, app_pid: int, emit,
-               written: list[Path], advice: list[Advice] | None) -> None:
+               emit_parts, written: list[Path], advice: list[Advice] | None) -> None:
     # --- summaries (seed table 2) ---
-    summary = S.op_summary(dev, rows) if dev.has_host_ops and len(rows) else None
-    emit("op_summary", summary)
+    op_table = None
+    if dev.has_host_ops and len(rows):
+        # op_summary is written a chunk at a time; the advice keeps only the columns its
+        # rules read (OpTable), gathered from the same chunks (no whole frame of strings)
+        parts: list[pd.DataFrame] = []
+
+        def render(lo: int, hi: int) -> pd.DataFrame:
+            df = S.op_summary(dev, rows, lo, hi)[1]
+            parts.append(A.OpTable.from_summary(df, dev.rd.ai_core_num).df)
+            return df
+
+        emit_parts("op_summary", S.op_summary_header(dev), len(rows), render)
+        op_table = A.OpTable(pd.concat(parts, ignore_index=True), dev.rd.ai_core_num)
+        del parts
     if dev.has_node_info and len(rows):
         emit("op_statistic", S.op_statistic(rows))
     if len(its):
@@ -198,22 +220,25 @@ def _summaries(data: ProfData, dev: DeviceData, tasks: pd.DataFrame, rows: pd.Da
     emit("ai_stack_time", stack.ai_stack_time(scope))
     emit("runtime_api", stack.runtime_api(scope, app_pid))
     emit("fusion_op", fusion_op(fusion, sel.model_id))
-    if len(tasks):
-        emit("task_time", S.task_time(dev, tasks))
+    if len(tasks):  # rendered a chunk at a time
+        emit_parts("task_time", S.TASK_TIME, len(tasks),
+                   lambda lo, hi: S.task_time(dev, tasks.iloc[lo:hi])[1])
     emit("aicpu", S.aicpu(dev, tasks))
     emit("l2_cache", S.l2_cache(dev, tasks, restrict=sel.start_ns is not None))
     emit("msprof_tx", tx_table(tx))
-    written.append(write_advice(dev, summary, fusion, advice))
+    written.append(write_advice(dev, op_table, fusion, advice))
 
 
-def write_advice(dev: DeviceData, summary: S.Table | None, fusion: pd.DataFrame,
+def write_advice(dev: DeviceData, table: A.OpTable | None, fusion: pd.DataFrame,
                  advice: list[Advice] | None) -> Path:
     """``summary/prof_rule_{device_id}.json`` (always written; rules of
-    step-trace-and-advice.md 5 over the exported op_summary rows) and its console report."""
-    frame = summary[1] if summary is not None else pd.DataFrame(columns=S.OP_SUMMARY_BASE)
+    step-trace-and-advice.md 5 over the exported op_summary rows, given as their OpTable;
+    None = no op_summary) and its console report."""
+    frame = pd.DataFrame(columns=S.OP_SUMMARY_BASE)  # the rules read `table` only
     metrics = (dev.rd.ai_core_metrics or "") if dev.pmu_events else ""
     ws = workspace_kb(fusion) if len(fusion) else None
-    table = A.OpTable.from_summary(frame, dev.rd.ai_core_num)
+    if table is None:
+        table = A.OpTable.from_summary(frame, dev.rd.ai_core_num)
     rule = A.evaluate(frame, core_num=dev.rd.ai_core_num, aic_metrics=metrics, workspace=ws,
                       table=table)
     path = dev.rd.path / "summary" / f"prof_rule_{dev.device_id}.json"

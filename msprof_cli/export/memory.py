@@ -17,7 +17,7 @@ import ctypes.util
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD = 256 * 1024  # blocks above this are mmapped (never fragment the heap)
+MMAP_THRESHOLD = 4 * 1024 * 1024  # blocks above this are mmapped (never fragment the heap)
 TRIM_THRESHOLD = 8 * 1024 * 1024  # free heap top above this is returned at once
 
 _libc = None

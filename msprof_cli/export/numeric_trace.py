@@ -7,6 +7,8 @@ encoding.  Events are rendered column-wise from templates in the key order
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from . import timeline as T
@@ -14,19 +16,45 @@ from .fmt import float_str, int_str, ts_sort_key, us_str
 
 
 def x_events(name: np.ndarray, pid: int | np.ndarray, tid: np.ndarray, start_ns: np.ndarray,
-             dur_ns: np.ndarray, args: np.ndarray | str) -> T.Layer:
-    """X events with numeric ts/dur; `name` raw strings, `args` pre-rendered JSON objects."""
+             dur_ns: np.ndarray, args: np.ndarray | str | Callable[[np.ndarray], list[str]]
+             ) -> T.Layer:
+    """X events with numeric ts/dur; `name` raw strings, `args` pre-rendered JSON objects (one
+    string for all rows, one per row, or a function giving the strings of rows `idx`).
+
+    The layer is lazy (timeline.Layer.render): event text exists only for the chunk being
+    written, so a file of millions of events never holds them all as strings."""
     start_ns = np.asarray(start_ns, dtype=np.int64)
     n = len(start_ns)
     if n == 0:
         return T.Layer()
-    pid_s = str(pid) if np.isscalar(pid) else int_str(np.asarray(pid))
-    ev = ('{"name": ' + T.jstr(np.asarray(name, dtype=object)) + ', "pid": ' + pid_s
-          + ', "tid": ' + int_str(np.asarray(tid)) + ', "ts": ' + us_str(start_ns)
-          + ', "dur": ' + float_str(np.asarray(dur_ns, dtype=np.int64) / 1000.0)
-          + ', "args": ' + args + ', "ph": "X"}')
-    ev = np.broadcast_to(np.asarray(ev, dtype=object), (n,)).copy()
-    return T.Layer([], ev, ts_sort_key(start_ns))
+    name_j = T.JCol(np.asarray(name, dtype=object))
+    tid_a = np.asarray(tid).astype(np.int64)
+    pid_a = None if np.isscalar(pid) else np.asarray(pid).astype(np.int64)
+    dur = np.asarray(dur_ns, dtype=np.int64)
+    tmpl = ('{"name": %s, "pid": %s, "tid": %d, "ts": %d.%03d, "dur": %r, "args": %s, '
+            '"ph": "X"}')
+    if np.isscalar(pid):
+        tmpl = tmpl.replace('"pid": %s', '"pid": ' + str(pid).replace("%", "%%"))
+    if isinstance(args, str):
+        tmpl = tmpl.replace('"args": %s', '"args": ' + args.replace("%", "%%"))
+        args_of = None
+    elif callable(args):
+        args_of = args
+    else:
+        args_arr = np.broadcast_to(np.asarray(args, dtype=object), (n,))
+        args_of = lambda idx: args_arr[idx].tolist()  # noqa: E731
+
+    def render(idx: np.ndarray) -> list[str]:
+        w, f = T._us_parts(start_ns[idx])
+        cols = [name_j.take(idx)]
+        if pid_a is not None:
+            cols.append(pid_a[idx].tolist())
+        cols += [tid_a[idx].tolist(), w, f, T._floats(dur[idx])]
+        if args_of is not None:
+            cols.append(list(args_of(idx)))
+        return list(map(tmpl.__mod__, zip(*cols)))
+
+    return T.Layer([], keys=ts_sort_key(start_ns), render=render)
 
 
 def thread_meta(pid: int, process: str, threads: list[tuple[int, str]],

@@ -95,6 +95,10 @@ def _runtime_devices(data: ProfData, runtime: pd.DataFrame) -> pd.DataFrame:
     return rec[["connection_id", "device_id", "stream_id"]]
 
 
+SCOPE_TASK_COLS = ["op_name", "task_type", "rt_type", "host_known", "start_local", "end_local",
+                   "dur_ns", "tt_thread", "tt_local"]
+
+
 def build_scope(data: ProfData, dev: DeviceData, sel: Selection, tasks: pd.DataFrame) -> Scope:
     apis = data.host.apis
     names = model_names(data)
@@ -126,7 +130,9 @@ def build_scope(data: ProfData, dev: DeviceData, sel: Selection, tasks: pd.DataF
     me_of = np.where(is_me, apis["connection_id"].to_numpy(np.int64), me_of)
     in_scope = np.isin(me_of, list(chosen_ids)) if sel.model_id is not None \
         else np.ones(len(apis), dtype=bool)
-    scoped = apis.assign(me_cid=me_of)[in_scope].reset_index(drop=True)
+    scoped = apis.assign(me_cid=me_of)
+    if not in_scope.all():  # a filtered copy only when something is out of scope
+        scoped = scoped[in_scope].reset_index(drop=True)
     # GE copies per execution
     for typ_id, pre in ((L.MODEL_INPUT_COPY, "in"), (L.MODEL_OUTPUT_COPY, "out")):
         c = scoped[(scoped["level"] == L.LEVEL_MODEL) & (scoped["type"] == typ_id)
@@ -143,7 +149,8 @@ def build_scope(data: ProfData, dev: DeviceData, sel: Selection, tasks: pd.DataF
     rt = rt[keep].reset_index(drop=True)
     rt["stream_id"] = rt["stream_id"].fillna(-1).astype(np.int64)
     # device tasks -> execution of their launch
-    t = tasks[tasks["host_known"].to_numpy(bool)]
+    # only the columns ai_stack_time reads (not a copy of every task column)
+    t = tasks.loc[tasks["host_known"].to_numpy(bool), SCOPE_TASK_COLS]
     rec = pd.DataFrame({"thread_id": t["tt_thread"].to_numpy(np.int64),
                         "ts": t["tt_local"].to_numpy(np.int64)})
     t = t.assign(me_cid=_enclosing(rec, spans, "ts", "me_cid"))
@@ -208,10 +215,18 @@ def ai_stack_time(scope: Scope) -> Table | None:
     return AI_STACK_TIME, df
 
 
-def _stack_args(iter_id: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    return ('{"Iter ID": ' + int_str(iter_id) + ', "Start Time": ' + int_str(start)
-            + ', "End Time": ' + int_str(end) + ', "Duration Time(ns)": '
-            + int_str(np.asarray(end, np.int64) - np.asarray(start, np.int64)) + '}')
+def _stack_args(iter_id: np.ndarray, start: np.ndarray, end: np.ndarray):
+    """The args objects of AI Stack Time events, rendered per chunk (x_events: lazy)."""
+    it = np.asarray(iter_id).astype(np.int64)
+    b = np.asarray(start).astype(np.int64)
+    e = np.asarray(end).astype(np.int64)
+    tmpl = '{"Iter ID": %d, "Start Time": %d, "End Time": %d, "Duration Time(ns)": %d}'
+
+    def args(idx: np.ndarray) -> list[str]:
+        bb, ee = b[idx], e[idx]
+        return list(map(tmpl.__mod__, zip(it[idx].tolist(), bb.tolist(), ee.tolist(),
+                                          (ee - bb).tolist())))
+    return args
 
 
 def ai_stack_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] | None:
@@ -238,8 +253,7 @@ def ai_stack_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] | N
         name = np.where(t["op_name"].to_numpy(object) == NA, kind, t["op_name"].to_numpy(object))
         layers.append(x_events(name, app_pid, np.full(len(t), 3), t["start_local"], t["dur_ns"],
                                _stack_args(t["exec_id"], t["start_local"], t["end_local"])))
-    _, events = T.assemble(layers)
-    return meta, events
+    return meta, T.assemble_stream(layers)[1]  # rendered chunk by chunk when written
 
 
 # --- ge ----------------------------------------------------------------------------------------
@@ -266,8 +280,7 @@ def ge_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] | None:
         sub = ex[ok]
         layers.append(x_events(np.full(len(sub), name, dtype=object), app_pid, sub["thread_id"],
                                sub[b], sub[e] - sub[b], args[ok]))
-    _, events = T.assemble(layers)
-    return meta, events
+    return meta, T.assemble_stream(layers)[1]
 
 
 # --- runtime_api -------------------------------------------------------------------------------
@@ -311,10 +324,11 @@ def runtime_api_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] 
         return None
     threads = sorted(int(t) for t in rt["thread_id"].unique())
     meta = thread_meta(app_pid, "Runtime", [(t, f"Thread {t}") for t in threads])
-    args = '{"Thread Id": ' + int_str(rt["thread_id"].to_numpy(np.int64)) + '}'
-    _, events = T.assemble([x_events(rt["type_name"].to_numpy(object), app_pid, rt["thread_id"],
-                                     rt["begin_local"], rt["dur_ns"], args)])
-    return meta, events
+    thread = rt["thread_id"].to_numpy(np.int64)
+    args = lambda idx: list(map('{"Thread Id": %d}'.__mod__, thread[idx].tolist()))  # noqa
+    return meta, T.assemble_stream([x_events(rt["type_name"].to_numpy(object), app_pid,
+                                             thread, rt["begin_local"], rt["dur_ns"],
+                                             args)])[1]
 
 
 # --- thread_group (dynamic shape only) -----------------------------------------------------------

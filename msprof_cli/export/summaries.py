@@ -13,7 +13,7 @@ import pandas as pd
 
 from msprof_cli.raw import layouts as L
 
-from .dataset import DROPPED_GE_TYPES, DeviceData
+from .dataset import DROPPED_GE_TYPES, MEMCPY_SOURCE, DeviceData
 from .fmt import float_str, int_str, py_round, us_list, us_str
 from .host import NA
 from .pmu import tail_columns, tail_header
@@ -48,10 +48,16 @@ def dur_str(ns: np.ndarray) -> np.ndarray:
     return float_str(py_round(np.asarray(ns, dtype=np.int64) / 1000.0, 3))
 
 
+def not_memcpy(tasks: pd.DataFrame) -> np.ndarray:
+    """Rows that are not MEMCPY_ASYNC copies (ts_track "ts memcpy" tasks)."""
+    return tasks["source"].to_numpy(object) != MEMCPY_SOURCE
+
+
 def op_rows(dev: DeviceData, tasks: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Device tasks that are op_summary rows (WRITE_BACK / INVALID dropped), by start."""
+    """Device tasks that are op_summary rows (WRITE_BACK / INVALID dropped; host<->device
+    copies are not ops), by start."""
     t = dev.tasks if tasks is None else tasks
-    keep = ~t["task_type"].isin(list(DROPPED_GE_TYPES)).to_numpy()
+    keep = ~t["task_type"].isin(list(DROPPED_GE_TYPES)).to_numpy() & not_memcpy(t)
     if keep.all() and isinstance(t.index, pd.RangeIndex) and t.index.start == 0 \
             and t.index.step == 1:
         return t  # nothing dropped: no copy of the whole task table (copy-on-write frames)

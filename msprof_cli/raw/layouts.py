@@ -285,7 +285,29 @@ TS_TRACK_FLIP = np.dtype(
         ("reserved", "V16"),
     ]
 )
+# rptType 11 = ts memcpy (`=BBHLQHHBBHQQ`).  Field interpretation (project; the reference
+# gives only the format): streamId, taskId, taskState 0 = copy started / 1 = copy finished
+# (the hwts log-type convention), the rest reserved.  One record at each end of a memcpy task.
+TS_TRACK_MEMCPY = np.dtype(
+    [
+        ("mode", "u1"),
+        ("rpt_type", "u1"),
+        ("buf_size", "<u2"),
+        ("reserved0", "<u4"),
+        ("timestamp", "<u8"),
+        ("stream_id", "<u2"),
+        ("task_id", "<u2"),
+        ("task_state", "u1"),
+        ("reserved1", "u1"),
+        ("reserved2", "<u2"),
+        ("reserved3", "<u8"),
+        ("reserved4", "<u8"),
+    ]
+)
 TS_RPT_STEP_TRACE = 10
+TS_RPT_MEMCPY = 11
+TS_MEMCPY_START = 0
+TS_MEMCPY_END = 1
 TS_RPT_FLIP = 14
 TS_TRACK_SIZE = 40
 FLIP_STREAM_DESTROYED = 65535
@@ -346,6 +368,7 @@ RECORD_SIZES = {
     "AICORE": (AICORE, 128),
     "TS_TRACK_STEP": (TS_TRACK_STEP, 40),
     "TS_TRACK_FLIP": (TS_TRACK_FLIP, 40),
+    "TS_TRACK_MEMCPY": (TS_TRACK_MEMCPY, 40),
     "AICPU": (AICPU, 128),
     "L2_CACHE": (L2_CACHE, 72),
 }
