@@ -426,7 +426,14 @@ def _transfers(model: ModelInfo, static: StaticGraph) -> None:
             continue
         feeds.extend(op.outputs)
     model.feeds = tuple(feeds)
-    model.fetches = tuple(static.outputs)
+    fetches = [t for t in static.outputs if t.dtype != "variant"]
+    if any(t.dtype == "variant" for t in static.outputs):
+        # Keras 3 returns its logs wrapped in an Optional (a variant handle): what is copied
+        # back are the values the top-level OptionalFromValue ops wrap
+        for name, op in static.ops.items():
+            if op.type == "OptionalFromValue" and not any(name.startswith(c) for c in calls):
+                fetches.extend(t for t in op.inputs if t.dtype not in ("resource", "variant"))
+    model.fetches = tuple(fetches)
 
 
 # data-handling ops that read the input but launch no device task (FP must be a compute op)
