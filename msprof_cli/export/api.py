@@ -121,11 +121,19 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
 
     progress = None
     if sys.stderr.isatty() and not quiet:
-        from rich.progress import Progress
+        from rich.progress import (BarColumn, Progress, SpinnerColumn, TextColumn,
+                                   TimeElapsedColumn)
 
-        progress = Progress(transient=True)
+        # two stages per PROF dir (decode, write): long single-PROF exports still move
+        progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                            TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                            transient=True)
         progress.start()
-        task = progress.add_task("Exporting", total=len(profs))
+        task = progress.add_task("Exporting", total=2 * len(profs))
+
+    def stage(text: str, advance: int = 0) -> None:
+        if progress is not None:
+            progress.update(task, description=text, advance=advance)
     try:
         for prof in profs:
             _check_prof(prof, result)
@@ -134,7 +142,10 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
                                    f"data files). Re-run `msprof collect`; the collection may "
                                    f"have failed before any data was written.")
             say(f"[INFO] Start export data in {prof}.")
+            stage(f"Decoding {prof.name}")
             data = load_prof(prof)
+            stage(f"Writing {'database' if type_ == 'db' else layout + ' files'} of {prof.name}",
+                  advance=1)
             for w in data.log.warnings:
                 print(f"[WARNING] {w}", file=sys.stderr)
             result.warnings.extend(data.log.warnings)
@@ -161,8 +172,7 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
             for note in replay_notes(prof):
                 say(f"[INFO] Sampled collection, {note}.")
             say(f"[INFO] Export all data in {prof} done.")
-            if progress is not None:
-                progress.advance(task)
+            stage("Exported", advance=1)
     except OSError as exc:  # safety net: a file-system error is reported, never a traceback
         where = exc.filename or path
         raise ExportError(f"{where}: {exc.strerror or exc}. Check the permissions and the free "
