@@ -92,8 +92,15 @@ class OpTable:
         return self.df[name]
 
     def names(self, mask: pd.Series | np.ndarray) -> list[str]:
-        return list(dict.fromkeys(self.df.loc[np.asarray(mask, dtype=bool), "op_name"]
-                                  .astype(str)))
+        """Op names of the masked rows, unique, in first-appearance order (via the op-name
+        codes: iterating a pandas string column row by row is slow)."""
+        if "_name_codes" not in self.__dict__:
+            codes, uniques = pd.factorize(self.df["op_name"].to_numpy(dtype=object))
+            self.__dict__["_name_codes"] = codes
+            self.__dict__["_name_uniques"] = np.asarray(uniques, dtype=object)
+        codes = self.__dict__["_name_codes"][np.asarray(mask, dtype=bool)]
+        first = pd.unique(codes[codes >= 0])
+        return [str(n) for n in self.__dict__["_name_uniques"][first]]
 
 
 Condition = Callable[[OpTable], "list[str] | None"]
@@ -156,8 +163,16 @@ def _memory_workspace_1(t: OpTable) -> list[str] | None:
     return _mask(t, "memory_workspace", lambda s: s > 0)
 
 
+def _contains(values: pd.Series, text: str) -> pd.Series:
+    """`values` contains `text`, evaluated once per distinct value."""
+    codes, uniq = pd.factorize(values.to_numpy(dtype=object))
+    hit = np.array([text in str(u) for u in uniq], dtype=bool)
+    return pd.Series(np.where(codes >= 0, hit[np.maximum(codes, 0)], False),
+                     index=values.index)
+
+
 def _str_contains(col: str, text: str) -> Condition:
-    return lambda t: _mask(t, col, lambda s: s.astype(str).str.contains(text, regex=False))
+    return lambda t: _mask(t, col, lambda s: _contains(s, text))
 
 
 def _num(col: str, op: str, value: float) -> Condition:
