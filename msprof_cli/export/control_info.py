@@ -7,11 +7,13 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from msprof_cli.errors import ProfDirError
 from msprof_cli.raw import control
 from msprof_cli.raw.profdir import device_id_of
 
-from .fmt import mhz_fraction
+from .fmt import mhz_fraction, ticks_to_ns
 
 NO_MODEL = 4294967295
 
@@ -234,3 +236,11 @@ def read_result_dir(path: Path) -> ResultDirInfo:
             raise ProfDirError(f"{path}: unreadable start log ({exc}). Restore it or "
                                f"re-collect the data.") from None
     return rd
+
+
+def to_mono_ns(ticks: np.ndarray, rd: ResultDirInfo) -> np.ndarray:
+    """Device syscnt -> host CLOCK_MONOTONIC_RAW ns through the sync point of the result
+    dir's dev_start.log / host_start.log (raw-format.md 8).  One definition for export and
+    the pandas-free `msprof query`."""
+    rel = np.asarray(ticks, dtype=np.uint64).astype(np.int64) - np.int64(rd.dev_cntvct)
+    return ticks_to_ns(rel, rd.hwts_mhz) + np.int64(rd.host_sync_ns)

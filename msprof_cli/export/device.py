@@ -12,8 +12,7 @@ import pandas as pd
 
 from msprof_cli.raw import layouts as L
 
-from .control_info import ResultDirInfo
-from .fmt import ticks_to_ns
+from .control_info import ResultDirInfo, to_mono_ns
 from .rawread import DecodeLog, device_records
 
 STREAM_MASK = 0x7FF
@@ -28,11 +27,6 @@ class DeviceTables:
     flips: pd.DataFrame  # ts_ns, stream_id, flip_num, task_id
     aicpu: pd.DataFrame | None
     l2: pd.DataFrame | None
-
-
-def to_mono_ns(ticks: np.ndarray, rd: ResultDirInfo) -> np.ndarray:
-    rel = np.asarray(ticks, dtype=np.uint64).astype(np.int64) - np.int64(rd.dev_cntvct)
-    return ticks_to_ns(rel, rd.hwts_mhz) + np.int64(rd.host_sync_ns)
 
 
 def pair_hwts(stream: np.ndarray, task: np.ndarray, log_type: np.ndarray, ticks: np.ndarray,

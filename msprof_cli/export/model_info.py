@@ -16,8 +16,7 @@ import numpy as np
 from msprof_cli.raw import layouts as L
 from msprof_cli.raw.profdir import device_id_of
 
-from .control_info import read_result_dir
-from .fmt import ticks_to_ns
+from .control_info import read_result_dir, to_mono_ns
 from .rawread import DecodeLog, device_records, host_records
 from .steptrace import TAG_ITER_END, TAG_MODEL_END, TAG_MODEL_START, _emit
 
@@ -32,8 +31,7 @@ def _from_steps(result_dir: Path) -> Iterations:
                         ["rpt_type", "timestamp", "model_id", "tag_id"])
     st = (ts["rpt_type"] == L.TS_RPT_STEP_TRACE) & np.isin(
         ts["tag_id"], [TAG_MODEL_START, TAG_MODEL_END, TAG_ITER_END])
-    rel = ts["timestamp"][st].astype(np.uint64).astype(np.int64) - np.int64(rd.dev_cntvct)
-    t = ticks_to_ns(rel, rd.hwts_mhz) + np.int64(rd.host_sync_ns)
+    t = to_mono_ns(ts["timestamp"][st], rd)
     model = ts["model_id"][st].astype(np.int64)
     tag = ts["tag_id"][st].astype(np.int64)
     order = np.lexsort((t, model))  # by (model, time), stable
