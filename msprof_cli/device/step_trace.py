@@ -16,6 +16,7 @@ order of the first captured iteration when the order is unknown):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from msprof_cli.collect.capture import Iteration, ModelInfo
 from msprof_cli.device import op_map
@@ -54,36 +55,37 @@ def resolve_fp_bp(model: ModelInfo | None, first_iteration: Iteration, *, fp_poi
     known = set(seen) | set(order)
     label = f"model {first_iteration.model_id}"
 
-    fp, fp_src = None, "none"
-    if fp_point:
-        if fp_point in known:
-            fp, fp_src = fp_point, "option"
-        else:
-            warn.append(f"{FP_NOT_FOUND} fp_point={fp_point!r} is not an op of {label}; "
-                        "the FP op is auto-detected instead.")
-    if fp is None and model and model.fp_op:
-        fp, fp_src = model.fp_op, "model"
-    if fp is None:
-        for name, tf_type in device_ops:
-            ge = op_map.map_op(tf_type).ge_type
-            if _is_gradient(name) or op_map.is_optimizer_type(tf_type) or ge in WEIGHT_UPDATE_GE:
-                continue
-            fp, fp_src = name, "auto"
-            break
-
-    bp, bp_src = None, "none"
-    if bp_point:
-        if bp_point in known:
-            bp, bp_src = bp_point, "option"
-        else:
-            warn.append(f"{BP_NOT_FOUND} bp_point={bp_point!r} is not an op of {label}; "
-                        "the BP op is auto-detected instead.")
-    if bp is None and model and model.bp_op:
-        bp, bp_src = model.bp_op, "model"
-    if bp is None and device_ops:
-        bp = _auto_bp(device_ops)
-        bp_src = "auto" if bp else "none"
+    fp, fp_src = _choose("fp_point", fp_point, FP_NOT_FOUND, "FP", known, label, warn,
+                         model.fp_op if model else None, lambda: _auto_fp(device_ops))
+    bp, bp_src = _choose("bp_point", bp_point, BP_NOT_FOUND, "BP", known, label, warn,
+                         model.bp_op if model else None,
+                         lambda: _auto_bp(device_ops) if device_ops else None)
     return FpBp(fp, bp, fp_src, bp_src)
+
+
+def _choose(key: str, option: str, not_found: str, what: str, known: set[str], label: str,
+            warn: list[str], from_model: str | None,
+            auto: Callable[[], str | None]) -> tuple[str | None, str]:
+    """The option if it names an op of the model (else a warning), then the collector's
+    choice, then auto-detection; returns (op name, source)."""
+    if option:
+        if option in known:
+            return option, "option"
+        warn.append(f"{not_found} {key}={option!r} is not an op of {label}; the {what} op is "
+                    "auto-detected instead.")
+    if from_model:
+        return from_model, "model"
+    found = auto()
+    return found, ("auto" if found else "none")
+
+
+def _auto_fp(device_ops: list[tuple[str, str]]) -> str | None:
+    for name, tf_type in device_ops:
+        ge = op_map.map_op(tf_type).ge_type
+        if _is_gradient(name) or op_map.is_optimizer_type(tf_type) or ge in WEIGHT_UPDATE_GE:
+            continue
+        return name
+    return None
 
 
 def _auto_bp(device_ops: list[tuple[str, str]]) -> str | None:
