@@ -437,3 +437,16 @@ def test_missing_collective_of_a_replica_is_restored_from_the_graph() -> None:
     # nothing observed in the step: nothing to anchor the timing on, nothing restored
     assert _restore_collectives([OpRun("a", "MatMul", 1, 2, 1)], static, ConverterState(),
                                 "k") == 0
+
+
+def test_swallowed_sigterm_exit_is_raised_again_at_the_next_step(monkeypatch) -> None:
+    from msprof_cli.collect import agent as agent_mod
+
+    monkeypatch.setattr(agent_mod, "_exit_requested", None)
+    try:
+        agent_mod._sigterm_to_exit(15, None)
+    except SystemExit as exc:  # what a library's `except BaseException` would swallow
+        assert exc.code == 143
+    with pytest.raises(SystemExit) as again:
+        agent_mod.Agent().step_begin("keras", "m", "f", None, None)
+    assert again.value.code == 143

@@ -482,6 +482,8 @@ class Agent:
                    ) -> tuple[ExecRecord, Any] | None:
         """Record the start of an execution; `untraced` keeps the tracer off for it (a TF1
         FULL_TRACE shape run cannot share the process' one profiler slot)."""
+        if _exit_requested is not None and threading.current_thread() is threading.main_thread():
+            raise SystemExit(_exit_requested)  # a SIGTERM's SystemExit was swallowed earlier
         coll = self.collection
         if coll is None or self.disabled:
             return None
@@ -536,9 +538,16 @@ class Agent:
             self.fail(f"a step could not be recorded ({exc!r})", exc)
 
 
+_exit_requested: int | None = None  # exit status asked for by SIGTERM (see step_begin)
+
+
 def _sigterm_to_exit(signum: int, frame: Any) -> None:
-    # runs `finally` blocks and atexit (the final flush); exit status 128+15 like SIG_DFL
-    raise SystemExit(128 + signum)
+    # runs `finally` blocks and atexit (the final flush); exit status 128+15 like SIG_DFL.
+    # Library code that happens to be running (TF tracing, tf.data) may swallow the
+    # SystemExit; step_begin raises it again at the next step boundary, so the script exits.
+    global _exit_requested
+    _exit_requested = 128 + signum
+    raise SystemExit(_exit_requested)
 
 
 AGENT = Agent()
