@@ -444,9 +444,42 @@ def test_swallowed_sigterm_exit_is_raised_again_at_the_next_step(monkeypatch) ->
 
     monkeypatch.setattr(agent_mod, "_exit_requested", None)
     try:
-        agent_mod._sigterm_to_exit(15, None)
+        agent_mod._on_exit_signal(15, None)
     except SystemExit as exc:  # what a library's `except BaseException` would swallow
         assert exc.code == 143
     with pytest.raises(SystemExit) as again:
         agent_mod.Agent().step_begin("keras", "m", "f", None, None)
     assert again.value.code == 143
+
+
+def test_sigterm_during_a_step_exits_at_the_step_boundary(monkeypatch) -> None:
+    # raised mid-step, SystemExit can land inside TF's context managers (autograph's ag_ctx
+    # asserted and turned the exit into an AssertionError): it must wait for the step's end
+    from msprof_cli.collect import agent as agent_mod
+
+    monkeypatch.setattr(agent_mod, "_exit_requested", None)
+    monkeypatch.setattr(agent_mod, "_SIGTERM_GRACE_S", 3600.0)
+    agent = agent_mod.Agent()
+    monkeypatch.setattr(agent_mod, "AGENT", agent)
+    agent.main_steps = 1  # inside a step on the main thread
+    agent_mod._on_exit_signal(15, None)  # recorded, not raised
+    agent.exit_point()  # a nested call's end: the outer step is still open
+    agent.main_steps = 0
+    with pytest.raises(SystemExit) as exc:
+        agent.exit_point()
+    assert exc.value.code == 143
+
+
+def test_sigint_during_a_step_interrupts_at_the_step_boundary(monkeypatch) -> None:
+    from msprof_cli.collect import agent as agent_mod
+
+    monkeypatch.setattr(agent_mod, "_exit_requested", None)
+    agent = agent_mod.Agent()
+    monkeypatch.setattr(agent_mod, "AGENT", agent)
+    agent.main_steps = 1
+    agent_mod._on_exit_signal(2, None)  # recorded, not raised
+    with pytest.raises(KeyboardInterrupt):  # a second Ctrl-C acts at once
+        agent_mod._on_exit_signal(2, None)
+    agent.main_steps = 0
+    with pytest.raises(KeyboardInterrupt):  # swallowed by a library: raised at the next step
+        agent.step_begin("keras", "m", "f", None, None)

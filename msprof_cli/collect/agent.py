@@ -301,6 +301,7 @@ class Agent:
         self.disabled = False
         self.tf_ready = False
         self.exit_hooks = False
+        self.main_steps = 0  # open steps on the main thread (a SIGTERM waits for them)
         self.result_file = (os.environ.get(RESULT_FILE_VAR) if os.environ.get(CHILDREN_VAR)
                             else os.environ.pop(RESULT_FILE_VAR, None))
         self.dump_dir = os.environ.get(DUMP_VAR) or None
@@ -435,7 +436,10 @@ class Agent:
         try:
             if threading.current_thread() is threading.main_thread() and \
                     signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-                signal.signal(signal.SIGTERM, _sigterm_to_exit)
+                signal.signal(signal.SIGTERM, _on_exit_signal)
+            if threading.current_thread() is threading.main_thread() and \
+                    signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                signal.signal(signal.SIGINT, _on_exit_signal)
         except (ValueError, OSError):
             pass
         previous = sys.excepthook
@@ -483,7 +487,7 @@ class Agent:
         """Record the start of an execution; `untraced` keeps the tracer off for it (a TF1
         FULL_TRACE shape run cannot share the process' one profiler slot)."""
         if _exit_requested is not None and threading.current_thread() is threading.main_thread():
-            raise SystemExit(_exit_requested)  # a SIGTERM's SystemExit was swallowed earlier
+            _raise_exit(_exit_requested)  # a library swallowed the signal's exception earlier
         coll = self.collection
         if coll is None or self.disabled:
             return None
@@ -507,6 +511,8 @@ class Agent:
 
                 rec.profiled = True
                 marker = traceme("msprof_step", seq=seq, _r=1)
+            if threading.current_thread() is threading.main_thread():
+                self.main_steps += 1
             return rec, (marker, coll.tracer)
         except Exception as exc:
             self.fail(f"a step could not be recorded ({exc!r})", exc)
@@ -516,6 +522,8 @@ class Agent:
         if token is None:
             return
         rec, (marker, tracer) = token
+        if self.main_steps and threading.current_thread() is threading.main_thread():
+            self.main_steps -= 1
         try:
             if marker is not None:
                 marker.Stop()
@@ -538,16 +546,58 @@ class Agent:
             self.fail(f"a step could not be recorded ({exc!r})", exc)
 
 
-_exit_requested: int | None = None  # exit status asked for by SIGTERM (see step_begin)
+    def exit_point(self) -> None:
+        """Called last by every step wrapper: a SIGTERM that arrived during the step exits here,
+        at a step boundary, where no TF/Keras context manager is half entered."""
+        if _exit_requested is not None and self.main_steps == 0 and \
+                threading.current_thread() is threading.main_thread():
+            _raise_exit(_exit_requested)
 
 
-def _sigterm_to_exit(signum: int, frame: Any) -> None:
-    # runs `finally` blocks and atexit (the final flush); exit status 128+15 like SIG_DFL.
-    # Library code that happens to be running (TF tracing, tf.data) may swallow the
-    # SystemExit; step_begin raises it again at the next step boundary, so the script exits.
+_exit_requested: int | None = None  # SIGTERM / SIGINT received, not yet acted on
+
+
+def _on_exit_signal(signum: int, frame: Any) -> None:
+    # SIGTERM -> SystemExit(143) (runs `finally` blocks and atexit, i.e. the final flush;
+    # same status as SIG_DFL); SIGINT -> KeyboardInterrupt, as Python's default handler.
+    # Raised in the middle of a step, the exception can land inside TF's own bookkeeping:
+    # autograph's ag_ctx asserted and turned a SIGTERM into an AssertionError (rc 1, seen in
+    # CI), and a KeyboardInterrupt raised inside tf.data/TF internals was swallowed under load
+    # so the script kept training.  So during a step the signal is only recorded, and
+    # `Agent.exit_point` raises it when the step returns; `step_begin` raises it again should
+    # a library swallow it.  A second signal acts at once (Ctrl-C twice); a SIGTERM'd step
+    # that does not return within _SIGTERM_GRACE_S ends the process the default way (the
+    # data up to the last flush is on disk, as after SIGKILL).
     global _exit_requested
-    _exit_requested = 128 + signum
-    raise SystemExit(_exit_requested)
+    again = _exit_requested == signum
+    _exit_requested = signum
+    if AGENT.main_steps == 0:
+        _raise_exit(signum)
+    if again:
+        if signum == signal.SIGTERM:
+            _die_by_default(signum)
+        _raise_exit(signum)
+    if signum == signal.SIGTERM:
+        timer = threading.Timer(_SIGTERM_GRACE_S, _die_by_default, args=(signum,))
+        timer.daemon = True
+        timer.start()
+
+
+_SIGTERM_GRACE_S = 60.0
+
+
+def _raise_exit(signum: int) -> None:
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise SystemExit(128 + signum)
+
+
+def _die_by_default(signum: int) -> None:
+    try:
+        signal.signal(signum, signal.SIG_DFL)  # main thread only
+    except (ValueError, OSError):
+        os._exit(128 + signum)  # the grace timer's thread: same status as death by signal
+    os.kill(os.getpid(), signum)
 
 
 AGENT = Agent()

@@ -66,6 +66,7 @@ def _patch_function_call(agent: Agent, cls: Any) -> None:
             _local.depth = 0
             _local.current = None
             agent.step_end(token)
+            agent.exit_point()
 
     setattr(__call__, KERAS_TAG, True)
     cls.__call__ = __call__
@@ -218,6 +219,7 @@ def _patch_session(agent: Agent, cls: Any) -> None:
             agent.step_end(token)
             if full_trace is not None:
                 _apply_step_stats(agent, static_key, full_trace[1], feed_dict)
+            agent.exit_point()
 
     def __init__(self: Any, target: Any = "", graph: Any = None, config: Any = None) -> None:
         original_init(self, target, graph, config)
@@ -304,6 +306,7 @@ def _wrap_step_function(agent: Agent, model: Any, fn: Any, suffix: str) -> Any:
                 rec.sub_steps = max(1, min(spe, after - before)) if after is not None \
                     and before is not None else spe
             agent.step_end(token)
+            agent.exit_point()
 
     setattr(step_function, KERAS_TAG, True)
     return step_function
