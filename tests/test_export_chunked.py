@@ -135,16 +135,20 @@ def test_event_stream_equals_sorted_list():
 @pytest.mark.parametrize("layout", ["legacy", "mindstudio"])
 @pytest.mark.parametrize("devices", [1, 2])
 def test_parallel_workers_equal_serial(tmp_path_factory, tmp_path, monkeypatch, layout, devices):
-    """Forked export jobs (timelines || summaries; one worker per device in legacy) write the
-    same bytes as the serial export; sliced CSVs cross the device boundary (mindstudio)."""
+    """Forked export jobs (summary parts, one job per timeline slice, per device) write the
+    same bytes as the serial export; sliced CSVs cross the device boundary (mindstudio);
+    the json slices are written by different workers."""
     root = tmp_path_factory.mktemp(f"par{devices}")
     src = gen_prof.generate(1500, root, devices=devices, batch_tasks=700, quiet=True)
     monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "1")
-    serial = _export(src, tmp_path / "serial", layout, csv_slice_rows=400)
-    monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "2")
+    serial = _export(src, tmp_path / "serial", layout, csv_slice_rows=400,
+                     json_slice_events=1500)
+    monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "3")
     monkeypatch.setattr(W, "CHUNK_ROWS", 90)
-    parallel = _export(src, tmp_path / "parallel", layout, csv_slice_rows=400)
+    parallel = _export(src, tmp_path / "parallel", layout, csv_slice_rows=400,
+                       json_slice_events=1500)
     assert len(serial) >= 9
+    assert sum("_slice_" in k and k.endswith(".json") for k in serial) >= 3
     assert parallel == serial
 
 
@@ -200,3 +204,39 @@ def test_lazy_numeric_x_events_equal_eager_text():
                   zip(name, pids, tid, us_str(start), float_str(dur / 1000.0), argv)]
         assert got == expect
         assert lay.take(np.array([2, 0])) == [expect[2], expect[0]]
+
+
+def test_job_pool_forks_each_job_when_it_starts(monkeypatch):
+    """A job sees what the caller prepared before submitting it (forked at start), results
+    come back in submission order, and a worker that dies is reported, not ignored."""
+    import os
+    import signal
+
+    from msprof_cli.errors import ExportError
+    from msprof_cli.export.parallel import JobPool
+
+    monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "2")
+    state = {"x": 1}
+    pool = JobPool()
+    pool.submit(lambda: ("a", state["x"], os.getpid()))
+    state["x"] = 2  # prepared after the first submit: the second job must see it
+    pool.submit(lambda: ("b", state["x"], os.getpid()))
+    (a, xa, pa), (b, xb, pb) = pool.results()
+    assert (a, xa, b, xb) == ("a", 1, "b", 2)
+    assert os.getpid() not in (pa, pb) and pa != pb
+
+    pool = JobPool()
+    pool.submit(lambda: os.kill(os.getpid(), signal.SIGKILL))
+    with pytest.raises(ExportError, match="was killed by signal 9"):
+        pool.results()
+
+
+def test_job_pool_serial_runs_at_submit(monkeypatch):
+    import os
+
+    from msprof_cli.export.parallel import JobPool
+
+    monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "1")
+    pool = JobPool()
+    pool.submit(os.getpid)
+    assert pool.results() == [os.getpid()]

@@ -27,10 +27,10 @@ from .fmt import ts_sort_key
 from .fusion import fusion_op, fusion_rows, workspace_kb
 from .hccl import hccl_json
 from .msproftx import markers, process_name, tx_layer, tx_table
-from .parallel import run_jobs
+from .parallel import JobPool
 from .selection import Selection, in_window, select
 from .writers import (CSV_SLICE_ROWS, JSON_SLICE_EVENTS, AtomicFile, SliceNamer, write_csv,
-                      write_csv_parts, write_events, write_json_rows)
+                      write_csv_parts, event_jobs, write_json_rows)
 
 
 CONSOLE_MAX_NAMES = 10  # op names per finding on the console (the JSON keeps all)
@@ -87,146 +87,172 @@ def export_legacy(data: ProfData, *, summary_format: str = "csv", model_id: int 
                   reports: Path | None = None, csv_slice_rows: int = CSV_SLICE_ROWS,
                   json_slice_events: int = JSON_SLICE_EVENTS,
                   advice: list[Advice] | None = None) -> list[Path]:
-    """Write every device's files; `advice` (if given) receives each device's tuning advice."""
-    written: list[Path] = []
+    """Write every device's files; `advice` (if given) receives each device's tuning advice.
+
+    Jobs (JobPool), per device: the summaries in three parts (op_summary + advice, task_time,
+    the rest) start first in forked workers while this process builds the device's big
+    timelines (msprof, task_time json), each of whose slices is then a job; the small
+    timelines are one job."""
     switches = T.read_reports(reports)
     sels = [select(dev.iterations, host_models(dev), model_id, iteration_id, iteration_count)
             for dev in data.devices]  # selection errors are raised before anything is written
-    one = len(data.devices) == 1
-
-    def job(dev: DeviceData, sel: Selection):
-        def run() -> tuple[list[Path], list[Advice]]:
-            adv: list[Advice] = []
-            # one device: its timelines and summaries are the two parallel jobs instead
-            paths = export_device(data, dev, sel, summary_format, switches, csv_slice_rows,
-                                  json_slice_events, adv, split=one)
-            return paths, adv
-        return run
-
-    # several devices: one forked worker per device (device order kept in the results)
-    for paths, adv in run_jobs([job(d, s) for d, s in zip(data.devices, sels)]):
-        written += paths
-        if advice is not None:
-            advice.extend(adv)
+    pool = JobPool()
+    plan: list[tuple[str, int]] = []  # (kind, number of jobs) in submission order
+    for dev, sel in zip(data.devices, sels):
+        ctx = _DeviceContext(data, dev, sel, summary_format, switches, csv_slice_rows,
+                             json_slice_events)
+        for part in _SUMMARY_PARTS:
+            pool.submit(lambda ctx=ctx, part=part: ctx.summaries(part))
+        plan.append(("summary", len(_SUMMARY_PARTS)))
+        n = pool.count
+        ctx.big_timelines(pool)
+        pool.submit(ctx.small_timelines)
+        plan.append(("timeline", pool.count - n))
+    results = iter(pool.results())
+    written: list[Path] = []
+    for kind, n in plan:
+        part = [next(results) for _ in range(n)]
+        if kind == "timeline":
+            written += [p for paths in part for p in paths]
+            continue
+        by_part = dict(zip(_SUMMARY_PARTS, part))
+        for name in ("rest", "task_time", "op_summary"):  # op_summary part ends with prof_rule
+            paths, adv = by_part[name]
+            written += paths
+            if advice is not None:
+                advice.extend(adv)
     return written
 
 
-def export_device(data: ProfData, dev: DeviceData, sel: Selection, summary_format: str,
-                  switches: dict[str, bool], csv_slice_rows: int, json_slice_events: int,
-                  advice: list[Advice] | None = None, split: bool = False) -> list[Path]:
-    """One device's files; `split`: its timelines and summaries as two parallel jobs."""
-    written: list[Path] = []
-    base = dev.rd.path
-    suffix = sel.suffix(dev.device_id)
-    app_pid = dev.rd.app_pid
-    t = dev.tasks
-    keep = in_window(t["start_local"], t["end_local"], sel)
-    # the whole table when nothing is cut (no copy of every task column)
-    tasks = t if keep.all() else t[keep].reset_index(drop=True)
-    rows = S.op_rows(dev, tasks)
-    its = dev.iterations
-    if sel.model_id is not None:
-        its = its[(its["model_id"] == sel.model_id) & (its["iteration_id"] >= sel.first)
-                  & (its["iteration_id"] <= sel.last)].reset_index(drop=True)
-    scope = stack.build_scope(data, dev, sel, tasks)
-    tx = markers(data)
-    fusion = fusion_rows(data, scope.model_names)
+# the summaries of a device in three jobs; op_summary (with the advice built from its
+# chunks) is the biggest, so it is submitted first
+_SUMMARY_PARTS = ("op_summary", "task_time", "rest")
 
-    def emit(name: str, table: S.Table | None) -> None:
+
+class _DeviceContext:
+    """What one device's jobs share (prepared in the parent, inherited by forked workers)."""
+
+    def __init__(self, data: ProfData, dev: DeviceData, sel: Selection, summary_format: str,
+                 switches: dict[str, bool], csv_slice_rows: int, json_slice_events: int
+                 ) -> None:
+        self.data, self.dev, self.sel = data, dev, sel
+        self.summary_format, self.switches = summary_format, switches
+        self.csv_slice_rows, self.json_slice_events = csv_slice_rows, json_slice_events
+        self.suffix = sel.suffix(dev.device_id)
+        self.app_pid = dev.rd.app_pid
+        t = dev.tasks
+        keep = in_window(t["start_local"], t["end_local"], sel)
+        # the whole table when nothing is cut (no copy of every task column)
+        self.tasks = t if keep.all() else t[keep].reset_index(drop=True)
+        self.rows = S.op_rows(dev, self.tasks)
+        its = dev.iterations
+        if sel.model_id is not None:
+            its = its[(its["model_id"] == sel.model_id) & (its["iteration_id"] >= sel.first)
+                      & (its["iteration_id"] <= sel.last)].reset_index(drop=True)
+        self.its = its
+        self.scope = stack.build_scope(data, dev, sel, self.tasks)
+        self.tx = markers(data)
+        self.layer_tx = tx_layer(self.tx, self.app_pid, process_name(data))
+        self.fusion = fusion_rows(data, self.scope.model_names)
+        self.tdir = dev.rd.path / "timeline"
+        self.sdir = dev.rd.path / "summary"
+
+    # -- timelines (seed table 1) -------------------------------------------------------
+    def _json_jobs(self, name: str, trace: tuple[list[str], list[str]] | None) -> list:
+        if trace is None or not trace[1]:
+            return []
+        meta, events = trace
+        return event_jobs(SliceNamer(self.tdir, name, self.suffix, "json"), meta, events,
+                          len(events), self.json_slice_events)
+
+    def big_timelines(self, pool: JobPool) -> None:
+        """msprof and task_time json: layers built here, one job per slice."""
+        data, dev = self.data, self.dev
+        per_dev = [(dev, self.tasks, self.rows, self.its)]
+        trace = T.assemble_stream(T.msprof_layers(per_dev, data.host.apis, self.app_pid,
+                                                  self.switches, self.layer_tx,
+                                                  comm=[device_comm(data, dev, self.sel)]))
+        for job in self._json_jobs("msprof", trace):
+            pool.submit(job)
+        if len(self.tasks):
+            for job in self._json_jobs("task_time",
+                                       task_scheduler_json(dev, self.tasks, self.app_pid)):
+                pool.submit(job)
+
+    def small_timelines(self) -> list[Path]:
+        data, dev, scope, app_pid = self.data, self.dev, self.scope, self.app_pid
+        traces = [("ai_stack_time", lambda: stack.ai_stack_json(scope, app_pid)),
+                  ("thread_group", lambda: stack.thread_group_json(data, scope)),
+                  ("runtime_api", lambda: stack.runtime_api_json(scope, app_pid)),
+                  ("ge", lambda: stack.ge_json(scope, app_pid))]
+        if len(self.its):
+            traces.append(("step_trace", lambda: T.assemble_stream(
+                [T.step_layer(dev, self.its, app_pid)])))
+        traces.append(("hccl", lambda: hccl_json(data, dev, self.sel, app_pid)))
+        if len(self.layer_tx):
+            traces.append(("msprof_tx", lambda: T.assemble_stream([self.layer_tx])))
+        return [p for name, make in traces for job in self._json_jobs(name, make())
+                for p in job()]
+
+    # -- summaries (seed table 2) -------------------------------------------------------
+    def _emit(self, written: list[Path], name: str, table: S.Table | None) -> None:
         if table is None:
             return
         header, df = table
-        sdir = base / "summary"
-        if summary_format == "json":
-            written.extend(write_json_rows(sdir / f"{name}{suffix}.json", header, df))
+        if self.summary_format == "json":
+            written.extend(write_json_rows(self.sdir / f"{name}{self.suffix}.json", header, df))
         else:
-            written.extend(write_csv(SliceNamer(sdir, name, suffix, "csv"), header, df,
-                                     csv_slice_rows))
+            written.extend(write_csv(SliceNamer(self.sdir, name, self.suffix, "csv"), header,
+                                     df, self.csv_slice_rows))
 
-    tdir = base / "timeline"
-    t_written: list[Path] = []
-
-    def emit_json(name: str, trace: tuple[list[str], list[str]] | None) -> None:
-        if trace is None or not trace[1]:
-            return
-        meta, events = trace
-        t_written.extend(write_events(SliceNamer(tdir, name, suffix, "json"), meta, events,
-                                      len(events), json_slice_events))
-
-    def emit_parts(name: str, header: list[str], n: int, render: S.RowRender) -> None:
+    def _emit_parts(self, written: list[Path], name: str, header: list[str], n: int,
+                    render: S.RowRender) -> None:
         """A table rendered `CHUNK_ROWS` rows at a time (csv): no whole table of strings."""
-        if summary_format == "json":
-            emit(name, (header, render(0, n)))
+        if self.summary_format == "json":
+            self._emit(written, name, (header, render(0, n)))
             return
-        written.extend(write_csv_parts(SliceNamer(base / "summary", name, suffix, "csv"),
-                                       header, [(n, render)], csv_slice_rows))
+        written.extend(write_csv_parts(SliceNamer(self.sdir, name, self.suffix, "csv"),
+                                       header, [(n, render)], self.csv_slice_rows))
 
-    def timelines() -> list[Path]:
-        _timelines(data, dev, tasks, rows, its, sel, scope, tx, app_pid, switches, emit_json)
-        return t_written
+    def summaries(self, part: str) -> tuple[list[Path], list[Advice]]:
+        written: list[Path] = []
+        adv: list[Advice] = []
+        dev, tasks, rows = self.dev, self.tasks, self.rows
+        if part == "op_summary":
+            op_table = None
+            if dev.has_host_ops and len(rows):
+                # op_summary is written a chunk at a time; the advice keeps only the columns
+                # its rules read (OpTable), gathered from the same chunks (no whole frame of
+                # strings)
+                parts: list[pd.DataFrame] = []
 
-    def summaries() -> None:
-        _summaries(data, dev, tasks, rows, its, sel, scope, tx, fusion, app_pid, emit,
-                   emit_parts, written, advice)
+                def render(lo: int, hi: int) -> pd.DataFrame:
+                    df = S.op_summary(dev, rows, lo, hi)[1]
+                    parts.append(A.OpTable.from_summary(df, dev.rd.ai_core_num).df)
+                    return df
 
-    t_paths, _ = run_jobs([timelines, summaries], workers=None if split else 1)
-    return t_paths + written
-
-
-def _timelines(data: ProfData, dev: DeviceData, tasks: pd.DataFrame, rows: pd.DataFrame,
-               its: pd.DataFrame, sel: Selection, scope, tx, app_pid: int,
-               switches: dict[str, bool], emit_json) -> None:
-    # --- timelines (seed table 1) ---
-    per_dev = [(dev, tasks, rows, its)]
-    layer_tx = tx_layer(tx, app_pid, process_name(data))
-    emit_json("msprof", T.assemble_stream(T.msprof_layers(per_dev, data.host.apis, app_pid, switches,
-                                                   layer_tx,
-                                                   comm=[device_comm(data, dev, sel)])))
-    emit_json("ai_stack_time", stack.ai_stack_json(scope, app_pid))
-    emit_json("thread_group", stack.thread_group_json(data, scope))
-    if len(tasks):
-        emit_json("task_time", task_scheduler_json(dev, tasks, app_pid))
-    emit_json("runtime_api", stack.runtime_api_json(scope, app_pid))
-    emit_json("ge", stack.ge_json(scope, app_pid))
-    if len(its):
-        emit_json("step_trace", T.assemble_stream([T.step_layer(dev, its, app_pid)]))
-    emit_json("hccl", hccl_json(data, dev, sel, app_pid))
-    if len(layer_tx):
-        emit_json("msprof_tx", T.assemble_stream([layer_tx]))
-
-
-def _summaries(data: ProfData, dev: DeviceData, tasks: pd.DataFrame, rows: pd.DataFrame,
-               its: pd.DataFrame, sel: Selection, scope, tx, fusion, app_pid: int, emit,
-               emit_parts, written: list[Path], advice: list[Advice] | None) -> None:
-    # --- summaries (seed table 2) ---
-    op_table = None
-    if dev.has_host_ops and len(rows):
-        # op_summary is written a chunk at a time; the advice keeps only the columns its
-        # rules read (OpTable), gathered from the same chunks (no whole frame of strings)
-        parts: list[pd.DataFrame] = []
-
-        def render(lo: int, hi: int) -> pd.DataFrame:
-            df = S.op_summary(dev, rows, lo, hi)[1]
-            parts.append(A.OpTable.from_summary(df, dev.rd.ai_core_num).df)
-            return df
-
-        emit_parts("op_summary", S.op_summary_header(dev), len(rows), render)
-        op_table = A.OpTable(pd.concat(parts, ignore_index=True), dev.rd.ai_core_num)
-        del parts
-    if dev.has_node_info and len(rows):
-        emit("op_statistic", S.op_statistic(rows))
-    if len(its):
-        emit("step_trace", S.step_trace(its))
-    emit("ai_stack_time", stack.ai_stack_time(scope))
-    emit("runtime_api", stack.runtime_api(scope, app_pid))
-    emit("fusion_op", fusion_op(fusion, sel.model_id))
-    if len(tasks):  # rendered a chunk at a time
-        emit_parts("task_time", S.TASK_TIME, len(tasks),
-                   lambda lo, hi: S.task_time(dev, tasks.iloc[lo:hi])[1])
-    emit("aicpu", S.aicpu(dev, tasks))
-    emit("l2_cache", S.l2_cache(dev, tasks, restrict=sel.start_ns is not None))
-    emit("msprof_tx", tx_table(tx))
-    written.append(write_advice(dev, op_table, fusion, advice))
+                self._emit_parts(written, "op_summary", S.op_summary_header(dev), len(rows),
+                                 render)
+                op_table = A.OpTable(pd.concat(parts, ignore_index=True), dev.rd.ai_core_num)
+                del parts
+            written.append(write_advice(dev, op_table, self.fusion, adv))
+        elif part == "task_time":
+            if len(tasks):  # rendered a chunk at a time
+                self._emit_parts(written, "task_time", S.TASK_TIME, len(tasks),
+                                 lambda lo, hi: S.task_time(dev, tasks.iloc[lo:hi])[1])
+        else:
+            emit = lambda name, table: self._emit(written, name, table)  # noqa: E731
+            if dev.has_node_info and len(rows):
+                emit("op_statistic", S.op_statistic(rows))
+            if len(self.its):
+                emit("step_trace", S.step_trace(self.its))
+            emit("ai_stack_time", stack.ai_stack_time(self.scope))
+            emit("runtime_api", stack.runtime_api(self.scope, self.app_pid))
+            emit("fusion_op", fusion_op(self.fusion, self.sel.model_id))
+            emit("aicpu", S.aicpu(dev, tasks))
+            emit("l2_cache", S.l2_cache(dev, tasks, restrict=self.sel.start_ns is not None))
+            emit("msprof_tx", tx_table(self.tx))
+        return written, adv
 
 
 def write_advice(dev: DeviceData, table: A.OpTable | None, fusion: pd.DataFrame,

@@ -17,8 +17,12 @@ import ctypes.util
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD = 4 * 1024 * 1024  # blocks above this are mmapped (never fragment the heap)
-TRIM_THRESHOLD = 8 * 1024 * 1024  # free heap top above this is returned at once
+# blocks above this are mmapped (never fragment the heap).  32 MiB (glibc's own dynamic
+# maximum) rather than 4 MiB: the many 8-32 MB column temporaries of a 1M-task export then
+# reuse heap pages instead of faulting in fresh zeroed mappings each time (4 MiB: 2.5M page
+# faults, 9 s of system time at 1M; 32 MiB: 0.7M, 4 s, +60 MB RSS)
+MMAP_THRESHOLD = 32 * 1024 * 1024
+TRIM_THRESHOLD = 64 * 1024 * 1024  # free heap top above this is returned at once
 
 _libc = None
 _tuned = False

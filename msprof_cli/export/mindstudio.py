@@ -16,11 +16,11 @@ from . import msproftx as X
 from . import summaries as S
 from . import timeline as T
 from .dataset import ProfData
-from .parallel import run_jobs
+from .parallel import JobPool
 from .readme import readme_text
 from .stack import model_names
 from .writers import (CSV_SLICE_ROWS, JSON_SLICE_EVENTS, AtomicFile, SliceNamer, write_csv,
-                      write_csv_parts, write_events, write_json_rows)
+                      write_csv_parts, event_jobs, write_json_rows)
 
 OUTPUT_DIR = "mindstudio_profiler_output"
 
@@ -65,12 +65,76 @@ def _json_per_device(out_dir: Path, name: str, header: list[str], df: pd.DataFra
 def export_mindstudio(data: ProfData, *, summary_format: str = "csv", reports: Path | None = None,
                       csv_slice_rows: int = CSV_SLICE_ROWS,
                       json_slice_events: int = JSON_SLICE_EVENTS) -> list[Path]:
+    """Every file of the layout.  Jobs (JobPool): the big summaries start first, in forked
+    workers, while this process builds the timeline layers; then every msprof json slice is
+    a job of its own, so the two cores stay busy until the end."""
     out_dir = data.prof / OUTPUT_DIR
-    written: list[Path] = []
-    summaries: set[str] = set()
     devs = data.devices
     app_pid = devs[0].rd.app_pid if devs else (data.host.rd.app_pid if data.host.rd else 0)
     host_dev = devs[0].device_id if devs else 0
+    per_dev = []
+    for d in devs:
+        rows = S.op_rows(d)
+        per_dev.append((d, d.tasks, rows, d.iterations))
+    tx = X.markers(data)
+    pool = JobPool()
+    # summaries: (file names, summary names) per job; the biggest tables first
+    for part in _SUMMARY_PARTS:
+        pool.submit(lambda part=part: _summary_job(part, data, per_dev, tx, out_dir,
+                                                   summary_format, csv_slice_rows, host_dev))
+    timelines: list[str] = []  # in the real tool's README order: msprof_tx, msprof, step_trace
+    switches = T.read_reports(reports)
+    layers = T.msprof_layers(per_dev, data.host.apis, app_pid, switches,
+                             comm=[C.device_comm(data, d) for d, _, _, _ in per_dev])
+    if len(tx):  # msproftx markers: msprof_tx json + the application layer of msprof json
+        tx_layer = X.tx_layer(tx, app_pid, X.process_name(data))
+        layers.append(tx_layer)
+        tmeta, tev = T.assemble_stream([tx_layer])
+        for job in event_jobs(SliceNamer(out_dir, "msprof_tx", f"_{_stamp()}", "json"),
+                              tmeta, tev, len(tev), json_slice_events):
+            pool.submit(job)
+        timelines.append("msprof_tx")
+    meta, events = T.assemble_stream(layers)
+    del layers
+    if events:
+        for job in event_jobs(SliceNamer(out_dir, "msprof", f"_{_stamp()}", "json"),
+                              meta, events, len(events), json_slice_events):
+            pool.submit(job)
+        timelines.append("msprof")
+    step_layers = [T.step_layer(d, its, app_pid) for d, _, _, its in per_dev]
+    smeta, sev = T.assemble_stream(step_layers)
+    if sev:
+        for job in event_jobs(SliceNamer(out_dir, "step_trace", f"_{_stamp()}", "json"),
+                              smeta, sev, len(sev), json_slice_events):
+            pool.submit(job)
+        timelines.append("step_trace")
+    results = pool.results()
+    written: list[Path] = []
+    summaries: set[str] = set()
+    for res in results[len(_SUMMARY_PARTS):]:  # timelines first, as before
+        written.extend(res)
+    summary_results = dict(zip(_SUMMARY_PARTS, results))
+    for part in ("task_time", "op_summary", "rest"):  # the real tool's order
+        paths, names = summary_results[part]
+        written.extend(paths)
+        summaries |= names
+    if written:
+        readme = out_dir / "README.txt"
+        with AtomicFile(readme) as fh:
+            fh.write(readme_text(set(timelines), summaries, summary_format))
+        written.append(readme)
+    return written
+
+
+# the summaries in three jobs of similar size at 1M tasks (op_summary ≈ 60 % of the work)
+_SUMMARY_PARTS = ("op_summary", "task_time", "rest")
+
+
+def _summary_job(part: str, data: ProfData, per_dev: list, tx: pd.DataFrame,
+                 out_dir: Path, summary_format: str, csv_slice_rows: int, host_dev: int
+                 ) -> tuple[list[Path], set[str]]:
+    written: list[Path] = []
+    summaries: set[str] = set()
 
     def emit(name: str, table: S.Table | None) -> None:
         if table is None:
@@ -106,68 +170,32 @@ def export_mindstudio(data: ProfData, *, summary_format: str = "csv", reports: P
                                        csv_slice_rows))
         summaries.add(name)
 
-    per_dev = []
-    for d in devs:
-        rows = S.op_rows(d)
-        per_dev.append((d, d.tasks, rows, d.iterations))
-
-    tx = X.markers(data)
-
-    def timeline_job() -> tuple[list[Path], set[str]]:
-        """msprof_tx, msprof and step_trace json (own lists: may run in a forked worker)."""
-        paths: list[Path] = []
-        names: set[str] = set()
-        switches = T.read_reports(reports)
-        layers = T.msprof_layers(per_dev, data.host.apis, app_pid, switches,
-                                 comm=[C.device_comm(data, d) for d, _, _, _ in per_dev])
-        if len(tx):  # msproftx markers: msprof_tx json + the application layer of msprof json
-            tx_layer = X.tx_layer(tx, app_pid, X.process_name(data))
-            layers.append(tx_layer)
-            tmeta, tev = T.assemble_stream([tx_layer])
-            paths.extend(write_events(SliceNamer(out_dir, "msprof_tx", f"_{_stamp()}", "json"),
-                                      tmeta, tev, len(tev), json_slice_events))
-            names.add("msprof_tx")
-        meta, events = T.assemble_stream(layers)
-        del layers
-        if events:
-            paths.extend(write_events(SliceNamer(out_dir, "msprof", f"_{_stamp()}", "json"),
-                                      meta, events, len(events), json_slice_events))
-            names.add("msprof")
-        del events
-        step_layers = [T.step_layer(d, its, app_pid) for d, _, _, its in per_dev]
-        smeta, sev = T.assemble_stream(step_layers)
-        if sev:
-            paths.extend(write_events(SliceNamer(out_dir, "step_trace", f"_{_stamp()}", "json"),
-                                      smeta, sev, len(sev), json_slice_events))
-            names.add("step_trace")
-        return paths, names
-
-    def summary_job() -> None:
-        _summaries(data, per_dev, tx, emit, emit_chunked, host_dev)
-
-    # timelines and summaries are independent: two processes when two cores are free
-    (t_paths, timelines), _ = run_jobs([timeline_job, summary_job])
-    written[:0] = t_paths
-    if written:
-        readme = out_dir / "README.txt"
-        with AtomicFile(readme) as fh:
-            fh.write(readme_text(timelines, summaries, summary_format))
-        written.append(readme)
-    return written
+    _summaries(part, data, per_dev, tx, emit, emit_chunked, host_dev)
+    return written, summaries
 
 
-def _summaries(data: ProfData, per_dev: list, tx: pd.DataFrame, emit, emit_chunked,
+def _summaries(part: str, data: ProfData, per_dev: list, tx: pd.DataFrame, emit, emit_chunked,
                host_dev: int) -> None:
-    """Every mindstudio summary CSV/json, in the real tool's order."""
+    """The mindstudio summaries of one job (`part`: "task_time", "op_summary" or "rest"),
+    in the real tool's order."""
     devs = data.devices
-    # summaries
+    if part == "task_time":
+        _task_time(per_dev, emit, emit_chunked)
+    elif part == "op_summary":
+        _op_summary(per_dev, emit, emit_chunked)
+    else:
+        _rest(data, devs, per_dev, tx, emit, host_dev)
+
+
+def _task_time(per_dev: list, emit, emit_chunked) -> None:
     emit_chunked("task_time", S.TASK_TIME, [
         (d.device_id, len(t), lambda lo, hi, d=d, t=t: S.task_time(d, t.iloc[lo:hi])[1])
         for d, t, _, _ in per_dev if len(t)],
         lambda: _merge([_with_device(d.device_id, S.task_time(d, t))
                         for d, t, _, _ in per_dev if len(t)]))
-    if data.host.apis is not None and len(data.host.apis):
-        emit("api_statistic", _with_device(host_dev, S.api_statistic(data.host.apis)))
+
+
+def _op_summary(per_dev: list, emit, emit_chunked) -> None:
     op_devs = [(d, rows) for d, _, rows, _ in per_dev if d.has_host_ops and len(rows)]
     op_headers = {tuple(S.op_summary_header(d)) for d, _ in op_devs}
     op_whole = lambda: _merge([_with_device(d.device_id, S.op_summary(d, rows))  # noqa: E731
@@ -179,6 +207,12 @@ def _summaries(data: ProfData, per_dev: list, tx: pd.DataFrame, emit, emit_chunk
             for d, rows in op_devs], op_whole)
     else:  # devices with different PMU columns: merged whole (widest header, N/A)
         emit("op_summary", op_whole() if op_devs else None)
+
+
+def _rest(data: ProfData, devs: list, per_dev: list, tx: pd.DataFrame, emit, host_dev: int
+          ) -> None:
+    if data.host.apis is not None and len(data.host.apis):
+        emit("api_statistic", _with_device(host_dev, S.api_statistic(data.host.apis)))
     emit("op_statistic", _merge([_with_device(d.device_id, S.op_statistic(rows))
                                  for d, _, rows, _ in per_dev if d.has_node_info and len(rows)]))
     emit("step_trace", _merge([_with_device(d.device_id, S.step_trace(its))

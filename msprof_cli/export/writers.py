@@ -34,7 +34,7 @@ from msprof_cli.raw.profdir import make_dir
 
 CSV_SLICE_ROWS = 1_000_000
 JSON_SLICE_EVENTS = 699_050
-CHUNK_ROWS = 200_000
+CHUNK_ROWS = 50_000  # rows rendered at a time (text below the 32 MiB mmap threshold)
 FILE_MODE = 0o640
 _TMP_RE = re.compile(r"^\..+\.tmp(\d+)\.[0-9a-f]{8}$")
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -336,7 +336,8 @@ def write_json_rows(path: Path, header: list[str], df: pd.DataFrame) -> list[Pat
     return [path]
 
 
-EVENT_CHUNK = 100_000  # events rendered and written at a time (tests set it tiny)
+EVENT_CHUNK = 20_000  # events rendered and written at a time (tests set it tiny): ~4 MB of
+# text, reused heap, not a fresh mapping per chunk (memory.py)
 
 
 class _ListEvents:
@@ -353,9 +354,10 @@ class _ListEvents:
             yield self.events[a:min(a + size, hi)]
 
 
-def write_events(paths: "SliceNamer", meta: list[str], events, total: int | None = None,
-                 slice_events: int = JSON_SLICE_EVENTS) -> list[Path]:
-    """Write a Chrome-trace array: metadata strings then event strings (already sorted).
+def event_jobs(paths: "SliceNamer", meta: list[str], events, total: int | None = None,
+               slice_events: int = JSON_SLICE_EVENTS) -> list[Callable[[], list[Path]]]:
+    """The writes of one Chrome-trace array, one callable per output file (slice): the
+    slices of a big timeline are independent, so they can run in parallel (JobPool).
 
     `events`: a list of strings, an iterator of strings, or a lazy sorted stream with
     ``chunks(lo, hi, size)`` (timeline.EventStream), which is rendered and written
@@ -365,26 +367,30 @@ def write_events(paths: "SliceNamer", meta: list[str], events, total: int | None
         events = _ListEvents(list(events))
     total = len(events)
 
-    def write_part(path: Path, lo: int, hi: int) -> None:
+    def write_part(path: Path, lo: int, hi: int) -> list[Path]:
         with AtomicFile(path) as fh:
             fh.write("[" + ", ".join(meta))
             first = not meta
             for chunk in events.chunks(lo, hi, EVENT_CHUNK):
                 if chunk:
-                    fh.write(("" if first else ", ") + ", ".join(chunk))
+                    if not first:
+                        fh.write(", ")
+                    fh.write(", ".join(chunk))  # no second copy of the chunk's text
                     first = False
             fh.write("]")
+        return [path]
 
     if total <= slice_events:
-        path = paths.single()
-        write_part(path, 0, total)
-        return [path]
-    out = []
-    for k, lo in enumerate(range(0, total, slice_events)):
-        path = paths.slice(k)
-        write_part(path, lo, min(lo + slice_events, total))
-        out.append(path)
-    return out
+        return [lambda: write_part(paths.single(), 0, total)]
+    return [lambda k=k, lo=lo: write_part(paths.slice(k), lo, min(lo + slice_events, total))
+            for k, lo in enumerate(range(0, total, slice_events))]
+
+
+def write_events(paths: "SliceNamer", meta: list[str], events, total: int | None = None,
+                 slice_events: int = JSON_SLICE_EVENTS) -> list[Path]:
+    """Write a Chrome-trace array: metadata strings then event strings (already sorted);
+    see `event_jobs`."""
+    return [p for job in event_jobs(paths, meta, events, total, slice_events) for p in job()]
 
 
 class SliceNamer:
