@@ -134,22 +134,27 @@ def test_event_stream_equals_sorted_list():
 
 @pytest.mark.parametrize("layout", ["legacy", "mindstudio"])
 @pytest.mark.parametrize("devices", [1, 2])
-def test_parallel_workers_equal_serial(tmp_path_factory, tmp_path, monkeypatch, layout, devices):
-    """Forked export jobs (summary parts, one job per timeline slice, per device) write the
-    same bytes as the serial export; sliced CSVs cross the device boundary (mindstudio);
-    the json slices are written by different workers."""
+@pytest.mark.parametrize("split", ["slices", "pieces"])
+def test_parallel_workers_equal_serial(tmp_path_factory, tmp_path, monkeypatch, layout, devices,
+                                       split):
+    """Forked export jobs (summary parts, one job per timeline slice or piece, per device)
+    write the same bytes as the serial export; sliced CSVs cross the device boundary
+    (mindstudio); json slices, or the pieces of one json file, come from different workers
+    and no piece is left behind."""
     root = tmp_path_factory.mktemp(f"par{devices}")
     src = gen_prof.generate(1500, root, devices=devices, batch_tasks=700, quiet=True)
+    kw = {"csv_slice_rows": 400, "json_slice_events": 1500 if split == "slices" else 10**6}
     monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "1")
-    serial = _export(src, tmp_path / "serial", layout, csv_slice_rows=400,
-                     json_slice_events=1500)
+    serial = _export(src, tmp_path / "serial", layout, **kw)
     monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "3")
     monkeypatch.setattr(W, "CHUNK_ROWS", 90)
-    parallel = _export(src, tmp_path / "parallel", layout, csv_slice_rows=400,
-                       json_slice_events=1500)
+    monkeypatch.setattr(W, "PIECE_EVENTS", 700)
+    parallel = _export(src, tmp_path / "parallel", layout, **kw)
     assert len(serial) >= 9
-    assert sum("_slice_" in k and k.endswith(".json") for k in serial) >= 3
+    if split == "slices":
+        assert sum("_slice_" in k and k.endswith(".json") for k in serial) >= 3
     assert parallel == serial
+    assert not list((tmp_path / "parallel").rglob(".*.tmp*"))
 
 
 def test_run_jobs_order_and_errors(monkeypatch):

@@ -56,6 +56,14 @@ NUMERIC_FIELDS = ("task_start_time", "task_duration", "task_wait_time", "block_d
 
 def _to_number(col: pd.Series) -> np.ndarray:
     """Numeric column (N/A and other text -> NaN; the TAB of time stamps stripped)."""
+    vals = col.to_numpy(dtype=object)
+    try:  # all numbers (time stamps, durations): float() per cell, whitespace allowed
+        out = vals.astype(np.float64)
+    except (TypeError, ValueError):
+        pass
+    else:  # float() also reads "1_0" and "nan", which to_numeric does not: the slow path
+        if not np.isnan(out).any() and "_" not in "".join(map(str, vals)):
+            return out
     codes, uniq = pd.factorize(col.to_numpy(dtype=object), use_na_sentinel=True)
     text = pd.Series(uniq, dtype=object).map(lambda v: v.strip() if isinstance(v, str) else v)
     values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)

@@ -215,6 +215,57 @@ def _tensor_text(slots: np.ndarray, num: int) -> tuple[str, str, str, str, str, 
             ";".join(d[1] for d in outs), ";".join(d[2] for d in outs))
 
 
+TENSOR_BLOCK = 1 << 17  # records keyed and hashed at a time (bounded temporaries)
+
+
+def _tensor_keys(t: np.ndarray, num: np.ndarray) -> np.ndarray:
+    """The key of each record: its tensor slots as 32-bit words, unused slots (beyond
+    tensor_num) and slots that are neither input nor output blanked to all-ones (they print
+    nothing whatever they hold); padded to an even width so rows hash as u64 words."""
+    n = len(t)
+    words = t.view(np.uint32).reshape(n, L.MAX_TENSORS_PER_RECORD, -1).copy()
+    unused = np.arange(L.MAX_TENSORS_PER_RECORD)[None, :] >= num[:, None]
+    words[unused] = 0xFFFFFFFF
+    words[~unused & (words[:, :, 0] > 1)] = 0xFFFFFFFF
+    nw = words.shape[1] * words.shape[2]
+    key = np.zeros((n, nw + nw % 2), dtype=np.uint32)
+    key[:, :nw] = words.reshape(n, nw)
+    return key
+
+
+def _tensor_combos(t: np.ndarray, num: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(combo code per record, key words (u32, unpadded) per distinct combo), combos numbered
+    by first appearance -- `_unique_rows` of all keys, computed TENSOR_BLOCK records at a
+    time: each block's rows are hashed, new hashes get the next codes and keep their row as
+    the representative, and every row is checked against its representative (exact; the
+    whole-table method runs on a 64-bit hash collision)."""
+    n = len(t)
+    nw = t.view(np.uint32).reshape(n, -1).shape[1] if n else 0
+    codes = np.empty(n, dtype=np.int64)
+    known = pd.Index(np.zeros(0, dtype=np.uint64))
+    reps: list[np.ndarray] = []
+    rep_all = np.zeros((0, nw + nw % 2), dtype=np.uint32)
+    for lo in range(0, n, TENSOR_BLOCK):
+        key = _tensor_keys(t[lo:lo + TENSOR_BLOCK], num[lo:lo + TENSOR_BLOCK])
+        h = _row_hash(key.view(np.uint64))
+        bcode, buniq = pd.factorize(h)
+        gid = known.get_indexer(buniq)
+        new = np.flatnonzero(gid < 0)
+        if len(new):
+            gid[new] = len(known) + np.arange(len(new))
+            first = np.zeros(len(buniq), dtype=np.int64)
+            first[bcode[::-1]] = np.arange(len(bcode))[::-1]
+            known = known.append(pd.Index(np.asarray(buniq)[new]))
+            reps.append(key[first[new]])
+            rep_all = np.concatenate(reps)
+        row_gid = gid[bcode]
+        if not (rep_all[row_gid] == key).all():  # pragma: no cover - 64-bit hash collision
+            cinv, cu = _unique_rows(_tensor_keys(t, num).view(np.uint64))
+            return cinv, np.ascontiguousarray(cu).view(np.uint32)[:, :nw]
+        codes[lo:lo + TENSOR_BLOCK] = row_gid
+    return codes, rep_all[:, :nw]
+
+
 def decode_tensors(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
     """One row per (timestamp, thread, opName) with the 6 printed tensor columns.
 
@@ -230,17 +281,9 @@ def decode_tensors(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
                              **{k: [] for k in out_cols}})
     t = np.ascontiguousarray(c["tensors"])  # (n, 5) structured, 44 B per slot
     num = np.minimum(c["tensor_num"].astype(np.int64), L.MAX_TENSORS_PER_RECORD)
-    words = t.view(np.uint32).reshape(n, L.MAX_TENSORS_PER_RECORD, -1).copy()
-    unused = np.arange(L.MAX_TENSORS_PER_RECORD)[None, :] >= num[:, None]
-    words[unused] = 0xFFFFFFFF  # blank: an unused slot prints nothing whatever it holds
-    words[~unused & (words[:, :, 0] > 1)] = 0xFFFFFFFF  # neither input nor output: ignored
-    nw = words.shape[1] * words.shape[2]
-    key = np.zeros((n, nw + nw % 2), dtype=np.uint32)  # even width: hashed as u64 words
-    key[:, :nw] = words.reshape(n, nw)
-    del words
-    cinv, cu = _unique_rows(key.view(np.uint64))
-    del key
-    cu = np.ascontiguousarray(cu).view(np.uint32)[:, :nw]
+    cinv, cu = _tensor_combos(t, num)
+    del t
+    c.pop("tensors")  # the raw slots (44 B x 5 per record) are not needed any more
     slot_view = cu.reshape(len(cu), L.MAX_TENSORS_PER_RECORD, -1).copy().view(L.TENSOR)
     texts = [_tensor_text(slot_view[i].reshape(-1), L.MAX_TENSORS_PER_RECORD)
              for i in range(len(cu))]

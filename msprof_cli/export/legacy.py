@@ -30,7 +30,8 @@ from .msproftx import markers, process_name, tx_layer, tx_table
 from .parallel import JobPool
 from .selection import Selection, in_window, select
 from .writers import (CSV_SLICE_ROWS, JSON_SLICE_EVENTS, AtomicFile, SliceNamer, write_csv,
-                      write_csv_parts, event_jobs, write_json_rows)
+                      write_csv_parts, event_jobs, write_json_rows,
+                      FileJobs)
 
 
 CONSOLE_MAX_NAMES = 10  # op names per finding on the console (the JSON keeps all)
@@ -90,32 +91,33 @@ def export_legacy(data: ProfData, *, summary_format: str = "csv", model_id: int 
     """Write every device's files; `advice` (if given) receives each device's tuning advice.
 
     Jobs (JobPool), per device: the summaries in three parts (op_summary + advice, task_time,
-    the rest) start first in forked workers while this process builds the device's big
-    timelines (msprof, task_time json), each of whose slices is then a job; the small
-    timelines are one job."""
+    the rest) and the small timelines (one job) start first in forked workers while this
+    process builds the device's big timelines (msprof, task_time json), each of whose slices
+    (or pieces) is then a job."""
     switches = T.read_reports(reports)
     sels = [select(dev.iterations, host_models(dev), model_id, iteration_id, iteration_count)
             for dev in data.devices]  # selection errors are raised before anything is written
     pool = JobPool()
-    plan: list[tuple[str, int]] = []  # (kind, number of jobs) in submission order
+    plan: list[int] = []  # per device: the number of big-timeline results
     for dev, sel in zip(data.devices, sels):
         ctx = _DeviceContext(data, dev, sel, summary_format, switches, csv_slice_rows,
                              json_slice_events)
-        for part in _SUMMARY_PARTS:
+        # longest first (op_summary + advice, then the small timelines together), so that
+        # the short jobs fill the gaps at the end
+        pool.submit(lambda ctx=ctx: ctx.summaries("op_summary"))
+        pool.submit(ctx.small_timelines)
+        for part in _SUMMARY_PARTS[1:]:
             pool.submit(lambda ctx=ctx, part=part: ctx.summaries(part))
-        plan.append(("summary", len(_SUMMARY_PARTS)))
         n = pool.count
         ctx.big_timelines(pool)
-        pool.submit(ctx.small_timelines)
-        plan.append(("timeline", pool.count - n))
+        plan.append(pool.count - n)
     results = iter(pool.results())
     written: list[Path] = []
-    for kind, n in plan:
-        part = [next(results) for _ in range(n)]
-        if kind == "timeline":
-            written += [p for paths in part for p in paths]
-            continue
-        by_part = dict(zip(_SUMMARY_PARTS, part))
+    for n in plan:
+        op_summary, small, *others = [next(results) for _ in range(1 + len(_SUMMARY_PARTS))]
+        by_part = dict(zip(_SUMMARY_PARTS, [op_summary, *others]))
+        big = [next(results) for _ in range(n)]
+        written += [p for paths in big for p in paths] + small
         for name in ("rest", "task_time", "op_summary"):  # op_summary part ends with prof_rule
             paths, adv = by_part[name]
             written += paths
@@ -158,12 +160,13 @@ class _DeviceContext:
         self.sdir = dev.rd.path / "summary"
 
     # -- timelines (seed table 1) -------------------------------------------------------
-    def _json_jobs(self, name: str, trace: tuple[list[str], list[str]] | None) -> list:
+    def _json_jobs(self, name: str, trace: tuple[list[str], list[str]] | None,
+                   pieces: bool = False) -> FileJobs | None:
         if trace is None or not trace[1]:
-            return []
+            return None
         meta, events = trace
         return event_jobs(SliceNamer(self.tdir, name, self.suffix, "json"), meta, events,
-                          len(events), self.json_slice_events)
+                          len(events), self.json_slice_events, pieces)
 
     def big_timelines(self, pool: JobPool) -> None:
         """msprof and task_time json: layers built here, one job per slice."""
@@ -172,12 +175,11 @@ class _DeviceContext:
         trace = T.assemble_stream(T.msprof_layers(per_dev, data.host.apis, self.app_pid,
                                                   self.switches, self.layer_tx,
                                                   comm=[device_comm(data, dev, self.sel)]))
-        for job in self._json_jobs("msprof", trace):
-            pool.submit(job)
-        if len(self.tasks):
-            for job in self._json_jobs("task_time",
-                                       task_scheduler_json(dev, self.tasks, self.app_pid)):
-                pool.submit(job)
+        for fj in (self._json_jobs("msprof", trace, pool.parallel),
+                   self._json_jobs("task_time", task_scheduler_json(dev, self.tasks, self.app_pid),
+                                   pool.parallel) if len(self.tasks) else None):
+            if fj is not None:
+                pool.submit_group(fj.jobs, fj.finish, fj.discard)
 
     def small_timelines(self) -> list[Path]:
         data, dev, scope, app_pid = self.data, self.dev, self.scope, self.app_pid
@@ -191,8 +193,8 @@ class _DeviceContext:
         traces.append(("hccl", lambda: hccl_json(data, dev, self.sel, app_pid)))
         if len(self.layer_tx):
             traces.append(("msprof_tx", lambda: T.assemble_stream([self.layer_tx])))
-        return [p for name, make in traces for job in self._json_jobs(name, make())
-                for p in job()]
+        return [p for name, make in traces if (fj := self._json_jobs(name, make())) is not None
+                for p in fj.run()]
 
     # -- summaries (seed table 2) -------------------------------------------------------
     def _emit(self, written: list[Path], name: str, table: S.Table | None) -> None:

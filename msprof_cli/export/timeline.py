@@ -171,10 +171,11 @@ def cann_layer(apis: pd.DataFrame, app_pid: int) -> Layer:
     m = process_meta(pid, "CANN", "CPU", SORT_CANN,
                      [(t, f"Thread {t}", t) for t in threads])
     lvl = apis["level"].to_numpy()
+    lcode, lvals = pd.factorize(lvl)  # a handful of levels: per-level text by code (O(n))
     disp = np.array([LEVEL_DISPLAY.get(int(v), L.LEVEL_NAMES.get(int(v), str(int(v))).title())
-                     for v in np.unique(lvl)], dtype=object)[np.unique(lvl, return_inverse=True)[1]]
-    lname = np.array([L.LEVEL_NAMES.get(int(v), str(int(v))) for v in np.unique(lvl)],
-                     dtype=object)[np.unique(lvl, return_inverse=True)[1]]
+                     for v in lvals], dtype=object)[lcode]
+    lname = np.array([L.LEVEL_NAMES.get(int(v), str(int(v))) for v in lvals],
+                     dtype=object)[lcode]
     mode = apis["type_name"].to_numpy(object)
     item = apis["item_name"].to_numpy(object)
     api = np.where(lvl == L.LEVEL_HCCL, item, mode)
@@ -187,7 +188,12 @@ def cann_layer(apis: pd.DataFrame, app_pid: int) -> Layer:
             '"args": {"Thread Id": %d, "Mode": %s, "level": %s, "id": %s, "item_id": %s, '
             '"connection_id": %d}, "ph": "X"}')
 
-    name_j = JCol(disp + "@" + api.astype(str).astype(object))
+    # "{level}@{api}" built once per distinct (level, api) pair, not per event
+    pair, first = pd.factorize(lcode.astype(np.int64) * (1 << 32)
+                               + pd.factorize(api)[0].astype(np.int64))
+    rows = np.zeros(len(first), dtype=np.int64)
+    rows[pair[::-1]] = np.arange(len(pair))[::-1]
+    name_j = JCol((disp[rows] + "@" + api[rows].astype(str).astype(object))[pair])
     mode_j, lname_j, ident_j, item_j = JCol(mode), JCol(lname), JCol(ident), JCol(item)
 
     def render(idx: np.ndarray) -> list[str]:

@@ -22,9 +22,12 @@ import io
 import os
 import re
 import secrets
+import shutil
 import stat
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -109,10 +112,19 @@ def output_dir(directory: Path) -> Path:
 class AtomicFile:
     """``with AtomicFile(path) as fh:`` -- text file renamed into place on success."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, owner_pid: int | None = None) -> None:
+        """`owner_pid`: the process whose death makes the temporary file stale (default:
+        this one; a piece written by a worker belongs to the export process)."""
         self.path = Path(path)
-        self.tmp = self.path.with_name(
-            f".{self.path.name}.tmp{os.getpid()}.{secrets.token_hex(4)}")
+        pid = os.getpid() if owner_pid is None else owner_pid
+        self.tmp = self.path.with_name(f".{self.path.name}.tmp{pid}.{secrets.token_hex(4)}")
+        self.publish = True
+
+    def open_temp(self) -> "AtomicFile":
+        """``with AtomicFile(p).open_temp() as fh:`` writes the temporary file only: kept
+        (not renamed) on success for the caller to use (`tmp`), removed on failure."""
+        self.publish = False
+        return self
 
     def __enter__(self) -> io.TextIOWrapper:
         output_dir(self.path.parent)
@@ -146,6 +158,8 @@ class AtomicFile:
                 raise _write_error(self.path, exc) from None
             return
         if exc_type is None:
+            if not self.publish:
+                return
             try:
                 os.replace(self.tmp, self.path)
             except OSError as rep_exc:
@@ -354,10 +368,37 @@ class _ListEvents:
             yield self.events[a:min(a + size, hi)]
 
 
+PIECE_EVENTS = 100_000  # a single-file timeline above this is rendered in parallel pieces
+
+
+@dataclass
+class FileJobs:
+    """The jobs writing one output (JobPool.submit_group): `finish` turns their results into
+    the paths written; `discard` removes what finished jobs left when the export fails."""
+
+    jobs: list[Callable[[], Any]]
+    finish: Callable[[list[Any]], list[Path]]
+    discard: Callable[[list[Any]], None] | None = None
+
+    def run(self) -> list[Path]:
+        """Serially, in this process."""
+        return self.finish([job() for job in self.jobs])
+
+
+def _remove(paths: Iterable[Path]) -> None:
+    for p in paths:
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+
+
 def event_jobs(paths: "SliceNamer", meta: list[str], events, total: int | None = None,
-               slice_events: int = JSON_SLICE_EVENTS) -> list[Callable[[], list[Path]]]:
-    """The writes of one Chrome-trace array, one callable per output file (slice): the
-    slices of a big timeline are independent, so they can run in parallel (JobPool).
+               slice_events: int = JSON_SLICE_EVENTS, pieces: bool = False) -> FileJobs:
+    """The writes of one Chrome-trace array as independent jobs: one per output file (slice),
+    and, with `pieces` (parallel export), a file that is not sliced but has more than
+    PIECE_EVENTS events is rendered as pieces (temporary files) by several jobs and
+    concatenated by `finish` in the calling process.
 
     `events`: a list of strings, an iterator of strings, or a lazy sorted stream with
     ``chunks(lo, hi, size)`` (timeline.EventStream), which is rendered and written
@@ -367,30 +408,60 @@ def event_jobs(paths: "SliceNamer", meta: list[str], events, total: int | None =
         events = _ListEvents(list(events))
     total = len(events)
 
+    def write_events_text(fh, lo: int, hi: int, first: bool) -> None:
+        for chunk in events.chunks(lo, hi, EVENT_CHUNK):
+            if chunk:
+                if not first:
+                    fh.write(", ")
+                fh.write(", ".join(chunk))  # no second copy of the chunk's text
+                first = False
+
     def write_part(path: Path, lo: int, hi: int) -> list[Path]:
         with AtomicFile(path) as fh:
             fh.write("[" + ", ".join(meta))
-            first = not meta
-            for chunk in events.chunks(lo, hi, EVENT_CHUNK):
-                if chunk:
-                    if not first:
-                        fh.write(", ")
-                    fh.write(", ".join(chunk))  # no second copy of the chunk's text
-                    first = False
+            write_events_text(fh, lo, hi, not meta)
             fh.write("]")
         return [path]
 
+    owner = os.getpid()  # pieces live until the calling process assembles them
+
+    def write_piece(target: Path, lo: int, hi: int) -> Path:
+        piece = AtomicFile(target, owner)  # its unique temporary name, never renamed
+        with piece.open_temp() as fh:
+            write_events_text(fh, lo, hi, lo == 0 and not meta)
+        return piece.tmp
+
+    def assemble(target: Path, parts: list[Path]) -> list[Path]:
+        try:
+            with AtomicFile(target) as fh:
+                fh.write("[" + ", ".join(meta))
+                fh.flush()
+                for part in parts:
+                    with open(part, "rb") as src:
+                        shutil.copyfileobj(src, fh.buffer, 8 << 20)
+                fh.write("]")
+        finally:
+            _remove(parts)
+        return [target]
+
     if total <= slice_events:
-        return [lambda: write_part(paths.single(), 0, total)]
-    return [lambda k=k, lo=lo: write_part(paths.slice(k), lo, min(lo + slice_events, total))
-            for k, lo in enumerate(range(0, total, slice_events))]
+        target = paths.single()
+        if not pieces or total <= PIECE_EVENTS:
+            return FileJobs([lambda: write_part(target, 0, total)], lambda res: res[0])
+        return FileJobs([lambda lo=lo: write_piece(target, lo, min(lo + PIECE_EVENTS, total))
+                         for lo in range(0, total, PIECE_EVENTS)],
+                        lambda res: assemble(target, res), _remove)
+    return FileJobs([lambda k=k, lo=lo: write_part(paths.slice(k), lo,
+                                                   min(lo + slice_events, total))
+                     for k, lo in enumerate(range(0, total, slice_events))],
+                    lambda res: [p for r in res for p in r])
 
 
 def write_events(paths: "SliceNamer", meta: list[str], events, total: int | None = None,
                  slice_events: int = JSON_SLICE_EVENTS) -> list[Path]:
     """Write a Chrome-trace array: metadata strings then event strings (already sorted);
     see `event_jobs`."""
-    return [p for job in event_jobs(paths, meta, events, total, slice_events) for p in job()]
+    return event_jobs(paths, meta, events, total, slice_events).run()
 
 
 class SliceNamer:
