@@ -309,7 +309,10 @@ def load_prof(prof: Path) -> ProfData:
         devices.append(build_device(rd, dev, host, log, host_info))
         del dev
         release()  # the join's temporaries are gone: give their heap pages back
-    if tables is not None and len(tables.tensors):
-        # tensor_info is joined into the task tables now; nothing reads it later (memory)
+    if tables is not None:
+        # tensor_info and the raw API table are joined into the task tables and the named
+        # API table now; nothing reads them later (memory)
         tables.tensors = tables.tensors.iloc[:0]
+        tables.apis = tables.apis.iloc[:0]
+        release()
     return ProfData(prof=prof, host=host, devices=devices, log=log)

@@ -226,17 +226,17 @@ class _DeviceContext:
                 # op_summary is written a chunk at a time; the advice keeps only the columns
                 # its rules read (OpTable), gathered from the same chunks (no whole frame of
                 # strings)
-                parts: list[pd.DataFrame] = []
+                table = _RuleColumns(len(rows))
 
                 def render(lo: int, hi: int) -> pd.DataFrame:
                     df = S.op_summary(dev, rows, lo, hi)[1]
-                    parts.append(A.OpTable.from_summary(df, dev.rd.ai_core_num).df)
+                    table.put(lo, A.OpTable.from_summary(df, dev.rd.ai_core_num).df)
                     return df
 
                 self._emit_parts(written, "op_summary", S.op_summary_header(dev), len(rows),
                                  render)
-                op_table = A.OpTable(pd.concat(parts, ignore_index=True), dev.rd.ai_core_num)
-                del parts
+                op_table = A.OpTable(table.frame(), dev.rd.ai_core_num)
+                del table
             written.append(write_advice(dev, op_table, self.fusion, adv))
         elif part == "task_time":
             if len(tasks):  # rendered a chunk at a time
@@ -255,6 +255,34 @@ class _DeviceContext:
             emit("l2_cache", S.l2_cache(dev, tasks, restrict=self.sel.start_ns is not None))
             emit("msprof_tx", tx_table(self.tx))
         return written, adv
+
+
+class _RuleColumns:
+    """The OpTable columns of all op_summary rows, filled chunk by chunk into preallocated
+    arrays (a list of chunk frames plus their concatenation held the table twice: ~300 MB
+    at 1M rows)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.cols: dict[str, np.ndarray] | None = None
+        self.parts: list[pd.DataFrame] | None = None  # fallback: other column dtypes
+
+    def put(self, lo: int, df: pd.DataFrame) -> None:
+        if self.parts is not None:
+            self.parts.append(df)
+            return
+        if self.cols is None:
+            if lo != 0 or not all(d == object or d == np.float64 for d in df.dtypes):
+                self.parts = [df]
+                return
+            self.cols = {c: np.empty(self.n, dtype=df[c].dtype) for c in df.columns}
+        for c, arr in self.cols.items():
+            arr[lo:lo + len(df)] = df[c].to_numpy()
+
+    def frame(self) -> pd.DataFrame:
+        if self.parts is not None:
+            return pd.concat(self.parts, ignore_index=True)
+        return pd.DataFrame(self.cols or {}, copy=False)
 
 
 def write_advice(dev: DeviceData, table: A.OpTable | None, fusion: pd.DataFrame,

@@ -26,6 +26,8 @@ from typing import Any
 
 from msprof_cli.errors import ExportError
 
+from .memory import release
+
 
 def usable_cores() -> int:
     """Cores this process may run on (affinity mask), overridable by MSPROF_EXPORT_WORKERS."""
@@ -109,6 +111,7 @@ class JobPool:
     def results(self) -> list[Any]:
         """Wait for every job; re-raise the first failure (in submission order)."""
         self.caller_busy = False
+        release()  # the caller's preparation temporaries: not inherited by the next workers
         try:
             self._start()
             while self.running or self.queue:

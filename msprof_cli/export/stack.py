@@ -95,6 +95,8 @@ def _runtime_devices(data: ProfData, runtime: pd.DataFrame) -> pd.DataFrame:
     return rec[["connection_id", "device_id", "stream_id"]]
 
 
+RUNTIME_COLS = ["connection_id", "type_name", "thread_id", "begin_local", "end_local", "dur_ns",
+                "me_cid"]
 SCOPE_TASK_COLS = ["op_name", "task_type", "rt_type", "host_known", "start_local", "end_local",
                    "dur_ns", "tt_thread", "tt_local"]
 
@@ -142,7 +144,8 @@ def build_scope(data: ProfData, dev: DeviceData, sel: Selection, tasks: pd.DataF
         execs[f"{pre}_b"] = m["begin_local"].fillna(-1).to_numpy().astype(np.int64)
         execs[f"{pre}_e"] = m["end_local"].fillna(-1).to_numpy().astype(np.int64)
     # runtime APIs of this device
-    rt = scoped[scoped["level"] == L.LEVEL_RUNTIME].reset_index(drop=True)
+    # only the columns the runtime outputs read (not every named-API column: memory)
+    rt = scoped.loc[scoped["level"] == L.LEVEL_RUNTIME, RUNTIME_COLS].reset_index(drop=True)
     where = _runtime_devices(data, apis[lvl == L.LEVEL_RUNTIME])
     rt = rt.merge(where, on="connection_id", how="left")
     keep = rt["device_id"].isna() | (rt["device_id"] == dev.device_id)

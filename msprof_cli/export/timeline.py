@@ -45,8 +45,11 @@ class Layer:
     events: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     keys: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
     render: Callable[[np.ndarray], list[str]] | None = None
+    n: int = -1  # the row count once `keys` are dropped (EventStream keeps no sort keys)
 
     def __len__(self) -> int:
+        if self.n >= 0:
+            return self.n
         return len(self.keys) if self.render is not None else len(self.events)
 
     def take(self, idx: np.ndarray) -> list[str]:
@@ -62,13 +65,19 @@ class EventStream:
     event strings of sorted positions [lo, hi) in lists of at most `size`."""
 
     def __init__(self, layers: list[Layer]) -> None:
-        self.layers = [lay for lay in layers if len(lay)]
-        sizes = [len(lay) for lay in self.layers]
+        layers = [lay for lay in layers if len(lay)]
+        sizes = [len(lay) for lay in layers]
         self.starts = np.cumsum([0] + sizes)[:-1].astype(np.int64)
-        keys = np.concatenate([lay.keys for lay in self.layers]) if self.layers \
+        keys = np.concatenate([lay.keys for lay in layers]) if layers \
             else np.zeros(0, np.float64)
-        self.order = np.argsort(keys, kind="stable")
+        order = np.argsort(keys, kind="stable")
         del keys
+        # int32 positions and no sort keys kept (the callers' layers keep theirs): at 1M
+        # tasks ~6M events, 72 MB less for the whole export
+        self.order = order.astype(np.int32) if len(order) < 2**31 else order
+        del order
+        self.layers = [Layer(events=lay.events, render=lay.render, n=n)
+                       for lay, n in zip(layers, sizes)]
 
     def __len__(self) -> int:
         return len(self.order)
