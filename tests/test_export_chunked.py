@@ -245,3 +245,29 @@ def test_job_pool_serial_runs_at_submit(monkeypatch):
     pool = JobPool()
     pool.submit(os.getpid)
     assert pool.results() == [os.getpid()]
+
+
+@pytest.mark.parametrize("damage", [False, True])
+def test_tensor_info_decoded_by_a_worker_equals_serial(tmp_path, monkeypatch, damage):
+    """load_prof decodes tensor_info in a forked worker when it is big: the tables and the
+    warnings (same order) equal the serial decode's, also with damaged host files."""
+    from msprof_cli.export import dataset as D
+    from tests.reliability_fixtures import golden
+
+    prof = golden(tmp_path)
+    data = prof / "host" / "data"
+    if damage:  # truncated tails before, in and after tensor_info's place in the order
+        for name in ("unaging.api_event.data.slice_0", "unaging.additional.tensor_info.slice_0"):
+            with open(data / name, "ab") as fh:
+                fh.write(b"\0" * 7)
+    monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "1")
+    serial = D.load_prof(prof)
+    monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "2")
+    monkeypatch.setattr(D, "TENSORS_WORKER_BYTES", 0)
+    assert D._tensors_in_worker(data)
+    forked = D.load_prof(prof)
+    assert forked.log.warnings == serial.log.warnings
+    assert len(serial.log.warnings) >= (2 if damage else 0)
+    for a, b in zip(serial.devices, forked.devices, strict=True):
+        pd.testing.assert_frame_equal(a.tasks, b.tasks)
+    pd.testing.assert_frame_equal(serial.host.apis, forked.host.apis)

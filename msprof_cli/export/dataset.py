@@ -20,9 +20,11 @@ from msprof_cli.raw.profdir import result_dirs
 
 from .control_info import NO_MODEL, ResultDirInfo, read_result_dir
 from .device import DeviceTables, assign_batches, decode_device
-from .host import NA, HostTables, decode_host, resolve, type_names
+from .host import (NA, HostTables, decode_host, resolve, tensors_frame, tensors_job,
+                   type_names)
 from .memory import release
-from .rawread import DecodeLog
+from .parallel import JobPool
+from .rawread import DecodeLog, _host_regex
 from .steptrace import iterations
 
 HARDWARE_OP_TYPES = {"AI_CPU", "DSA", "DVPP"}
@@ -279,6 +281,23 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
                       else [], aicpu=dev.aicpu, l2=dev.l2)
 
 
+TENSORS_WORKER_BYTES = 8 << 20  # tensor_info data above which a worker decodes it
+
+
+def _tensors_in_worker(data_dir: Path) -> bool:
+    if not JobPool().parallel:  # a second core (and fork) is needed
+        return False
+    pattern = _host_regex("tensor_info")
+    size = 0
+    for f in data_dir.iterdir():
+        if pattern.match(f.name):
+            try:
+                size += f.stat().st_size
+            except OSError:
+                pass
+    return size > TENSORS_WORKER_BYTES
+
+
 def load_prof(prof: Path) -> ProfData:
     """Decode one PROF dir: host tables once, then every device dir."""
     log = DecodeLog()
@@ -291,21 +310,48 @@ def load_prof(prof: Path) -> ProfData:
     for i in infos:
         log.warnings.extend(i.warnings)
     host_rd = next((i for i in infos if i.device_id is None), None)
+    dev_infos = [rd for rd in infos if rd.device_id is not None]
     tables = None
     apis = pd.DataFrame()
-    if host_rd is not None and host_rd.data_dir.is_dir():
-        tables = decode_host(host_rd.data_dir, log)
-        apis = _named_apis(tables, host_rd)
-        apis = apis[apis["begin_local"] >= host_rd.begin_local_ns].reset_index(drop=True)
+    pool = None
+    pending: dict[int, tuple[DeviceTables, DecodeLog]] = {}
+    try:
+        if host_rd is not None and host_rd.data_dir.is_dir():
+            if _tensors_in_worker(host_rd.data_dir):
+                # tensor_info is the slowest host decode: a forked worker decodes it while
+                # this process decodes everything else and the first device (same tables,
+                # same warnings in the same order as the serial decode)
+                pool = JobPool()
+                pool.submit(lambda: tensors_job(host_rd.data_dir))
+            post_log = DecodeLog() if pool is not None else None
+            tables = decode_host(host_rd.data_dir, log, post_log, tensors=pool is None)
+            apis = _named_apis(tables, host_rd)
+            apis = apis[apis["begin_local"] >= host_rd.begin_local_ns].reset_index(drop=True)
+            if pool is not None:
+                if dev_infos:
+                    dlog = DecodeLog()
+                    pending[0] = (decode_device(dev_infos[0], dlog), dlog)
+                packed, tlog = pool.results()[0]
+                pool = None
+                tables.tensors = tensors_frame(packed)
+                del packed
+                log.merge(tlog)
+                log.merge(post_log)
+    finally:
+        if pool is not None:  # this process failed first: stop the worker
+            pool.cancel()
     host = HostData(rd=host_rd, tables=tables, apis=apis)
     release()
     devices = []
-    dev_infos = [rd for rd in infos if rd.device_id is not None]
     host_info = None
     if len(dev_infos) > 1 and tables is not None and len(tables.task_track) and tables.types:
         host_info = _host_task_info(tables)  # the same join for every device: once
-    for rd in dev_infos:
-        dev = decode_device(rd, log)
+    for k, rd in enumerate(dev_infos):
+        if k in pending:
+            dev, dlog = pending.pop(k)
+            log.merge(dlog)
+        else:
+            dev = decode_device(rd, log)
         devices.append(build_device(rd, dev, host, log, host_info))
         del dev
         release()  # the join's temporaries are gone: give their heap pages back

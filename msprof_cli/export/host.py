@@ -266,6 +266,43 @@ def _tensor_combos(t: np.ndarray, num: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return codes, rep_all[:, :nw]
 
 
+TENSOR_OUT_COLS = ["in_shapes", "in_types", "in_formats", "out_shapes", "out_types",
+                   "out_formats"]
+
+
+def decode_tensors_empty() -> pd.DataFrame:
+    return pd.DataFrame({"thread_id": [], "ts_ns": [], "op_name_hash": [],
+                         **{k: [] for k in TENSOR_OUT_COLS}})
+
+
+def tensors_job(data_dir: Path) -> tuple[dict, DecodeLog]:
+    """decode_tensors for a forked worker: the text columns travel back as (int32 codes,
+    distinct strings), a fraction of the pickled size of the object columns."""
+    log = DecodeLog()
+    df = decode_tensors(data_dir, log)
+    out: dict = {}
+    for name in df.columns:
+        col = df[name].to_numpy()
+        if col.dtype == object:
+            codes, uniq = pd.factorize(col)
+            out[name] = ("codes", codes.astype(np.int32), list(uniq))
+        else:
+            out[name] = ("array", col)
+    return out, log
+
+
+def tensors_frame(packed: dict) -> pd.DataFrame:
+    """The frame `tensors_job` packed (same columns, values and dtypes)."""
+    cols = {}
+    for name, item in packed.items():
+        if item[0] == "codes":
+            cols[name] = np.asarray(item[2], dtype=object)[item[1]] if len(item[1]) \
+                else np.zeros(0, dtype=object)
+        else:
+            cols[name] = item[1]
+    return pd.DataFrame(cols)
+
+
 def decode_tensors(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
     """One row per (timestamp, thread, opName) with the 6 printed tensor columns.
 
@@ -277,8 +314,7 @@ def decode_tensors(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
     n = len(c["thread_id"])
     out_cols = ["in_shapes", "in_types", "in_formats", "out_shapes", "out_types", "out_formats"]
     if n == 0:
-        return pd.DataFrame({"thread_id": [], "ts_ns": [], "op_name_hash": [],
-                             **{k: [] for k in out_cols}})
+        return decode_tensors_empty()
     t = np.ascontiguousarray(c["tensors"])  # (n, 5) structured, 44 B per slot
     num = np.minimum(c["tensor_num"].astype(np.int64), L.MAX_TENSORS_PER_RECORD)
     cinv, cu = _tensor_combos(t, num)
@@ -389,20 +425,27 @@ def decode_tx(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
     return df
 
 
-def decode_host(data_dir: Path, log: DecodeLog) -> HostTables:
+def decode_host(data_dir: Path, log: DecodeLog, post_log: DecodeLog | None = None,
+                tensors: bool = True) -> HostTables:
+    """All host tables.  `tensors=False`: tensor_info is decoded elsewhere (a worker, see
+    dataset.load_prof) and `tensors` is left empty; `post_log` then receives the warnings of
+    the kinds decoded after tensor_info, so the caller can keep the serial order."""
     apis = decode_apis(data_dir, log)
     node_basic = decode_node_basic(data_dir, log)
+    task_track = decode_task_track(data_dir, log)
+    tens = decode_tensors(data_dir, log) if tensors else decode_tensors_empty()
+    post = log if post_log is None else post_log
     return HostTables(
         apis=apis,
-        task_track=decode_task_track(data_dir, log),
+        task_track=task_track,
         node_basic=node_basic,
-        tensors=decode_tensors(data_dir, log),
+        tensors=tens,
         hashes=hash_dict(data_dir),
         types=type_info_dict(data_dir),
-        fusion=decode_fusion(data_dir, log),
-        graphs=decode_graphs(data_dir, log),
-        hccl=decode_hccl(data_dir, log),
-        tx=decode_tx(data_dir, log),
+        fusion=decode_fusion(data_dir, post),
+        graphs=decode_graphs(data_dir, post),
+        hccl=decode_hccl(data_dir, post),
+        tx=decode_tx(data_dir, post),
         aging=bool(apis["aging"].any() or node_basic["aging"].any()) if len(apis) or
         len(node_basic) else False,
     )

@@ -1,12 +1,16 @@
 """Run independent export jobs in forked worker processes when more than one core is free.
 
-The export of one PROF dir splits into jobs that share the decoded tables read-only (each
-slice of a big timeline, each big summary, the devices of the legacy layout).  Every job is
+The export of one PROF dir splits into jobs that share the decoded tables read-only (the
+pieces or slices of a big file, each summary, the tensor_info decode).  Every job is
 *forked* from the calling process at the moment it starts, so it inherits the decoded data
 copy-on-write instead of receiving it pickled, and it sees everything the caller prepared up
 to then: the caller may keep preparing (e.g. building the timeline layers) while the first
 jobs already run, and submit the jobs that need that preparation afterwards.  Only each
 job's small result (paths written, advice) travels back, pickled through a pipe.
+
+A *group* is several jobs whose results a `finish` function combines in the calling process
+(the pieces of one file are concatenated, the advice is computed from op_summary's chunks);
+it runs as soon as the group's last job is done, while other jobs go on.
 
 With one usable core (or ``MSPROF_EXPORT_WORKERS=1``), or where fork does not exist, each
 job runs in the calling process when it is submitted: the files are the same bytes either
@@ -22,11 +26,16 @@ import signal
 import struct
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from msprof_cli.errors import ExportError
 
 from .memory import release
+
+Job = Callable[[], Any]
+Finish = Callable[[list[Any]], Any]
+Discard = Callable[[list[Any]], None]
 
 
 def usable_cores() -> int:
@@ -46,106 +55,138 @@ class _Child:
         self.data = bytearray()
 
 
+@dataclass
+class _Group:
+    jobs: list[int]  # job indices
+    finish: Finish | None  # None: the single job's result is the group's
+    discard: Discard | None = None
+    result: Any = None
+    finished: bool = False
+
+
 class JobPool:
     """``submit(job)`` now or when a slot frees; ``results()`` in submission order.
-    ``submit_group(jobs, finish)``: jobs whose results `finish` combines in this process
-    once all of them are done (the pieces of one big file); it counts as one result.
+    ``submit_group(jobs, finish, discard)``: jobs whose results `finish` combines in this
+    process once all of them are done; the group counts as one result.
 
     `workers` processes run at once.  While the caller is still preparing work
-    (``busy=True``, the default until ``results()``), it counts as one of them, so the
-    machine is not oversubscribed: with 2 cores one job runs beside the preparing caller,
-    then two jobs run while the caller only waits."""
+    (until ``results()``), it counts as one of them, so the machine is not oversubscribed:
+    with 2 cores one job runs beside the preparing caller, then two jobs run while the
+    caller only waits (and runs the groups' `finish`)."""
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = usable_cores() if workers is None else max(1, workers)
         self.parallel = self.workers > 1 and hasattr(os, "fork")
-        self.queue: list[tuple[int, Callable[[], Any]]] = []
+        self.queue: list[tuple[int, Job]] = []
         self.running: dict[int, _Child] = {}  # fd -> child
-        self.done: dict[int, Any] = {}
-        self.count = 0  # results (handles) so far
-        self.jobs = 0  # jobs so far
-        self.groups: list[tuple[list[int], Callable[[list[Any]], Any] | None]] = []
-        self.discards: list[tuple[list[int], Callable[[list[Any]], None]]] = []
+        self.done: dict[int, tuple[bool, Any]] = {}  # job index -> (ok, value)
+        self.groups: list[_Group] = []
+        self.jobs = 0
         self.caller_busy = True
-        self.failure: BaseException | None = None  # first failed job: nothing new starts
+        self.failure: BaseException | None = None  # first failure: nothing new starts
+
+    @property
+    def count(self) -> int:
+        """Results (groups) submitted so far."""
+        return len(self.groups)
 
     # -- public -----------------------------------------------------------------------
-    def submit(self, job: Callable[[], Any]) -> int:
+    def submit(self, job: Job) -> int:
         """Start (or queue) `job`; returns the index of its result."""
-        self.groups.append(([self._submit(job)], None))
-        self.count += 1
-        return self.count - 1
+        return self.submit_group([job], None)
 
-    def submit_group(self, jobs: list[Callable[[], Any]], finish: Callable[[list[Any]], Any],
-                     discard: Callable[[list[Any]], None] | None = None) -> int:
+    def submit_group(self, jobs: list[Job], finish: Finish | None,
+                     discard: Discard | None = None) -> int:
         """`discard(results of the jobs that succeeded)` runs instead of `finish` when the
         pool fails (removes the pieces those jobs left)."""
-        if self.parallel and 1 < len(jobs) <= _MAX_SHARED:
+        if finish is not None and self.parallel and 1 < len(jobs) <= _MAX_SHARED:
             jobs, finish, discard = _shared(jobs, finish, discard, min(self.workers, len(jobs)))
-        idx: list[int] = []
-        if discard is not None:
-            self.discards.append((idx, discard))
-        for job in jobs:
-            idx.append(self._submit(job))
-        self.groups.append((idx, finish))
-        self.count += 1
-        return self.count - 1
-
-    def _submit(self, job: Callable[[], Any]) -> int:
-        index = self.jobs
-        self.jobs += 1
-        if not self.parallel:
-            self.done[index] = job()
-            return index
-        self.queue.append((index, job))
+        group = _Group([], finish, discard)
+        self.groups.append(group)
         try:
-            self._poll(block=False)
+            for job in jobs:
+                group.jobs.append(self._submit(job))
+            self._finish_ready()
             self._check()
-            self._start()
         except BaseException:
-            self._kill_all()
-            self._discard()
+            self.cancel()
             raise
-        return index
+        return len(self.groups) - 1
 
     def results(self) -> list[Any]:
-        """Wait for every job; re-raise the first failure (in submission order)."""
+        """Wait for every job; re-raise the first failure."""
         self.caller_busy = False
         release()  # the caller's preparation temporaries: not inherited by the next workers
         try:
             self._start()
             while self.running or self.queue:
                 self._poll(block=True)
+                self._finish_ready()
                 self._check()
                 self._start()
+            self._finish_ready()
+            self._check()
         except BaseException:
-            self._kill_all()
-            self._discard()
+            self.cancel()
             raise
-        values = []
-        for i in range(self.jobs):
-            ok, value = self.done[i] if self.parallel else (True, self.done[i])
-            if not ok:
-                raise value
-            values.append(value)
-        gc.unfreeze()
-        return [finish([values[i] for i in idx]) if finish is not None else values[idx[0]]
-                for idx, finish in self.groups]
+        finally:
+            gc.unfreeze()
+        return [g.result for g in self.groups]
+
+    def cancel(self) -> None:
+        """Stop every running or queued job (the caller failed); nothing is published."""
+        self._kill_all()
+        for g in self.groups:
+            if g.discard is not None and not g.finished:
+                ok = [self.done[i][1] for i in g.jobs if i in self.done and self.done[i][0]]
+                try:
+                    g.discard(ok)
+                except OSError:
+                    pass
+                g.finished = True
 
     # -- internals --------------------------------------------------------------------
-    def _discard(self) -> None:
-        for idx, discard in self.discards:
-            ok = [self.done[i][1] for i in idx if i in self.done and self.done[i][0]] \
-                if self.parallel else [self.done[i] for i in idx if i in self.done]
+    def _submit(self, job: Job) -> int:
+        index = self.jobs
+        self.jobs += 1
+        if not self.parallel:
             try:
-                discard(ok)
-            except OSError:
-                pass
+                self.done[index] = (True, job())
+            except BaseException as exc:
+                self.done[index] = (False, exc)
+                if self.failure is None:
+                    self.failure = exc
+                raise
+            return index
+        self.queue.append((index, job))
+        self._poll(block=False)
+        self._check()
+        self._start()
+        return index
+
+    def _finish_ready(self) -> None:
+        """Run the `finish` of every group whose jobs are all done (in this process)."""
+        if self.failure is not None:
+            return
+        for g in self.groups:
+            if g.finished or not all(i in self.done for i in g.jobs):
+                continue
+            if not all(self.done[i][0] for i in g.jobs):
+                return  # the failure is reported by _check
+            values = [self.done[i][1] for i in g.jobs]
+            g.finished = True
+            try:
+                g.result = g.finish(values) if g.finish is not None else values[0]
+            except BaseException as exc:
+                self.failure = exc
+                return
+
     def _check(self) -> None:
         """Fail fast: after a job failed (a full disk...), nothing else is started and the
         running jobs are stopped; files they had not finished are never published."""
         if self.failure is not None:
             raise self.failure
+
     def _slots(self) -> int:
         return self.workers - (1 if self.caller_busy else 0) - len(self.running)
 
@@ -154,7 +195,7 @@ class JobPool:
             index, job = self.queue.pop(0)
             self._fork(index, job)
 
-    def _fork(self, index: int, job: Callable[[], Any]) -> None:
+    def _fork(self, index: int, job: Job) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         # the parent's objects move to the permanent generation: a collection in the worker
@@ -241,14 +282,11 @@ class JobPool:
 _MAX_SHARED = 16_000  # job numbers (4 bytes each) that fit in a pipe's 64 KiB buffer
 
 
-def _shared(jobs: list[Callable[[], Any]], finish: Callable[[list[Any]], Any],
-            discard: Callable[[list[Any]], None] | None, runners: int
-            ) -> tuple[list[Callable[[], Any]], Callable[[list[Any]], Any],
-                       Callable[[list[Any]], None]]:
-    """The jobs of a group (the slices of one file) run by `runners` workers that take them
-    one at a time from a pipe: one fork per runner instead of one per job, i.e. the
-    copy-on-write copies of the parent's pages a worker makes are paid once per runner
-    (at 1M tasks: ~1.3 GB of page copies with a fork per slice)."""
+def _shared(jobs: list[Job], finish: Finish, discard: Discard | None, runners: int
+            ) -> tuple[list[Job], Finish, Discard]:
+    """The jobs of a group (the slices or pieces of one file) run by `runners` workers that
+    take them one at a time from a pipe: one fork per runner instead of one per job, i.e.
+    the copy-on-write copies of the parent's pages a worker makes are paid once per runner."""
     r, w = os.pipe()
     os.write(w, struct.pack(f"<{len(jobs)}I", *range(len(jobs))))
     os.close(w)  # readers see EOF once every number is taken
@@ -290,7 +328,7 @@ def _stop_worker(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def run_jobs(jobs: list[Callable[[], Any]], workers: int | None = None) -> list[Any]:
+def run_jobs(jobs: list[Job], workers: int | None = None) -> list[Any]:
     """Results of `jobs` in order; up to `workers` (default: usable cores) run at once."""
     pool = JobPool(workers)
     pool.caller_busy = False  # everything is prepared: the caller only waits

@@ -51,6 +51,13 @@ class DecodeLog:
         if msg not in self.warnings:  # one line per distinct problem
             self.warnings.append(msg)
 
+    def merge(self, other: "DecodeLog") -> None:
+        """Append what another (e.g. a worker's) log collected, as if logged here now."""
+        for msg in other.warnings:
+            self.warn(msg)
+        self.bad_records += other.bad_records
+        self.lost_records += other.lost_records
+
 
 def _host_regex(kind: str) -> re.Pattern[str]:
     return re.compile(r"^(aging|unaging)\." + re.escape(L.HOST_FILES[kind]) + r"\.slice_\d+$")
