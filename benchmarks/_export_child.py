@@ -55,7 +55,8 @@ class TreeMemory(threading.Thread):
     share pages copy-on-write; PSS splits shared pages between them, so the sum is the
     real memory of the process tree -- ru_maxrss only gives the largest single process)."""
 
-    def __init__(self, interval: float = 0.1) -> None:
+    def __init__(self, interval: float = 0.5) -> None:  # reading smaps_rollup of GB-sized
+        # processes is not free: sampled more often it slowed the measured export itself
         super().__init__(daemon=True)
         self.interval, self.peak_kb, self.stop = interval, 0, threading.Event()
 
