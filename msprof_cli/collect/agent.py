@@ -491,6 +491,9 @@ class Agent:
         coll = self.collection
         if coll is None or self.disabled:
             return None
+        main = threading.current_thread() is threading.main_thread()
+        if main:  # from here a SIGTERM/SIGINT waits for exit_point (see _on_exit_signal)
+            self.main_steps += 1
         try:
             with self.lock:
                 self.seq += 1
@@ -511,10 +514,12 @@ class Agent:
 
                 rec.profiled = True
                 marker = traceme("msprof_step", seq=seq, _r=1)
-            if threading.current_thread() is threading.main_thread():
-                self.main_steps += 1
             return rec, (marker, coll.tracer)
-        except Exception as exc:
+        except BaseException as exc:
+            if main and self.main_steps:
+                self.main_steps -= 1  # no token: step_end will not run
+            if not isinstance(exc, Exception):
+                raise
             self.fail(f"a step could not be recorded ({exc!r})", exc)
             return None
 
@@ -522,8 +527,15 @@ class Agent:
         if token is None:
             return
         rec, (marker, tracer) = token
-        if self.main_steps and threading.current_thread() is threading.main_thread():
-            self.main_steps -= 1
+        try:
+            self._step_end(rec, marker, tracer)
+        finally:
+            # only now: a signal during the bookkeeping (a chunk flush writing raw records)
+            # also waits for exit_point
+            if self.main_steps and threading.current_thread() is threading.main_thread():
+                self.main_steps -= 1
+
+    def _step_end(self, rec: ExecRecord, marker: Any, tracer: Any) -> None:
         try:
             if marker is not None:
                 marker.Stop()
@@ -544,7 +556,6 @@ class Agent:
                 coll.flush(restart=coll.tracer is not None)
         except Exception as exc:
             self.fail(f"a step could not be recorded ({exc!r})", exc)
-
 
     def exit_point(self) -> None:
         """Called last by every step wrapper: a SIGTERM that arrived during the step exits here,
