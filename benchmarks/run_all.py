@@ -22,8 +22,12 @@ def main() -> None:
             continue
         if name == "export_bench":
             module.main(sys.argv[1:])
-        else:
-            module.main()
+        else:  # the other benchmarks parse sys.argv themselves: not export_bench's options
+            argv, sys.argv = sys.argv, sys.argv[:1]
+            try:
+                module.main()
+            finally:
+                sys.argv = argv
 
 
 if __name__ == "__main__":
