@@ -10,6 +10,7 @@ advice ``prof_rule_{device_id}.json`` (always).
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,12 +153,18 @@ class _DeviceContext:
             its = its[(its["model_id"] == sel.model_id) & (its["iteration_id"] >= sel.first)
                       & (its["iteration_id"] <= sel.last)].reset_index(drop=True)
         self.its = its
-        self.scope = stack.build_scope(data, dev, sel, self.tasks)
         self.tx = markers(data)
         self.layer_tx = tx_layer(self.tx, self.app_pid, process_name(data))
-        self.fusion = fusion_rows(data, self.scope.model_names)
+        self.fusion = fusion_rows(data, stack.model_names(data))
         self.tdir = dev.rd.path / "timeline"
         self.sdir = dev.rd.path / "summary"
+
+    @functools.cached_property
+    def scope(self) -> stack.Scope:
+        """The host API scope of ai_stack_time / runtime_api / ge / thread_group, built by
+        the jobs that read it (in their worker), never held by this process: at 1M tasks it
+        is ~250 MB that every later fork would inherit."""
+        return stack.build_scope(self.data, self.dev, self.sel, self.tasks)
 
     # -- timelines (seed table 1) -------------------------------------------------------
     def _json_jobs(self, name: str, trace: tuple[list[str], list[str]] | None,
