@@ -23,7 +23,7 @@ from .device import DeviceTables, assign_batches, decode_device
 from .host import (NA, HostTables, decode_host, resolve, tensors_frame, tensors_job,
                    type_names)
 from .memory import release
-from .parallel import JobPool
+from .parallel import JobPool, parallel_available
 from .rawread import DecodeLog, _host_regex
 from .steptrace import iterations
 
@@ -285,7 +285,7 @@ TENSORS_WORKER_BYTES = 8 << 20  # tensor_info data above which a worker decodes 
 
 
 def _tensors_in_worker(data_dir: Path) -> bool:
-    if not JobPool().parallel:  # a second core (and fork) is needed
+    if not parallel_available():
         return False
     pattern = _host_regex("tensor_info")
     size = 0

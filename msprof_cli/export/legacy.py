@@ -186,7 +186,7 @@ class _DeviceContext:
                    self._json_jobs("task_time", task_scheduler_json(dev, self.tasks, self.app_pid),
                                    pool.parallel) if len(self.tasks) else None):
             if fj is not None:
-                pool.submit_group(fj.jobs, fj.finish, fj.discard)
+                fj.submit_to(pool)
 
     def small_timelines(self) -> list[Path]:
         data, dev, scope, app_pid = self.data, self.dev, self.scope, self.app_pid

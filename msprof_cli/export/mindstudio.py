@@ -20,8 +20,7 @@ from .parallel import JobPool
 from .readme import readme_text
 from .stack import model_names
 from .writers import (CSV_SLICE_ROWS, JSON_SLICE_EVENTS, AtomicFile, SliceNamer, write_csv,
-                      write_csv_parts, event_jobs, write_json_rows,
-                      FileJobs)
+                      write_csv_parts, event_jobs, write_json_rows)
 
 OUTPUT_DIR = "mindstudio_profiler_output"
 
@@ -91,21 +90,20 @@ def export_mindstudio(data: ProfData, *, summary_format: str = "csv", reports: P
         tx_layer = X.tx_layer(tx, app_pid, X.process_name(data))
         layers.append(tx_layer)
         tmeta, tev = T.assemble_stream([tx_layer])
-        _submit_file(pool, event_jobs(SliceNamer(out_dir, "msprof_tx", f"_{_stamp()}", "json"),
-                                      tmeta, tev, len(tev), json_slice_events, pool.parallel))
+        event_jobs(SliceNamer(out_dir, "msprof_tx", f"_{_stamp()}", "json"), tmeta, tev,
+                   len(tev), json_slice_events, pool.parallel).submit_to(pool)
         timelines.append("msprof_tx")
     meta, events = T.assemble_stream(layers)
     del layers
     if events:
-        _submit_file(pool, event_jobs(SliceNamer(out_dir, "msprof", f"_{_stamp()}", "json"),
-                                      meta, events, len(events), json_slice_events,
-                                      pool.parallel))
+        event_jobs(SliceNamer(out_dir, "msprof", f"_{_stamp()}", "json"), meta, events,
+                   len(events), json_slice_events, pool.parallel).submit_to(pool)
         timelines.append("msprof")
     step_layers = [T.step_layer(d, its, app_pid) for d, _, _, its in per_dev]
     smeta, sev = T.assemble_stream(step_layers)
     if sev:
-        _submit_file(pool, event_jobs(SliceNamer(out_dir, "step_trace", f"_{_stamp()}", "json"),
-                                      smeta, sev, len(sev), json_slice_events, pool.parallel))
+        event_jobs(SliceNamer(out_dir, "step_trace", f"_{_stamp()}", "json"), smeta, sev,
+                   len(sev), json_slice_events, pool.parallel).submit_to(pool)
         timelines.append("step_trace")
     results = pool.results()
     written: list[Path] = []
@@ -123,10 +121,6 @@ def export_mindstudio(data: ProfData, *, summary_format: str = "csv", reports: P
             fh.write(readme_text(set(timelines), summaries, summary_format))
         written.append(readme)
     return written
-
-
-def _submit_file(pool: JobPool, fj: FileJobs) -> None:
-    pool.submit_group(fj.jobs, fj.finish, fj.discard)
 
 
 # the summaries in three jobs of similar size at 1M tasks (op_summary ≈ 60 % of the work)

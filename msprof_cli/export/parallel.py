@@ -49,6 +49,11 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def parallel_available() -> bool:
+    """More than one usable core and os.fork: jobs run in forked workers."""
+    return usable_cores() > 1 and hasattr(os, "fork")
+
+
 class _Child:
     def __init__(self, index: int, pid: int, fd: int) -> None:
         self.index, self.pid, self.fd = index, pid, fd

@@ -384,6 +384,10 @@ class FileJobs:
         """Serially, in this process."""
         return self.finish([job() for job in self.jobs])
 
+    def submit_to(self, pool) -> int:
+        """As one group of `pool` (parallel.JobPool); returns its result index."""
+        return pool.submit_group(self.jobs, self.finish, self.discard)
+
 
 def _remove(paths: Iterable[Path]) -> None:
     for p in paths:
