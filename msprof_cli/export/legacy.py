@@ -91,45 +91,44 @@ def export_legacy(data: ProfData, *, summary_format: str = "csv", model_id: int 
                   advice: list[Advice] | None = None) -> list[Path]:
     """Write every device's files; `advice` (if given) receives each device's tuning advice.
 
-    Jobs (JobPool), per device: the summaries in three parts (op_summary + advice, task_time,
-    the rest) and the small timelines (one job) start first in forked workers while this
-    process builds the device's big timelines (msprof, task_time json), each of whose slices
-    (or pieces) is then a job."""
+    Jobs (JobPool), per device: _JOB_PARTS start first in forked workers while this process
+    builds the device's big timelines (msprof, task_time json), each of whose slices (or
+    pieces) is then a job."""
     switches = T.read_reports(reports)
     sels = [select(dev.iterations, host_models(dev), model_id, iteration_id, iteration_count)
             for dev in data.devices]  # selection errors are raised before anything is written
     pool = JobPool()
+    # the two longest jobs fork while this process is still lean (before it builds the
+    # timeline layers), at the price of three busy processes on two cores for a moment
+    pool.caller_busy = False
     plan: list[int] = []  # per device: the number of big-timeline results
     for dev, sel in zip(data.devices, sels):
         ctx = _DeviceContext(data, dev, sel, summary_format, switches, csv_slice_rows,
                              json_slice_events)
-        # longest first (op_summary + advice, then the small timelines together), so that
-        # the short jobs fill the gaps at the end
-        pool.submit(lambda ctx=ctx: ctx.summaries("op_summary"))
-        pool.submit(ctx.small_timelines)
-        for part in _SUMMARY_PARTS[1:]:
-            pool.submit(lambda ctx=ctx, part=part: ctx.summaries(part))
+        # longest first, so that the short jobs fill the gaps at the end
+        for part in _JOB_PARTS:
+            pool.submit(lambda ctx=ctx, part=part: ctx.job(part))
         n = pool.count
         ctx.big_timelines(pool)
         plan.append(pool.count - n)
     results = iter(pool.results())
     written: list[Path] = []
     for n in plan:
-        op_summary, small, *others = [next(results) for _ in range(1 + len(_SUMMARY_PARTS))]
-        by_part = dict(zip(_SUMMARY_PARTS, [op_summary, *others]))
+        parts = dict(zip(_JOB_PARTS, [next(results) for _ in _JOB_PARTS]))
         big = [next(results) for _ in range(n)]
-        written += [p for paths in big for p in paths] + small
-        for name in ("rest", "task_time", "op_summary"):  # op_summary part ends with prof_rule
-            paths, adv = by_part[name]
+        written += [p for paths in big for p in paths] + parts["host"][0]
+        for name in ("host", "rest", "task_time", "op_summary"):  # op_summary ends with prof_rule
+            _, paths, adv = parts[name]
             written += paths
             if advice is not None:
                 advice.extend(adv)
     return written
 
 
-# the summaries of a device in three jobs; op_summary (with the advice built from its
-# chunks) is the biggest, so it is submitted first
-_SUMMARY_PARTS = ("op_summary", "task_time", "rest")
+# a device's jobs besides its big timelines: op_summary (with the advice built from its
+# chunks), "host" (the host API scope -- built once, in that worker -- with the small
+# timelines and the ai_stack_time / runtime_api summaries), task_time, the other summaries
+_JOB_PARTS = ("op_summary", "host", "task_time", "rest")
 
 
 class _DeviceContext:
@@ -223,6 +222,16 @@ class _DeviceContext:
         written.extend(write_csv_parts(SliceNamer(self.sdir, name, self.suffix, "csv"),
                                        header, [(n, render)], self.csv_slice_rows))
 
+    def job(self, part: str) -> tuple[list[Path], list[Path], list[Advice]]:
+        """One of _JOB_PARTS: (timeline files, summary files, advice)."""
+        if part == "host":
+            timelines = self.small_timelines()
+            written: list[Path] = []
+            self._emit(written, "ai_stack_time", stack.ai_stack_time(self.scope))
+            self._emit(written, "runtime_api", stack.runtime_api(self.scope, self.app_pid))
+            return timelines, written, []
+        return ([], *self.summaries(part))
+
     def summaries(self, part: str) -> tuple[list[Path], list[Advice]]:
         written: list[Path] = []
         adv: list[Advice] = []
@@ -255,8 +264,6 @@ class _DeviceContext:
                 emit("op_statistic", S.op_statistic(rows))
             if len(self.its):
                 emit("step_trace", S.step_trace(self.its))
-            emit("ai_stack_time", stack.ai_stack_time(self.scope))
-            emit("runtime_api", stack.runtime_api(self.scope, self.app_pid))
             emit("fusion_op", fusion_op(self.fusion, self.sel.model_id))
             emit("aicpu", S.aicpu(dev, tasks))
             emit("l2_cache", S.l2_cache(dev, tasks, restrict=self.sel.start_ns is not None))
