@@ -35,6 +35,7 @@ from .writers import (CSV_SLICE_ROWS, JSON_SLICE_EVENTS, AtomicFile, SliceNamer,
                       FileJobs)
 
 
+LEAN_FORK_TASKS = 300_000  # see export_legacy
 CONSOLE_MAX_NAMES = 10  # op names per finding on the console (the JSON keeps all)
 
 
@@ -98,9 +99,10 @@ def export_legacy(data: ProfData, *, summary_format: str = "csv", model_id: int 
     sels = [select(dev.iterations, host_models(dev), model_id, iteration_id, iteration_count)
             for dev in data.devices]  # selection errors are raised before anything is written
     pool = JobPool()
-    # the two longest jobs fork while this process is still lean (before it builds the
-    # timeline layers), at the price of three busy processes on two cores for a moment
-    pool.caller_busy = False
+    # big exports: the two longest jobs fork while this process is still lean (before it
+    # builds the timeline layers: ~170 MB less in each at 1M tasks), at the price of three
+    # busy processes on two cores for a moment -- which small exports only pay for
+    pool.caller_busy = sum(len(d.tasks) for d in data.devices) < LEAN_FORK_TASKS
     plan: list[int] = []  # per device: the number of big-timeline results
     for dev, sel in zip(data.devices, sels):
         ctx = _DeviceContext(data, dev, sel, summary_format, switches, csv_slice_rows,
