@@ -483,3 +483,40 @@ def test_sigint_during_a_step_interrupts_at_the_step_boundary(monkeypatch) -> No
     agent.main_steps = 0
     with pytest.raises(KeyboardInterrupt):  # swallowed by a library: raised at the next step
         agent.step_begin("keras", "m", "f", None, None)
+
+
+def test_collectives_all_dropped_in_a_step_are_restored() -> None:
+    """TF's tracer dropped every replica's collective of a step (CI: a step without its
+    AllReduce): they come back at their place in the last schedule, else just before the
+    first observed op of their scope."""
+    from msprof_cli.collect.capture import OpRun, TensorSpec
+    from msprof_cli.collect.convert import ConverterState, Schedule, _restore_collectives
+    from msprof_cli.collect.tf_graphs import StaticGraph, StaticOp
+
+    spec = (TensorSpec((10,), "float32"),)
+    static = StaticGraph()
+    static.add("S/sgd/CollectiveReduceV2", StaticOp("CollectiveReduceV2", spec, spec, (), (), 0))
+    static.add("S/sgd/CollectiveReduceV2_1",
+               StaticOp("CollectiveReduceV2", spec, spec, (), (), 1))
+
+    def step() -> list:
+        return [OpRun("S/dense/MatMul", "MatMul", 1010, 1020, 8),
+                OpRun("S/sgd/Apply", "AssignSubVariableOp", 1100, 1110, 8)]
+
+    # no earlier schedule: between the last op before the scope's first op and that op
+    ops = step()
+    assert _restore_collectives(ops, static, ConverterState(), "k", (1000, 1200)) == 2
+    got = {o.name: (o.start_ns, o.end_ns, o.device_id) for o in ops[2:]}
+    assert got == {"S/sgd/CollectiveReduceV2": (1020, 1100, 0),
+                   "S/sgd/CollectiveReduceV2_1": (1020, 1100, 1)}
+    # with the model's last schedule (step of 100 ns, collectives at 40-60): scaled to this
+    # step of 200 ns
+    state = ConverterState()
+    state.schedules["k"] = Schedule(100, [
+        ("S/sgd/CollectiveReduceV2", "CollectiveReduceV2", 40, 60, 7, (), (), (), 0),
+        ("S/sgd/CollectiveReduceV2_1", "CollectiveReduceV2", 41, 60, 7, (), (), (), 1)])
+    ops = step()
+    assert _restore_collectives(ops, static, state, "k", (1000, 1200)) == 2
+    got = {o.name: (o.start_ns, o.end_ns) for o in ops[2:]}
+    assert got == {"S/sgd/CollectiveReduceV2": (1080, 1120),
+                   "S/sgd/CollectiveReduceV2_1": (1082, 1120)}

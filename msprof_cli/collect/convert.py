@@ -265,7 +265,8 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
             ops = sorted(ops_by_seq.get(rec.seq, []), key=lambda o: (o.start_ns, o.name))
             for op in ops:
                 _attach_shapes(op, static, state, key)
-            restored = _restore_collectives(ops, static, state, key)
+            restored = _restore_collectives(ops, static, state, key,
+                                            (marker.start, marker.end))
             if restored:
                 restored_collectives += restored
                 ops.sort(key=lambda o: (o.start_ns, o.name))
@@ -309,7 +310,8 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
         chunk.models[mid] = state.models[mid]
     if restored_collectives:
         chunk.notes.append(f"{restored_collectives} collective op events missing from TF's trace "
-                           "were restored from the graph (timed like their replica siblings)")
+                           "were restored from the graph (timed like their replica siblings, or "
+                           "from the model's last schedule when all were missing)")
     return chunk
 
 
@@ -320,7 +322,7 @@ COLLECTIVE_TYPES = ("CollectiveReduceV2", "CollectiveReduceV3", "CollectiveAllTo
 
 
 def _restore_collectives(ops: list[OpRun], static: StaticGraph | None, state: ConverterState,
-                         key: str) -> int:
+                         key: str, marker: tuple[int, int] | None = None) -> int:
     """Add the collective ops a traced step must have run but TF's tracer did not record.
 
     TF 2.21 runs collectives on `collective_ops/*` threads and its host tracer drops some of
@@ -332,7 +334,7 @@ def _restore_collectives(ops: list[OpRun], static: StaticGraph | None, state: Co
         return 0
     seen = [o for o in ops if o.tf_type in COLLECTIVE_TYPES]
     if not seen:
-        return 0
+        return _restore_unseen_collectives(ops, static, state, key, marker)
     names = {o.name for o in ops}
     scopes = {o.name.rsplit("/", 1)[0] for o in seen}
     start = min(o.start_ns for o in seen)
@@ -345,6 +347,45 @@ def _restore_collectives(ops: list[OpRun], static: StaticGraph | None, state: Co
             continue
         op = OpRun(name=name, tf_type=sop.type, start_ns=start, end_ns=end,
                    thread_id=seen[0].thread_id)
+        _attach_shapes(op, static, state, key)
+        ops.append(op)
+        added += 1
+    return added
+
+
+def _restore_unseen_collectives(ops: list[OpRun], static: StaticGraph, state: ConverterState,
+                                key: str, marker: tuple[int, int] | None) -> int:
+    """The tracer dropped *every* collective of a traced step (each replica's is lost about
+    1 time in 6, so all of them in some steps: a step without its AllReduce in CI).  A
+    collective of the static graph whose scope has observed ops is put back: at its place in
+    the model's last schedule (scaled to this step), else just before the first observed op
+    of its scope (the ops that consume the reduced gradients), after the op ending last
+    before that."""
+    if not ops:
+        return 0
+    observed = list(ops)  # anchors: the observed ops only, not the ones put back
+    names = {o.name for o in ops}
+    sched = state.schedules.get(key)
+    prior = {op[0]: (op[2], op[3]) for op in sched.ops if op[1] in COLLECTIVE_TYPES} \
+        if sched is not None and marker is not None else {}
+    added = 0
+    for name, sop in static.ops.items():
+        if sop.type not in COLLECTIVE_TYPES or name in names:
+            continue
+        scope = name.rsplit("/", 1)[0] + "/"
+        in_scope = [o for o in observed if o.name.startswith(scope)]
+        if not in_scope:
+            continue
+        if name in prior:
+            t0, t1 = marker
+            scale = max(t1 - t0, 1) / sched.duration
+            s, e = prior[name]
+            start, end = t0 + int(s * scale), t0 + int(max(e, s) * scale)
+        else:
+            end = min(o.start_ns for o in in_scope)
+            start = max((o.end_ns for o in observed if o.end_ns <= end), default=end)
+        op = OpRun(name=name, tf_type=sop.type, start_ns=start, end_ns=end,
+                   thread_id=in_scope[0].thread_id)
         _attach_shapes(op, static, state, key)
         ops.append(op)
         added += 1
