@@ -536,3 +536,36 @@ def test_close_idempotent_and_consume_after_close(tmp_path):
     assert (prof / "device_0" / "end_info.0").is_file()
     with pytest.raises(RuntimeError):
         dev.consume(make_chunk(1))
+
+
+def test_collective_outlasting_its_step_keeps_iterations_apart(tmp_path: Path) -> None:
+    """An all-reduce whose host span outlasts its step pushes the launch of a later op on its
+    thread past the next step's start (launch windows are serial per thread).  The step's end
+    markers must still come before the next step's start marker on the stream, else the
+    iterations overlap and the step loses its Reduce pair (seen in CI: Reduce N/A)."""
+    from msprof_cli.export.dataset import load_prof
+
+    spec = (T((16,), F),)
+    its = []
+    t = T0
+    for k in range(3):
+        runs = []
+        for dev in (0, 1):
+            runs.append(OpRun(f"S/replica_{dev}/MatMul", "MatMul", t + 5_000, t + 30_000,
+                              POOL_THREAD + dev, (T((4, 16), F), T((16, 16), F)),
+                              (T((4, 16), F),), (), dev))
+            runs.append(OpRun(f"S/sgd/CollectiveReduceV2{'_1' if dev else ''}",
+                              "CollectiveReduceV2", t + 40_000, t + 60_000, 900 + dev, spec,
+                              spec, (), dev))
+        runs.append(OpRun("S/sgd/AssignAddVariableOp", "AssignAddVariableOp", t + 70_000,
+                          t + 80_000, POOL_THREAD, (T((), "resource"), T((), "int64")), (), (),
+                          0))
+        its.append(Iteration(1, k + 1, t, t + 100_000, STEP_THREAD, runs))
+        t += 150_000
+    its[1].ops[1].end_ns = its[2].start_ns + 200_000  # outlasts the step, and the next start
+    its[1].ops[-1].thread_id = 900  # a later op of the step on the collective's thread
+    chunk = CaptureChunk(models={1: ModelInfo(1, "m", "k")}, iterations=its)
+    prof = run(tmp_path, [chunk], config(hccl=True), device_ids=[0, 1])
+    for dev in load_prof(prof).devices:
+        red = dev.iterations["reduce_start_0"].to_numpy()
+        assert len(red) == 3 and (red >= 0).all(), (dev.device_id, red)

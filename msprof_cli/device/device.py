@@ -555,6 +555,61 @@ class Device:
         comp.counter, comp.free_tick = saved
         k_ops = trial.op_row >= 0
         k_order, k_end = trial.order_ns[k_ops], trial.end[k_ops]
+        # Pass B: the AI CPU / HCCL streams wait for their producers, then the compute stream
+        # (whose end markers wait for those streams).  The trial compute schedule does not
+        # have those waits, so a producer can really end later than the trial says (the
+        # iteration before waited for a long collective): then a second round uses the
+        # producers of the first round's compute schedule, so an AI CPU / HCCL task (and its
+        # Reduce markers) never runs before its iteration's start marker.
+        sids = (S.AICPU_STREAM, S.HCCL_STREAM, S.COMPUTE_STREAM)
+        saved_all = {sid: (st.counter, st.free_tick) if (st := dd.state.streams.get(sid))
+                     else None for sid in sids}
+        for round_ in range(2):
+            if round_:  # the streams as they were before the first round
+                for sid, was in saved_all.items():
+                    if was is None:
+                        dd.state.streams.pop(sid, None)
+                    else:
+                        st = dd.state.streams[sid]
+                        st.counter, st.free_tick = was
+            scheduled, other_end = self._side_and_compute(
+                ctx, dd, clk, it_rows, rows, tt, ready, dur, stream, op_iter, k_order, k_end,
+                trace, n_it)
+            comp_sch = scheduled.get(S.COMPUTE_STREAM)
+            side = [scheduled[sid] for sid in (S.AICPU_STREAM, S.HCCL_STREAM)
+                    if sid in scheduled]
+            if round_ or comp_sch is None or not side:
+                break
+            k_ops = comp_sch.op_row >= 0
+            new_end = comp_sch.end[k_ops]
+            if np.array_equal(new_end, k_end) or len(new_end) != len(k_end):
+                break  # the trial was right: nothing to redo
+            k_order, k_end = comp_sch.order_ns[k_ops], np.maximum(k_end, new_end)
+        memcpy: list[S.ScheduledStream] = [h2d] if h2d is not None else []
+        if copies is not None and len(copies["d2h_it"]):
+            # output copy after the iteration's last task on every stream
+            last = other_end.copy()
+            comp = scheduled.get(S.COMPUTE_STREAM)
+            if comp is not None:
+                sel = comp.iter_row >= 0
+                np.maximum.at(last, comp.iter_row[sel], comp.end[sel])
+            it = copies["d2h_it"]
+            plan = S.StreamPlan()
+            plan.add(op_row=-1, order_ns=copies["d2h_ts"], sub=0,
+                     ready=np.maximum(clk.ticks(copies["d2h_ts"] + S.LAUNCH_LATENCY_NS),
+                                      last[it]),
+                     dur=copies["d2h_dur"], gap=S.TASK_GAP_TICKS, tag=-1, iter_row=it)
+            memcpy.append(S.schedule(plan, dd.state, MC.D2H_STREAM))
+        self._emit(ctx, dd, scheduled, host, self._emit_memcpy(ctx, dd, memcpy, copies, host))
+
+    def _side_and_compute(self, ctx: _ChunkCtx, dd: _DeviceDir, clk: S.DeviceClock,
+                          it_rows: np.ndarray, rows: np.ndarray, tt: np.ndarray,
+                          ready: np.ndarray, dur: np.ndarray, stream: np.ndarray,
+                          op_iter: np.ndarray, k_order: np.ndarray, k_end: np.ndarray,
+                          trace: bool, n_it: int
+                          ) -> tuple[dict[int, S.ScheduledStream], np.ndarray]:
+        """AI CPU / HCCL streams after their producers (`k_order`/`k_end`: launch times and
+        end ticks of the compute-stream tasks), then the compute stream."""
         scheduled: dict[int, S.ScheduledStream] = {}
         for sid in (S.AICPU_STREAM, S.HCCL_STREAM):
             m = stream == sid
@@ -583,22 +638,7 @@ class Device:
                                   other_end, op_end, dd.device_id)
         if plan.op_row:
             scheduled[S.COMPUTE_STREAM] = S.schedule(plan, dd.state, S.COMPUTE_STREAM)
-        memcpy: list[S.ScheduledStream] = [h2d] if h2d is not None else []
-        if copies is not None and len(copies["d2h_it"]):
-            # output copy after the iteration's last task on every stream
-            last = other_end.copy()
-            comp = scheduled.get(S.COMPUTE_STREAM)
-            if comp is not None:
-                sel = comp.iter_row >= 0
-                np.maximum.at(last, comp.iter_row[sel], comp.end[sel])
-            it = copies["d2h_it"]
-            plan = S.StreamPlan()
-            plan.add(op_row=-1, order_ns=copies["d2h_ts"], sub=0,
-                     ready=np.maximum(clk.ticks(copies["d2h_ts"] + S.LAUNCH_LATENCY_NS),
-                                      last[it]),
-                     dur=copies["d2h_dur"], gap=S.TASK_GAP_TICKS, tag=-1, iter_row=it)
-            memcpy.append(S.schedule(plan, dd.state, MC.D2H_STREAM))
-        self._emit(ctx, dd, scheduled, host, self._emit_memcpy(ctx, dd, memcpy, copies, host))
+        return scheduled, other_end
 
     def _memcpy_tasks(self, ctx: _ChunkCtx, dd: _DeviceDir, it_rows: np.ndarray
                       ) -> dict[str, np.ndarray] | None:
@@ -722,6 +762,16 @@ class Device:
             np.maximum.at(last, op_iter[inn], tt[inn])
         last_it = last[it_rows]
         end_ready = np.maximum(clk.ticks(last_it + lat), other_end[it_rows])
+        # the end markers are launched before the next iteration's model start: a launch
+        # pushed past it (launch windows serialise a thread behind a long collective, whose
+        # host span can outlast the step) must not put the next iteration's start marker
+        # ahead of this one's end on the stream -- the iterations would overlap and the
+        # step trace lose this one's FP/BP/Reduce markers (seen in CI: Reduce N/A)
+        starts = np.sort(ctx.me_begin)
+        nxt = np.searchsorted(starts, me_b, side="right")
+        has_next = nxt < len(starts)
+        next_b = np.where(has_next, starts[np.minimum(nxt, len(starts) - 1)], last_it + 1)
+        last_it = np.maximum(np.minimum(last_it, next_b - 1), me_b)
         names = ctx.ops.name_idx[rows]
         for tag, name_of_iter, sub in ((TAG_FP, ctx.fp_name[dev], -1),
                                        (TAG_BP, ctx.bp_name[dev], 1)):

@@ -24,7 +24,7 @@ from .legacy import Advice, export_legacy
 from .memory import release, tune_allocator
 from .mindstudio import export_mindstudio
 from .selection import check_args
-from .writers import CSV_SLICE_ROWS, JSON_SLICE_EVENTS
+from .writers import CSV_SLICE_ROWS, JSON_SLICE_EVENTS, clean_stale_temps
 
 LAYOUTS = ("legacy", "mindstudio")
 
@@ -174,9 +174,13 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
             say(f"[INFO] Export all data in {prof} done.")
             stage("Exported", advance=1)
     except OSError as exc:  # safety net: a file-system error is reported, never a traceback
+        _remove_stale_temps(profs)
         where = exc.filename or path
         raise ExportError(f"{where}: {exc.strerror or exc}. Check the permissions and the free "
                           f"space of the PROF dir; the raw data is unchanged.") from None
+    except BaseException:
+        _remove_stale_temps(profs)
+        raise
     finally:
         if progress is not None:
             progress.stop()
@@ -186,6 +190,17 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
 
         print_advice(result.advice)
     return result
+
+
+def _remove_stale_temps(profs: list[Path]) -> None:
+    """After a failed export: the temporary files of workers the pool stopped midway (a
+    SIGTERM can land between a worker's close and its rename) are removed now, not at the
+    next export (their writers are dead; live writers' files are left alone)."""
+    for prof in profs:
+        for d in [prof, prof / "mindstudio_profiler_output", *prof.glob("*/summary"),
+                  *prof.glob("*/timeline")]:
+            if d.is_dir() and not d.is_symlink():
+                clean_stale_temps(d)
 
 
 def _check_prof(prof: Path, result: ExportResult) -> None:
