@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from msprof_cli.collect.capture import CaptureChunk, Iteration, ModelInfo, OpRun
 from msprof_cli.collect.records import ExecRecord
 from msprof_cli.collect.tf_graphs import (CALL_OPS, CONTROL_FLOW_OPS, DATA_SOURCES, OpShape,
-                                          StaticGraph, lowered_name, replica_of_name, resolve)
+                                          StaticGraph, StaticOp, lowered_name, replica_of_name,
+                                          resolve)
 from msprof_cli.collect.xspace import Event, Trace
 
 # eager ops that only create handles, constants or input-pipeline objects on the host
@@ -335,22 +336,28 @@ def _restore_collectives(ops: list[OpRun], static: StaticGraph | None, state: Co
     seen = [o for o in ops if o.tf_type in COLLECTIVE_TYPES]
     if not seen:
         return _restore_unseen_collectives(ops, static, state, key, marker)
-    names = {o.name for o in ops}
     scopes = {o.name.rsplit("/", 1)[0] for o in seen}
     start = min(o.start_ns for o in seen)
     end = max(o.end_ns for o in seen)
     added = 0
-    for name, sop in static.ops.items():
-        if sop.type not in COLLECTIVE_TYPES or name in names:
-            continue
-        if name.rsplit("/", 1)[0] not in scopes:
-            continue
-        op = OpRun(name=name, tf_type=sop.type, start_ns=start, end_ns=end,
-                   thread_id=seen[0].thread_id)
-        _attach_shapes(op, static, state, key)
-        ops.append(op)
-        added += 1
+    for name, sop in _missing_collectives(ops, static):
+        if name.rsplit("/", 1)[0] in scopes:
+            _put_back(ops, name, sop.type, start, end, seen[0].thread_id, static, state, key)
+            added += 1
     return added
+
+
+def _missing_collectives(ops: list[OpRun], static: StaticGraph) -> list[tuple[str, StaticOp]]:
+    names = {o.name for o in ops}
+    return [(name, sop) for name, sop in static.ops.items()
+            if sop.type in COLLECTIVE_TYPES and name not in names]
+
+
+def _put_back(ops: list[OpRun], name: str, tf_type: str, start: int, end: int, thread: int,
+              static: StaticGraph, state: ConverterState, key: str) -> None:
+    op = OpRun(name=name, tf_type=tf_type, start_ns=start, end_ns=end, thread_id=thread)
+    _attach_shapes(op, static, state, key)
+    ops.append(op)
 
 
 def _restore_unseen_collectives(ops: list[OpRun], static: StaticGraph, state: ConverterState,
@@ -364,14 +371,11 @@ def _restore_unseen_collectives(ops: list[OpRun], static: StaticGraph, state: Co
     if not ops:
         return 0
     observed = list(ops)  # anchors: the observed ops only, not the ones put back
-    names = {o.name for o in ops}
     sched = state.schedules.get(key)
     prior = {op[0]: (op[2], op[3]) for op in sched.ops if op[1] in COLLECTIVE_TYPES} \
         if sched is not None and marker is not None else {}
     added = 0
-    for name, sop in static.ops.items():
-        if sop.type not in COLLECTIVE_TYPES or name in names:
-            continue
+    for name, sop in _missing_collectives(observed, static):
         scope = name.rsplit("/", 1)[0] + "/"
         in_scope = [o for o in observed if o.name.startswith(scope)]
         if not in_scope:
@@ -384,10 +388,7 @@ def _restore_unseen_collectives(ops: list[OpRun], static: StaticGraph, state: Co
         else:
             end = min(o.start_ns for o in in_scope)
             start = max((o.end_ns for o in observed if o.end_ns <= end), default=end)
-        op = OpRun(name=name, tf_type=sop.type, start_ns=start, end_ns=end,
-                   thread_id=in_scope[0].thread_id)
-        _attach_shapes(op, static, state, key)
-        ops.append(op)
+        _put_back(ops, name, sop.type, start, end, in_scope[0].thread_id, static, state, key)
         added += 1
     return added
 
