@@ -82,6 +82,15 @@ def assign_batches(tasks: pd.DataFrame, flips: pd.DataFrame, time_col: str) -> n
     return (batch + moved).astype(np.int64)
 
 
+def _reviewed(ts: dict[str, np.ndarray], rows: np.ndarray, layout: np.dtype) -> np.ndarray:
+    """The ts_track `rows` (decoded with the step-trace layout) re-viewed with the layout of
+    their own rptType (flip, memcpy): all are 40-byte records."""
+    raw = np.zeros(int(rows.sum()), dtype=L.TS_TRACK_STEP)
+    for name in L.TS_TRACK_STEP.names:
+        raw[name] = ts[name][rows]
+    return raw.view(layout)
+
+
 def decode_device(rd: ResultDirInfo, log: DecodeLog) -> DeviceTables:
     d = rd.data_dir
     hw = device_records(d, "hwts", log, ["flags", "task_id", "syscnt", "stream_id"])
@@ -108,11 +117,7 @@ def decode_device(rd: ResultDirInfo, log: DecodeLog) -> DeviceTables:
     })
     fl = rpt == L.TS_RPT_FLIP
     if fl.any():
-        # re-view rptType 14 rows with the flip layout (same 40-byte records)
-        raw = np.zeros(int(fl.sum()), dtype=L.TS_TRACK_STEP)
-        for name in L.TS_TRACK_STEP.names:
-            raw[name] = ts[name][fl]
-        fv = raw.view(L.TS_TRACK_FLIP)
+        fv = _reviewed(ts, fl, L.TS_TRACK_FLIP)
         flips = pd.DataFrame({
             "ts_ns": to_mono_ns(fv["timestamp"], rd),
             "stream_id": fv["stream_id"].astype(np.int64) & STREAM_MASK,
@@ -149,10 +154,7 @@ def decode_device(rd: ResultDirInfo, log: DecodeLog) -> DeviceTables:
     if mc.any():
         # "ts memcpy" (rptType 11): host<->device copies run by the TS on the SDMA engine, not
         # in hwts.data; a start (taskState 0) and an end (1) record per task, paired like hwts
-        raw = np.zeros(int(mc.sum()), dtype=L.TS_TRACK_STEP)
-        for name in L.TS_TRACK_STEP.names:
-            raw[name] = ts[name][mc]
-        mv = raw.view(L.TS_TRACK_MEMCPY)
+        mv = _reviewed(ts, mc, L.TS_TRACK_MEMCPY)
         mp = pair_hwts(mv["stream_id"].astype(np.int64) & STREAM_MASK, mv["task_id"],
                        mv["task_state"], mv["timestamp"], log, "ts_track memcpy")
         tasks = pd.concat([tasks, pd.DataFrame({
