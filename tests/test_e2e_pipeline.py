@@ -208,3 +208,29 @@ def test_database_from_a_collection_matches_the_csvs(prof: Path) -> None:
     stat = read_csv(next(out.glob("op_statistic_*.csv")))
     assert top[0] == stat[0]["OP Type"]
     assert top[1] / 1000 == pytest.approx(float(stat[0]["Total Time(us)"]), abs=0.01)
+
+
+def test_windowed_mindstudio_export_of_a_collection(prof: Path, tmp_path: Path) -> None:
+    """A real collection cut into windows of 40 tasks gives the files of the whole export."""
+    import hashlib
+    import os
+    import re
+    import shutil
+
+    from msprof_cli.export.windows import WINDOW_TASKS_ENV, plan_windows
+
+    assert plan_windows(prof, 40) is not None  # real collections have quiet points
+    digests = []
+    for name, window in (("whole", "0"), ("windowed", "40")):
+        copy = tmp_path / name / prof.name
+        shutil.copytree(prof, copy, ignore=shutil.ignore_patterns("mindstudio_profiler_output"))
+        env = {**os.environ, WINDOW_TASKS_ENV: window}
+        proc = subprocess.run([*MSPROF, "export", "--output", str(copy), "--layout",
+                               "mindstudio"], capture_output=True, text=True, env=env,
+                              timeout=180)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out = copy / "mindstudio_profiler_output"
+        digests.append({re.sub(r"_\d{14}", "", p.name): hashlib.sha256(p.read_bytes())
+                        .hexdigest() for p in out.iterdir()})
+    assert len(digests[0]) >= 8
+    assert digests[1] == digests[0]

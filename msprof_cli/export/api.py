@@ -142,6 +142,14 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
                                    f"data files). Re-run `msprof collect`; the collection may "
                                    f"have failed before any data was written.")
             say(f"[INFO] Start export data in {prof}.")
+            if layout == "mindstudio" and type_ == "text" and summary_format == "csv":
+                files = _export_windows(prof, result, reports, csv_slice_rows,
+                                        json_slice_events, stage)
+                if files is not None:  # a big PROF dir, exported window by window
+                    result.files.extend(files)
+                    _finish(prof, clear, say)
+                    stage("Exported", advance=1)
+                    continue
             stage(f"Decoding {prof.name}")
             data = load_prof(prof)
             stage(f"Writing {'database' if type_ == 'db' else layout + ' files'} of {prof.name}",
@@ -167,11 +175,7 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
             result.files.extend(files)
             del data
             release()
-            if clear:
-                _clear_intermediate(prof)
-            for note in replay_notes(prof):
-                say(f"[INFO] Sampled collection, {note}.")
-            say(f"[INFO] Export all data in {prof} done.")
+            _finish(prof, clear, say)
             stage("Exported", advance=1)
     except OSError as exc:  # safety net: a file-system error is reported, never a traceback
         _remove_stale_temps(profs)
@@ -190,6 +194,43 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
 
         print_advice(result.advice)
     return result
+
+
+def _finish(prof: Path, clear: bool, say) -> None:
+    if clear:
+        _clear_intermediate(prof)
+    for note in replay_notes(prof):
+        say(f"[INFO] Sampled collection, {note}.")
+    say(f"[INFO] Export all data in {prof} done.")
+
+
+def _export_windows(prof: Path, result: ExportResult, reports: Path | None,
+                    csv_slice_rows: int, json_slice_events: int, stage) -> list[Path] | None:
+    """The mindstudio files of a PROF dir too big to decode whole, window by window
+    (windows.py, windowed.py); None when the PROF dir is decoded whole instead."""
+    from .windowed import export_mindstudio_windows
+    from .windows import NotWindowable, plan_windows
+
+    stage(f"Scanning {prof.name}")
+    plan = plan_windows(prof)
+    if plan is None:
+        return None
+    n = len(plan)
+    stage(f"Writing mindstudio files of {prof.name}: window 1/{n}", advance=1)
+    try:
+        files = export_mindstudio_windows(
+            plan, reports=reports, csv_slice_rows=csv_slice_rows,
+            json_slice_events=json_slice_events,
+            on_window=lambda k: stage(f"Writing mindstudio files of {prof.name}: window "
+                                      f"{min(k + 2, n)}/{n}"))
+    except NotWindowable:
+        release()
+        return None  # nothing was left behind: the whole export writes every file
+    for w in plan.log.warnings:
+        print(f"[WARNING] {w}", file=sys.stderr)
+    result.warnings.extend(plan.log.warnings)
+    release()
+    return files
 
 
 def _remove_stale_temps(profs: list[Path]) -> None:

@@ -24,7 +24,7 @@ from .host import (NA, HostTables, decode_host, resolve, tensors_frame, tensors_
                    type_names)
 from .memory import release
 from .parallel import JobPool, parallel_available
-from .rawread import DecodeLog, _host_regex
+from .rawread import DecodeLog, _host_regex, device_records
 from .steptrace import iterations
 
 HARDWARE_OP_TYPES = {"AI_CPU", "DSA", "DVPP"}
@@ -247,27 +247,20 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
     if not out["start_local"].is_monotonic_increasing:  # decode sorted them already
         out = out.sort_values("start_local", kind="stable", ignore_index=True)
     # PMU: matched by (stream, task) in occurrence order; AI CPU/DSA/DVPP rows get none
-    pmu_ok = np.zeros(len(out), dtype=bool)
     if dev.pmu is not None and len(out):
         # only the key columns of the candidate rows are taken (a filtered copy of the whole
         # task table was the decode's memory peak); counters assigned once per column
-        cand = (out["source"].to_numpy(object) == "hwts") \
-            & ~out["task_type"].isin(list(HARDWARE_OP_TYPES)).to_numpy()
-        cand_rows = np.flatnonzero(cand)
+        cand_rows = _pmu_candidates(out)
         stream = out["stream_id"].to_numpy(np.int64)[cand_rows]
         task = out["task_id"].to_numpy(np.int64)[cand_rows]
         key = pd.DataFrame({"_row": cand_rows, "stream_id": stream, "task_id": task})
         key["occ"] = key.groupby(["stream_id", "task_id"], sort=False).cumcount().to_numpy()
         j = key.merge(dev.pmu, on=["stream_id", "task_id", "occ"], how="inner")
         del key, stream, task, cand_rows
-        rows = j["_row"].to_numpy()
-        for name in ["total_cycles"] + [f"pmu_{k}" for k in range(8)]:
-            v = np.zeros(len(out), dtype=np.int64)
-            v[rows] = j[name].to_numpy(np.int64)
-            out[name] = v
-        pmu_ok[rows] = True
+        _put_pmu(out, j["_row"].to_numpy(), j)
         del j
-    out["pmu_ok"] = pmu_ok
+    else:
+        out["pmu_ok"] = np.zeros(len(out), dtype=bool)
     its = iterations(dev.steps)
     reduce_cols = [c for c in its.columns if c.startswith("reduce_")]  # AllReduce pairs
     for c in ["step_start_ns", "step_end_ns", "fp_ns", "bp_ns"] + reduce_cols:
@@ -279,6 +272,49 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
     return DeviceData(rd=rd, tasks=out, iterations=its, has_host_ops=has_host,
                       has_node_info=has_node, pmu_events=rd.pmu_events if dev.pmu is not None
                       else [], aicpu=dev.aicpu, l2=dev.l2)
+
+
+def _pmu_candidates(out: pd.DataFrame) -> np.ndarray:
+    """Rows that may own an aicore PMU record: hwts tasks other than AI CPU/DSA/DVPP."""
+    cand = (out["source"].to_numpy(object) == "hwts") \
+        & ~out["task_type"].isin(list(HARDWARE_OP_TYPES)).to_numpy()
+    return np.flatnonzero(cand)
+
+
+def _put_pmu(out: pd.DataFrame, rows: np.ndarray, pmu: pd.DataFrame) -> None:
+    """PMU columns of the task table: `pmu` row i belongs to task row `rows[i]`."""
+    for name in ["total_cycles"] + [f"pmu_{k}" for k in range(8)]:
+        v = np.zeros(len(out), dtype=np.int64)
+        v[rows] = pmu[name].to_numpy(np.int64)
+        out[name] = v
+    ok = np.zeros(len(out), dtype=bool)
+    ok[rows] = True
+    out["pmu_ok"] = ok
+
+
+def attach_pmu(dev: DeviceData, index) -> None:
+    """Windowed decode (windows.py): the PMU columns of a window's task table, looked up in
+    the scan's `PmuIndex` with occurrence numbers carried across windows -- the same match
+    as `build_device` makes on the whole table."""
+    out = dev.tasks
+    dev.pmu_events = dev.rd.pmu_events
+    if len(out) == 0:
+        return
+    cand_rows = _pmu_candidates(out)
+    hit, recs = index.records(out["stream_id"].to_numpy(np.int64)[cand_rows],
+                              out["task_id"].to_numpy(np.int64)[cand_rows])
+    order = np.argsort(recs, kind="stable")
+    log = DecodeLog()
+    ai = device_records(dev.rd.data_dir, "aicore", log, ["total_cycles", "pmu"],
+                        select=recs[order])
+    pmu = {"total_cycles": np.zeros(len(recs), np.int64)}
+    pmu["total_cycles"][order] = ai["total_cycles"].astype(np.int64)
+    for k in range(8):
+        v = np.zeros(len(recs), np.int64)
+        v[order] = ai["pmu"][:, k].astype(np.int64)
+        pmu[f"pmu_{k}"] = v
+    del out["pmu_ok"]  # put back after the counters, the column order of `build_device`
+    _put_pmu(out, cand_rows[hit], pd.DataFrame(pmu))
 
 
 TENSORS_WORKER_BYTES = 8 << 20  # tensor_info data above which a worker decodes it

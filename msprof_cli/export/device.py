@@ -91,9 +91,14 @@ def _reviewed(ts: dict[str, np.ndarray], rows: np.ndarray, layout: np.dtype) -> 
     return raw.view(layout)
 
 
-def decode_device(rd: ResultDirInfo, log: DecodeLog) -> DeviceTables:
+def decode_device(rd: ResultDirInfo, log: DecodeLog, select: dict[str, np.ndarray] | None = None
+                  ) -> DeviceTables:
+    """`select` (windowed export): per record kind, the records to decode (windows.py); the
+    aicore PMU records are then attached by the window (their match crosses windows)."""
     d = rd.data_dir
-    hw = device_records(d, "hwts", log, ["flags", "task_id", "syscnt", "stream_id"])
+    sel = select or {}
+    hw = device_records(d, "hwts", log, ["flags", "task_id", "syscnt", "stream_id"],
+                        sel.get("hwts"))
     pairs = pair_hwts(hw["stream_id"].astype(np.int64) & STREAM_MASK, hw["task_id"],
                       hw["flags"] & 0x07, hw["syscnt"], log)
     tasks = pd.DataFrame({
@@ -104,7 +109,7 @@ def decode_device(rd: ResultDirInfo, log: DecodeLog) -> DeviceTables:
         "source": "hwts",
     })
 
-    ts = device_records(d, "ts_track", log)
+    ts = device_records(d, "ts_track", log, select=sel.get("ts_track"))
     rpt = ts["rpt_type"] if "rpt_type" in ts else np.zeros(0, np.uint8)
     st = rpt == L.TS_RPT_STEP_TRACE
     steps = pd.DataFrame({
@@ -129,7 +134,7 @@ def decode_device(rd: ResultDirInfo, log: DecodeLog) -> DeviceTables:
                               "flip_num": np.zeros(0, np.int64), "task_id": np.zeros(0, np.int64)})
 
     aicpu = None
-    ac = device_records(d, "aicpu", log)
+    ac = device_records(d, "aicpu", log, select=sel.get("aicpu"))
     if len(ac["stream_id"]):
         okt = ac["data_tag"] == L.AICPU_DATA_TAG
         aicpu = pd.DataFrame({
@@ -168,7 +173,7 @@ def decode_device(rd: ResultDirInfo, log: DecodeLog) -> DeviceTables:
     tasks["batch_id"] = assign_batches(tasks, flips, "start_ns")
 
     pmu = None
-    if rd.ai_core_metrics:
+    if rd.ai_core_metrics and select is None:
         ai = device_records(d, "aicore", log, ["task_id", "total_cycles", "pmu", "stream_id"])
         if len(ai["task_id"]):
             pmu = pd.DataFrame({

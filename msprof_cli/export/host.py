@@ -59,14 +59,16 @@ def type_names(levels: np.ndarray, types: np.ndarray, table: dict[tuple[int, int
     return names[inv]
 
 
-def decode_apis(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
-    """API records plus begin/end event pairs; connection_id = record index in file order."""
+def decode_apis(data_dir: Path, log: DecodeLog, select: np.ndarray | None = None
+                ) -> pd.DataFrame:
+    """API records plus begin/end event pairs; connection_id = record index in file order
+    (`select`: only these records, windows.py)."""
     cols = host_records(data_dir, "api_event",
                         log, ["level", "type", "thread_id", "reserve", "begin_time",
-                              "end_time", "item_id"])
+                              "end_time", "item_id"], select)
     aging = cols["_aging"]
     n = len(cols["level"])
-    idx = np.arange(n, dtype=np.int64)
+    idx = np.arange(n, dtype=np.int64) if select is None else select.astype(np.int64)
     is_event = cols["end_time"] == np.uint64(L.EVENT_RESERVE)
     api = pd.DataFrame({
         "connection_id": idx[~is_event],
@@ -116,10 +118,11 @@ def decode_apis(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
     return api
 
 
-def decode_task_track(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
+def decode_task_track(data_dir: Path, log: DecodeLog, select: np.ndarray | None = None
+                      ) -> pd.DataFrame:
     c = host_records(data_dir, "task_track", log,
                      ["thread_id", "timestamp", "device_id", "stream_id", "task_id", "batch_id",
-                      "task_type", "kernel_name", "num_blocks"])
+                      "task_type", "kernel_name", "num_blocks"], select)
     return pd.DataFrame({
         "thread_id": c["thread_id"].astype(np.int64),
         "ts_ns": c["timestamp"].astype(np.int64),
@@ -133,10 +136,11 @@ def decode_task_track(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
     })
 
 
-def decode_node_basic(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
+def decode_node_basic(data_dir: Path, log: DecodeLog, select: np.ndarray | None = None
+                      ) -> pd.DataFrame:
     c = host_records(data_dir, "node_basic_info", log,
                      ["thread_id", "timestamp", "op_name", "task_type", "op_type", "block_num",
-                      "op_flag"])
+                      "op_flag"], select)
     return pd.DataFrame({
         "thread_id": c["thread_id"].astype(np.int64),
         "ts_ns": c["timestamp"].astype(np.int64),
@@ -303,14 +307,15 @@ def tensors_frame(packed: dict) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
-def decode_tensors(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
+def decode_tensors(data_dir: Path, log: DecodeLog, select: np.ndarray | None = None
+                   ) -> pd.DataFrame:
     """One row per (timestamp, thread, opName) with the 6 printed tensor columns.
 
     Strings are built once per distinct record content: the key of a record is its tensor
     slots as 32-bit words with the unused slots (beyond tensor_num) blanked, so records that
     print the same share one Python-built string tuple."""
     c = host_records(data_dir, "tensor_info", log,
-                     ["thread_id", "timestamp", "op_name", "tensor_num", "tensors"])
+                     ["thread_id", "timestamp", "op_name", "tensor_num", "tensors"], select)
     n = len(c["thread_id"])
     out_cols = ["in_shapes", "in_types", "in_formats", "out_shapes", "out_types", "out_formats"]
     if n == 0:
@@ -426,14 +431,18 @@ def decode_tx(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
 
 
 def decode_host(data_dir: Path, log: DecodeLog, post_log: DecodeLog | None = None,
-                tensors: bool = True) -> HostTables:
+                tensors: bool = True, select: dict[str, np.ndarray] | None = None
+                ) -> HostTables:
     """All host tables.  `tensors=False`: tensor_info is decoded elsewhere (a worker, see
     dataset.load_prof) and `tensors` is left empty; `post_log` then receives the warnings of
-    the kinds decoded after tensor_info, so the caller can keep the serial order."""
-    apis = decode_apis(data_dir, log)
-    node_basic = decode_node_basic(data_dir, log)
-    task_track = decode_task_track(data_dir, log)
-    tens = decode_tensors(data_dir, log) if tensors else decode_tensors_empty()
+    the kinds decoded after tensor_info, so the caller can keep the serial order.
+    `select` (windowed export): per record kind, the records to decode (windows.py)."""
+    sel = select or {}
+    apis = decode_apis(data_dir, log, sel.get("api_event"))
+    node_basic = decode_node_basic(data_dir, log, sel.get("node_basic_info"))
+    task_track = decode_task_track(data_dir, log, sel.get("task_track"))
+    tens = decode_tensors(data_dir, log, sel.get("tensor_info")) if tensors \
+        else decode_tensors_empty()
     post = log if post_log is None else post_log
     return HostTables(
         apis=apis,

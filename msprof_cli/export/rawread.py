@@ -144,19 +144,29 @@ def _check_memory(files: list[Path], dtype: np.dtype, names: list[str]) -> None:
 
 
 def read_files(files: list[Path], dtype: np.dtype, log: DecodeLog, fields: list[str] | None = None,
-               magic_field: str | None = None, magic: int = L.MAGIC) -> Columns:
+               magic_field: str | None = None, magic: int = L.MAGIC,
+               select: np.ndarray | None = None) -> Columns:
     """Concatenate the records of `files` as {field: column} (only `fields` are copied out of
     the memory maps, which keeps memory bounded); column ``_aging`` flags aging-file records
-    and ``_file`` holds the index in `files` of each record's file."""
+    and ``_file`` holds the index in `files` of each record's file.
+
+    `select` (windowed export, windows.py): sorted indices of the records to take, counted
+    over the whole records of all `files` in order; only those records are copied out."""
     # padding fields are raw void bytes; sub-array and nested-record fields are kept
     names = list(fields or [n for n in dtype.names
                             if not (dtype[n].base.kind == "V" and dtype[n].base.names is None)])
-    _check_memory(files, dtype, names)
+    if select is None:
+        _check_memory(files, dtype, names)
     parts: dict[str, list[np.ndarray]] = {n: [] for n in names}
     aging: list[np.ndarray] = []
     file_idx: list[np.ndarray] = []
+    first = 0  # index of the file's first record among all records
     for k, path in enumerate(files):
         arr = read_file(path, dtype, log)
+        if select is not None:
+            lo, hi = np.searchsorted(select, [first, first + len(arr)])
+            first += len(arr)
+            arr = arr[select[lo:hi] - (first - len(arr))] if hi > lo else arr[:0]
         if magic_field is not None and len(arr):
             ok = arr[magic_field] == magic
             nbad = int(len(arr) - np.count_nonzero(ok))
@@ -223,20 +233,27 @@ def check_counter(cols: Columns, files: list[Path], log: DecodeLog, kind: str) -
 
 
 def host_records(data_dir: Path, kind: str, log: DecodeLog,
-                 fields: list[str] | None = None) -> Columns:
-    """Records of a host unified-format file kind (api_event, task_track, ...) as columns."""
+                 fields: list[str] | None = None, select: np.ndarray | None = None) -> Columns:
+    """Records of a host unified-format file kind (api_event, task_track, ...) as columns
+    (`select`: see `read_files`)."""
     files = data_files(data_dir, _host_regex(kind), log)
-    return read_files(files, L.HOST_DTYPES[kind], log, fields, magic_field="magic")
+    return read_files(files, L.HOST_DTYPES[kind], log, fields, magic_field="magic",
+                      select=select)
 
 
 def device_records(data_dir: Path, kind: str, log: DecodeLog,
-                   fields: list[str] | None = None) -> Columns:
+                   fields: list[str] | None = None, select: np.ndarray | None = None
+                   ) -> Columns:
+    """Records of a device file kind as columns (`select`: see `read_files`; the rolling
+    counter is only checked on whole data: a window is taken from data the whole check
+    found clean)."""
     files = data_files(data_dir, _device_regex(kind), log)
     magic_field = "magic" if kind == "aicpu" else None
-    counted = kind in ("hwts", "aicore")
-    if counted and fields is not None and "flags" not in fields:
+    counted = kind in ("hwts", "aicore") and select is None
+    if kind in ("hwts", "aicore") and fields is not None and "flags" not in fields:
         fields = [*fields, "flags"]
-    cols = read_files(files, L.DEVICE_DTYPES[kind], log, fields, magic_field=magic_field)
+    cols = read_files(files, L.DEVICE_DTYPES[kind], log, fields, magic_field=magic_field,
+                      select=select)
     if kind == "hwts" and len(cols["flags"]):
         ok = np.isin(cols["flags"] & 0x07, HWTS_VALID_LOG_TYPES)
         if not ok.all():

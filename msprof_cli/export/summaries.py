@@ -171,11 +171,27 @@ def op_summary(dev: DeviceData, rows: pd.DataFrame, lo: int = 0, hi: int | None 
     return header, pd.DataFrame({h: cols[h] for h in header})
 
 
-def op_statistic(rows: pd.DataFrame) -> Table:
+def op_statistic_agg(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per (op_type, task_type), sorted: count, total, min, max of the durations (ns) --
+    exact integers, so the aggregates of several windows combine (`combine_op_statistic`)."""
     g = rows[["op_type", "task_type", "dur_ns"]].groupby(["op_type", "task_type"],
                                                          sort=True)["dur_ns"]
-    agg = pd.DataFrame({"count": g.size(), "total": g.sum(), "min": g.min(), "max": g.max()})
-    agg = agg.reset_index()
+    return pd.DataFrame({"count": g.size(), "total": g.sum(), "min": g.min(),
+                         "max": g.max()}).reset_index()
+
+
+def combine_op_statistic(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """`op_statistic_agg` of the union of the rows of `parts` (aggregates of each)."""
+    g = pd.concat(parts, ignore_index=True).groupby(["op_type", "task_type"], sort=True)
+    return pd.DataFrame({"count": g["count"].sum(), "total": g["total"].sum(),
+                         "min": g["min"].min(), "max": g["max"].max()}).reset_index()
+
+
+def op_statistic(rows: pd.DataFrame, agg: pd.DataFrame | None = None) -> Table:
+    """`agg`: the rows' `op_statistic_agg` when already known (windowed export)."""
+    if agg is None:
+        agg = op_statistic_agg(rows)
+    agg = agg.copy()
     total_all = agg["total"].sum()
     total_us = agg["total"].to_numpy(np.int64) / 1000.0
     count = agg["count"].to_numpy(np.int64)

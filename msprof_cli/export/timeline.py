@@ -172,13 +172,18 @@ def _floats(ns: np.ndarray) -> list[float]:
     return (np.asarray(ns, dtype=np.int64) / 1000.0).tolist()
 
 
+def cann_meta(app_pid: int, threads) -> list[str]:
+    """Metadata of the CANN process with lanes for `threads` (thread ids, any order)."""
+    pid = pid_of(app_pid, SORT_CANN, HOST_SLOT)
+    return process_meta(pid, "CANN", "CPU", SORT_CANN,
+                        [(t, f"Thread {t}", t) for t in sorted(int(t) for t in threads)])
+
+
 def cann_layer(apis: pd.DataFrame, app_pid: int) -> Layer:
     if apis is None or len(apis) == 0:
         return Layer()
     pid = pid_of(app_pid, SORT_CANN, HOST_SLOT)
-    threads = sorted(int(t) for t in apis["thread_id"].unique())
-    m = process_meta(pid, "CANN", "CPU", SORT_CANN,
-                     [(t, f"Thread {t}", t) for t in threads])
+    m = cann_meta(app_pid, apis["thread_id"].unique())
     lvl = apis["level"].to_numpy()
     lcode, lvals = pd.factorize(lvl)  # a handful of levels: per-level text by code (O(n))
     disp = np.array([LEVEL_DISPLAY.get(int(v), L.LEVEL_NAMES.get(int(v), str(int(v))).title())
@@ -224,13 +229,18 @@ def task_kind(tasks: pd.DataFrame) -> np.ndarray:
     return np.where(ge != NA, ge, np.where(known & (rt != NA), rt, "Other"))
 
 
+def hardware_meta(device_id: int, app_pid: int, streams) -> list[str]:
+    """Metadata of a device's Ascend Hardware process with lanes for `streams`."""
+    pid = pid_of(app_pid, SORT_HARDWARE, device_id)
+    return process_meta(pid, "Ascend Hardware", f"NPU {device_id}", SORT_HARDWARE,
+                        [(s, f"Stream {s}", s) for s in sorted(int(s) for s in streams)])
+
+
 def hardware_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
     if len(tasks) == 0:
         return Layer()
     pid = pid_of(app_pid, SORT_HARDWARE, dev.device_id)
-    streams = sorted(int(s) for s in tasks["stream_id"].unique())
-    m = process_meta(pid, "Ascend Hardware", f"NPU {dev.device_id}", SORT_HARDWARE,
-                     [(s, f"Stream {s}", s) for s in streams])
+    m = hardware_meta(dev.device_id, app_pid, tasks["stream_id"].unique())
     kind = task_kind(tasks)
     op = tasks["op_name"].to_numpy(object)
     name = np.where(op == NA, kind, op)
@@ -432,6 +442,22 @@ def overlap_intervals(rows: pd.DataFrame, ops: pd.DataFrame | None
     return [(cs, ce), (ms, me), (ns, ne), (fs, fe)]
 
 
+def overlap_templates(pid: int) -> list[str]:
+    """``%`` templates (ts parts, dur) of the Overlap Analysis lanes, tid 0..3."""
+    return ['{"name": ' + json.dumps(name) + ', "pid": ' + str(pid) + ', "tid": ' + str(tid)
+            + ', "ts": "%d.%03d", "dur": %r, "ph": "X"}'
+            for tid, name in enumerate(("Computing", "Communication",
+                                        "Communication(Not Overlapped)", "Free"))]
+
+
+def free_event(device_id: int, app_pid: int, begin: int, end: int) -> str:
+    """One Overlap Analysis ``Free`` event [begin, end) (local ns), as `overlap_layer` prints
+    it (the windowed export adds the gap between two windows' computing with it)."""
+    tmpl = overlap_templates(pid_of(app_pid, SORT_OVERLAP, device_id))[3]
+    w, f = _us_parts(np.array([begin]))
+    return tmpl % (w[0], f[0], _floats(np.array([end - begin]))[0])
+
+
 def overlap_layer(dev: DeviceData, rows: pd.DataFrame, app_pid: int,
                   comm: CommData | None = None) -> Layer:
     """Computing = union of the op_summary task intervals; Communication = union of the HCCL
@@ -449,10 +475,7 @@ def overlap_layer(dev: DeviceData, rows: pd.DataFrame, app_pid: int,
     b = np.concatenate([p[0] for p in parts])
     d = np.concatenate([p[1] - p[0] for p in parts])
     bounds = np.cumsum([0] + [len(p[0]) for p in parts])
-    tmpls = ['{"name": ' + json.dumps(name) + ', "pid": ' + str(pid) + ', "tid": ' + str(tid)
-             + ', "ts": "%d.%03d", "dur": %r, "ph": "X"}'
-             for tid, name in enumerate(("Computing", "Communication",
-                                         "Communication(Not Overlapped)", "Free"))]
+    tmpls = overlap_templates(pid)
 
     def render(idx: np.ndarray) -> list[str]:
         out = np.empty(len(idx), dtype=object)

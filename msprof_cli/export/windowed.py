@@ -1,0 +1,375 @@
+"""The mindstudio layout of a big PROF dir, written window by window (windows.py).
+
+Each window is decoded, its rows appended to the open outputs and dropped before the next
+one, so memory is bounded by the window.  The files are byte-identical to the whole export
+(export_mindstudio): the per-task CSVs (op_summary, task_time, aicpu) are appended in time
+order; op_statistic keeps exact per-window aggregates; api_statistic, fusion_op and the
+step-trace outputs are computed once from small global inputs; the msprof json events of a
+window all sort before the next window's (windows are cut where nothing crosses, see
+windows.py), so each window's sorted events are appended to the open slices.
+
+Two things cross a cut and are carried: the wait time of a window's first op_summary row
+(the previous row's end), and the Overlap Analysis ``Free`` gap between the last computing
+interval of one window and the first of the next.  The events from that gap's start on are
+held back (rendered) until the next computing start is known, then written with the Free
+event in its sorted place.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import fusion as F
+from . import msproftx as X
+from . import summaries as S
+from . import timeline as T
+from .communication import device_comm
+from .dataset import HostData, ProfData
+from .fmt import ts_sort_key
+from .memory import release
+from .mindstudio import OUTPUT_DIR, _merge, _with_device
+from .readme import readme_text
+from .stack import model_names
+from .streams import CsvStream, JsonStream
+from .windows import NotWindowable, WindowPlan, load_window
+from . import writers as W
+from .writers import SliceNamer, write_csv
+
+from msprof_cli.raw import layouts as L
+
+# fixed positions of the msprof json layers (timeline.msprof_layers order, one device)
+STEP, CANN, HARDWARE, FLOW, OVERLAP, TX = range(6)
+
+
+def _stamp() -> str:
+    return time.strftime("%Y%m%d%H%M%S", time.localtime())
+
+
+def _restrict(layer: T.Layer, lo: float, hi: float) -> T.Layer:
+    """The events of a global layer whose key lies in [lo, hi) (no metadata)."""
+    if len(layer) == 0:
+        return T.Layer()
+    sel = np.flatnonzero((layer.keys >= lo) & (layer.keys < hi))
+    if layer.render is not None:
+        render = layer.render
+        return T.Layer([], keys=layer.keys[sel], render=lambda idx: render(sel[idx]))
+    return T.Layer([], events=layer.events[sel], keys=layer.keys[sel])
+
+
+class _Timeline:
+    """msprof json across windows: sorted events written at once, except those held back
+    behind a pending Free gap (see the module doc)."""
+
+    def __init__(self, out: JsonStream, device_id: int, app_pid: int) -> None:
+        self.out, self.device_id, self.app_pid = out, device_id, app_pid
+        self.pending: int | None = None  # end of the last computing interval so far
+        self.held: list[tuple[float, int, str]] = []  # (key, layer position, event)
+
+    def window(self, layers: list[T.Layer], rows_start: np.ndarray, rows_end: np.ndarray
+               ) -> None:
+        present = [k for k, lay in enumerate(layers) if len(lay)]
+        stream = T.EventStream([layers[k] for k in present])
+        n = len(stream)
+        if len(rows_start):
+            first_start = int(rows_start.min())
+            if self.pending is not None:
+                self._insert_free(first_start)
+            self._flush()
+            ce_last = int(_merged_last_end(rows_start, rows_end))
+            fkey = float(ts_sort_key(np.array([ce_last]))[0])
+            # events with a key below the Free start's are final now
+            p = sum(int(np.count_nonzero(layers[k].keys < fkey)) for k in present)
+            self._write(stream, 0, p)
+            self._hold(stream, layers, present, p, n)
+            self.pending = ce_last
+        elif self.pending is not None:
+            self._hold(stream, layers, present, 0, n)
+        else:
+            self._write(stream, 0, n)
+
+    def _write(self, stream: T.EventStream, lo: int, hi: int) -> None:
+        for chunk in stream.chunks(lo, hi, W.EVENT_CHUNK):
+            self.out.write(chunk)
+
+    def _hold(self, stream: T.EventStream, layers: list[T.Layer], present: list[int],
+              lo: int, hi: int) -> None:
+        if hi <= lo:
+            return
+        pos = stream.order[lo:hi].astype(np.int64)
+        which = np.searchsorted(stream.starts, pos, side="right") - 1
+        local = pos - stream.starts[which]
+        keys = np.empty(len(pos))
+        for j, k in enumerate(present):
+            sel = which == j
+            keys[sel] = layers[k].keys[local[sel]]
+        layer_pos = np.asarray(present, dtype=np.int64)[which]
+        texts = [e for chunk in stream.chunks(lo, hi, W.EVENT_CHUNK) for e in chunk]
+        self.held.extend(zip(keys.tolist(), layer_pos.tolist(), texts))
+
+    def _insert_free(self, first_start: int) -> None:
+        begin = self.pending
+        fkey = float(ts_sort_key(np.array([begin]))[0])
+        ev = T.free_event(self.device_id, self.app_pid, begin, first_start)
+        # the Free lane comes after every event of its key in the layers up to Overlap
+        at = next((i for i, (k, lp, _) in enumerate(self.held)
+                   if k > fkey or (k == fkey and lp > OVERLAP)), len(self.held))
+        self.held.insert(at, (fkey, OVERLAP, ev))
+        self.pending = None
+
+    def _flush(self) -> None:
+        for lo in range(0, len(self.held), W.EVENT_CHUNK):
+            self.out.write([e for _, _, e in self.held[lo:lo + W.EVENT_CHUNK]])
+        self.held = []
+
+    def finish(self) -> None:
+        self._flush()  # a gap after the last computing interval is not Free (timeline.md 7)
+
+
+def _merged_last_end(start: np.ndarray, end: np.ndarray) -> int:
+    s, e = T.merge_intervals(start.astype(np.int64), end.astype(np.int64))
+    return int(e[-1])
+
+
+def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
+                              csv_slice_rows: int, json_slice_events: int,
+                              on_window=None) -> list[Path]:
+    """Every file of the mindstudio layout (csv summaries), window by window.  Raises
+    NotWindowable (nothing left behind) when a window holds what window mode does not
+    cover; the caller then exports whole."""
+    out_dir = plan.prof / OUTPUT_DIR
+    dev_id = plan.dev_rd.device_id or 0
+    app_pid = plan.dev_rd.app_pid
+    switches = T.read_reports(reports)
+    name = lambda stem, ext: SliceNamer(out_dir, stem, f"_{_stamp()}", ext)  # noqa: E731
+    msprof = JsonStream(name("msprof", "json"), json_slice_events)
+    timeline = _Timeline(msprof, dev_id, app_pid)
+    task_time = op_summary = aicpu = None
+    streams: list = [msprof]
+    op_stat: list[pd.DataFrame] = []
+    api_cols: list[pd.DataFrame] = []
+    model_apis: list[pd.DataFrame] = []
+    threads: set[int] = set()
+    stream_ids: set[int] = set()
+    has_op_rows = has_node = aicpu_table = False
+    prev_op: tuple[int, int] | None = None  # (start, dur) of the last op_summary row
+    first: ProfData | None = None
+    global_layers: dict[int, T.Layer] = {}
+    use_flow = plan.host_index["api_event"].n > 0
+    written: list[Path] = []
+    try:
+        for k in range(len(plan)):
+            data = load_window(plan, k)
+            d = data.devices[0]
+            if device_comm(data, d) is not None:
+                raise NotWindowable("HCCL tasks")
+            tasks, its = d.tasks, d.iterations
+            rows = S.op_rows(d)
+            if first is None:
+                first = _slim(data)
+                if switches.get("step_trace", True):
+                    global_layers[STEP] = T.step_layer(d, its, app_pid)
+                tx = X.markers(data)
+                if len(tx) and switches.get("msproftx", True):
+                    global_layers[TX] = X.tx_layer(tx, app_pid, X.process_name(data))
+            # summaries
+            if len(tasks):
+                if task_time is None:
+                    task_time = CsvStream(name("task_time", "csv"), ["Device_id"] + S.TASK_TIME,
+                                          csv_slice_rows)
+                    streams.append(task_time)
+                for lo in range(0, len(tasks), W.CHUNK_ROWS):
+                    part = S.task_time(d, tasks.iloc[lo:lo + W.CHUNK_ROWS])[1]
+                    part.insert(0, "Device_id", str(dev_id))
+                    task_time.write(part)
+            if d.has_host_ops and len(rows):
+                has_op_rows = True
+                if op_summary is None:
+                    op_summary = CsvStream(name("op_summary", "csv"),
+                                           ["Device_id"] + S.op_summary_header(d), csv_slice_rows)
+                    streams.append(op_summary)
+                start = rows["start_local"].to_numpy(np.int64)
+                dur = rows["dur_ns"].to_numpy(np.int64)
+                for lo in range(0, len(rows), W.CHUNK_ROWS):
+                    part = S.op_summary(d, rows, lo, min(lo + W.CHUNK_ROWS, len(rows)))[1]
+                    if lo == 0 and prev_op is not None:
+                        gap = max(int(start[0]) - prev_op[0] - prev_op[1], 0)
+                        part.iloc[0, part.columns.get_loc("Task Wait Time(us)")] = \
+                            S.dur_str(np.array([gap]))[0]
+                    part.insert(0, "Device_id", str(dev_id))
+                    op_summary.write(part)
+                prev_op = (int(start[-1]), int(dur[-1]))
+            if d.has_node_info and len(rows):
+                has_node = True
+                op_stat.append(S.op_statistic_agg(rows))
+            a = S.aicpu(d, tasks)
+            if a is not None:
+                aicpu_table = True
+                if aicpu is None:
+                    aicpu = CsvStream(name("aicpu", "csv"), ["Device_id"] + a[0], csv_slice_rows)
+                    streams.append(aicpu)
+                df = a[1]
+                df.insert(0, "Device_id", str(dev_id))
+                aicpu.write(df)
+            apis = data.host.apis
+            if len(apis):
+                api_cols.append(apis[["connection_id", "level", "type_name", "item_name",
+                                      "dur_ns"]])
+                model_apis.append(apis[(apis["level"] == L.LEVEL_MODEL)])
+                threads.update(int(t) for t in apis["thread_id"].unique())
+            stream_ids.update(int(s) for s in tasks["stream_id"].unique())
+            # msprof json: this window's layers in timeline.msprof_layers order
+            lo_key = -np.inf if k == 0 else float(ts_sort_key(np.array([plan.cuts[k]]))[0])
+            hi_key = np.inf if k == len(plan) - 1 else \
+                float(ts_sort_key(np.array([plan.cuts[k + 1]]))[0])
+            layers = [T.Layer()] * 6
+            if STEP in global_layers:
+                layers[STEP] = _restrict(global_layers[STEP], lo_key, hi_key)
+            if switches.get("cann", True):
+                layers[CANN] = T.cann_layer(apis, app_pid)
+            if switches.get("ascend", True):
+                layers[HARDWARE] = T.hardware_layer(d, tasks, app_pid)
+                if switches.get("cann", True) and use_flow:
+                    layers[FLOW] = T.flow_layer(d, tasks, app_pid)
+            overlap = switches.get("overlap_analyse", True)
+            if overlap:
+                layers[OVERLAP] = T.overlap_layer(d, rows, app_pid, None)
+            if TX in global_layers:
+                layers[TX] = _restrict(global_layers[TX], lo_key, hi_key)
+            if overlap and len(rows):
+                timeline.window(layers, rows["start_local"].to_numpy(np.int64),
+                                rows["end_local"].to_numpy(np.int64))
+            else:
+                timeline.window(layers, np.zeros(0, np.int64), np.zeros(0, np.int64))
+            del data, d, tasks, rows, layers, apis
+            release()
+            if on_window is not None:
+                on_window(k)
+        timeline.finish()
+        meta = _meta(plan, first, switches, threads, stream_ids, global_layers, use_flow)
+        timelines: list[str] = []
+        if TX in global_layers:  # msprof_tx json: the msproftx layer alone
+            tmeta, tev = T.assemble_stream([global_layers[TX]])
+            txs = JsonStream(name("msprof_tx", "json"), json_slice_events)
+            streams.append(txs)
+            for chunk in tev.chunks(0, len(tev), W.EVENT_CHUNK):
+                txs.write(chunk)
+            written += txs.close(tmeta)
+            timelines.append("msprof_tx")
+        files = msprof.close(meta)
+        if files:
+            written += files
+            timelines.append("msprof")
+        step = T.step_layer(first.devices[0], first.devices[0].iterations, app_pid)
+        if len(step):
+            smeta, sev = T.assemble_stream([step])
+            sj = JsonStream(name("step_trace", "json"), json_slice_events)
+            streams.append(sj)
+            for chunk in sev.chunks(0, len(sev), W.EVENT_CHUNK):
+                sj.write(chunk)
+            written += sj.close(smeta)
+            timelines.append("step_trace")
+        summaries: set[str] = set()
+        for stem, st, keep_empty in (("task_time", task_time, False),
+                                     ("op_summary", op_summary, False)):
+            if st is not None:
+                got = st.close(keep_empty)
+                written += got
+                if got:
+                    summaries.add(stem)
+        written += _rest(plan, first, op_stat if has_node else [], api_cols, model_apis,
+                         aicpu, aicpu_table, dev_id, csv_slice_rows, summaries, name)
+    except BaseException:
+        for st in streams:
+            if st is not None:
+                st.discard()
+        raise
+    if written:
+        from .writers import AtomicFile
+
+        readme = out_dir / "README.txt"
+        with AtomicFile(readme) as fh:
+            fh.write(readme_text(set(timelines), summaries, "csv"))
+        written.append(readme)
+    return written
+
+
+def _slim(data: ProfData) -> ProfData:
+    """What the export keeps of the first window after it: iterations, name dictionaries,
+    fusion / graph / msproftx records -- not its task, launch or node tables."""
+    d = data.devices[0]
+    dev = replace(d, tasks=d.tasks.iloc[:0].copy(), aicpu=None, l2=None)
+    ht = data.host.tables
+    tables = replace(ht, task_track=ht.task_track.iloc[:0], node_basic=ht.node_basic.iloc[:0],
+                     tensors=ht.tensors.iloc[:0], apis=ht.apis.iloc[:0])
+    host = HostData(rd=data.host.rd, tables=tables, apis=data.host.apis.iloc[:0].copy())
+    return ProfData(prof=data.prof, host=host, devices=[dev], log=data.log)
+
+
+def _meta(plan: WindowPlan, first: ProfData, switches: dict, threads: set[int],
+          stream_ids: set[int], global_layers: dict[int, T.Layer], use_flow: bool
+          ) -> list[str]:
+    """The msprof json metadata of the whole export (timeline.msprof_layers order)."""
+    dev_id = plan.dev_rd.device_id or 0
+    app_pid = plan.dev_rd.app_pid
+    meta: list[str] = []
+    if STEP in global_layers:
+        meta += global_layers[STEP].meta
+    if switches.get("cann", True) and threads:
+        meta += T.cann_meta(app_pid, threads)
+    if switches.get("ascend", True) and stream_ids:
+        meta += T.hardware_meta(dev_id, app_pid, stream_ids)
+    if switches.get("overlap_analyse", True):
+        meta += T.overlap_layer(first.devices[0], first.devices[0].tasks.iloc[:0], app_pid,
+                                None).meta
+    if TX in global_layers:
+        meta += global_layers[TX].meta
+    return meta
+
+
+def _rest(plan: WindowPlan, first: ProfData, op_stat: list[pd.DataFrame],
+          api_cols: list[pd.DataFrame], model_apis: list[pd.DataFrame], aicpu: CsvStream | None,
+          aicpu_table: bool, dev_id: int, csv_slice_rows: int, summaries: set[str], name
+          ) -> list[Path]:
+    """The summaries of mindstudio._rest, in its order, from the windows' accumulators."""
+    out: list[Path] = []
+
+    def emit(stem: str, table) -> None:
+        if table is None:
+            return
+        header, df = table
+        out.extend(write_csv(name(stem, "csv"), header, df, csv_slice_rows))
+        summaries.add(stem)
+
+    if api_cols:
+        # in record order, as the whole API table: the per-call sums are added in its order
+        apis = pd.concat(api_cols, ignore_index=True).sort_values("connection_id",
+                                                                  kind="stable")
+        api_cols.clear()
+        emit("api_statistic", _with_device(dev_id, S.api_statistic(apis)))
+        del apis
+    if op_stat:
+        emit("op_statistic", _merge([_with_device(dev_id, S.op_statistic(
+            None, S.combine_op_statistic(op_stat)))]))
+    d0 = first.devices[0]
+    if len(d0.iterations):
+        emit("step_trace", _merge([_with_device(dev_id, S.step_trace(d0.iterations))]))
+    # fusion_op: the fusion records against the model spans of every window
+    host = first.host
+    models = pd.concat(model_apis, ignore_index=True) if model_apis else host.apis.iloc[:0]
+    scope = ProfData(prof=plan.prof, host=HostData(rd=host.rd, tables=host.tables, apis=models),
+                     devices=[d0], log=first.log)
+    fusion = F.fusion_op(F.fusion_rows(scope, model_names(scope)))
+    emit("fusion_op", _with_device(dev_id, fusion) if fusion is not None else None)
+    if aicpu is not None:
+        got = aicpu.close(aicpu_table)
+        out.extend(got)
+        if got:
+            summaries.add("aicpu")
+    tx = X.markers(first)
+    if len(tx):
+        emit("msprof_tx", _with_device(dev_id, X.tx_table(tx, merged=True)))
+    return out

@@ -1,0 +1,385 @@
+"""Windowed decode of big PROF dirs (issue 7; docs/performance.md "Windowed export").
+
+A PROF dir with more than ``window_tasks()`` device tasks is decoded one time window at a
+time, so memory is bounded by the window, not by the collection.  Windows are cut only at
+*quiet points*: local times that no host API span, no device task and no host launch ->
+device task flow crosses.  Then every join of the decode (`enclose`, the task_track join on
+(stream, task, batch, occurrence), the AI CPU join) is local to a window, and a window's
+tables are exactly the rows of the whole decode that start inside it.  What crosses windows
+is carried explicitly:
+
+* batch ids: the FLIP records (host task_track and device ts_track) are read by every window;
+* step trace: every window reads all step-trace records (iterations are global);
+* the aicore PMU match (per (stream, task) in occurrence order, no time of its own): the scan
+  indexes the PMU records by (stream, task, occurrence) and a window looks its candidate
+  tasks up with occurrence numbers carried from the windows before (`PmuIndex`).
+
+Window mode is used only on data whose whole-file checks (magic numbers, rolling counters,
+log types, truncated tails) found nothing to report, so no record dropped by a check can
+shift a window's joins; otherwise, and for what it does not cover yet (several devices,
+l2_cache, hccl_info, api begin/end event records), the export decodes the PROF dir whole
+(`plan_windows` returns None).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from msprof_cli.raw import layouts as L
+from msprof_cli.raw.profdir import result_dirs
+
+from .control_info import ResultDirInfo, read_result_dir, to_mono_ns
+from .device import STREAM_MASK, _reviewed, assign_batches, decode_device
+from .fmt import ts_sort_key
+from .host import decode_host, type_names
+from .rawread import (DecodeLog, _device_regex, _host_regex, data_files, device_records,
+                      host_records, type_info_dict)
+
+WINDOW_TASKS_ENV = "MSPROF_EXPORT_WINDOW_TASKS"
+WINDOW_TASKS = 1_000_000  # device tasks per window (~1.3 GB of decoded tables at most)
+BLOCK = 4096  # records per block of a TimeIndex
+INT64_MIN, INT64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+
+
+def window_tasks() -> int:
+    """Tasks per window: MSPROF_EXPORT_WINDOW_TASKS (tests set it small), else WINDOW_TASKS;
+    0 turns windows off."""
+    raw = os.environ.get(WINDOW_TASKS_ENV, "")
+    try:
+        return int(raw) if raw.strip() else WINDOW_TASKS
+    except ValueError:
+        return WINDOW_TASKS
+
+
+class NotWindowable(Exception):
+    """A window's decode found something the whole-file scan did not: export whole."""
+
+
+@dataclass
+class TimeIndex:
+    """The records of one raw kind located by local time: min and max per block of BLOCK
+    records (files are nearly in time order, so a window reads few blocks it does not
+    keep) and the records every window takes (`always`: flips, step markers)."""
+
+    kind: str
+    device: bool
+    field: str
+    n: int
+    mins: np.ndarray
+    maxs: np.ndarray
+    always: np.ndarray
+
+    @classmethod
+    def build(cls, kind: str, device: bool, field_: str, times: np.ndarray,
+              always: np.ndarray | None = None) -> "TimeIndex":
+        n = len(times)
+        starts = np.arange(0, n, BLOCK)
+        mins = np.minimum.reduceat(times, starts) if n else np.zeros(0, np.int64)
+        maxs = np.maximum.reduceat(times, starts) if n else np.zeros(0, np.int64)
+        return cls(kind, device, field_, n, mins, maxs,
+                   np.zeros(0, np.int64) if always is None else always.astype(np.int64))
+
+    def select(self, lo: int, hi: int, rd: ResultDirInfo) -> np.ndarray:
+        """Sorted indices of the records with local time in [lo, hi), plus `always`."""
+        blocks = np.flatnonzero((self.maxs >= lo) & (self.mins < hi))
+        if len(blocks) == 0:
+            return self.always
+        cand = (blocks[:, None] * BLOCK + np.arange(BLOCK)).ravel()
+        cand = cand[cand < self.n]
+        log = DecodeLog()
+        if self.device:
+            cols = device_records(rd.data_dir, self.kind, log, [self.field], select=cand)
+            t = to_mono_ns(cols[self.field], rd) + np.int64(rd.offset_ns)
+        else:
+            cols = host_records(rd.data_dir, self.kind, log, [self.field], select=cand)
+            t = cols[self.field].astype(np.int64) + np.int64(rd.offset_ns)
+        keep = cand[(t >= lo) & (t < hi)]
+        return np.union1d(keep, self.always) if len(self.always) else keep
+
+
+@dataclass
+class PmuIndex:
+    """aicore records by (stream, task, occurrence): `comp` sorted composite keys
+    ``(stream << 16 | task) << 32 | occurrence``, `rec` their record indices; `base` the
+    occurrences of each key (`keys`) taken by the windows so far."""
+
+    comp: np.ndarray
+    rec: np.ndarray
+    keys: np.ndarray
+    base: np.ndarray
+
+    @classmethod
+    def build(cls, stream: np.ndarray, task: np.ndarray) -> "PmuIndex":
+        key = (stream.astype(np.int64) & STREAM_MASK) << 16 | task.astype(np.int64)
+        order = np.argsort(key, kind="stable")
+        ks = key[order]
+        new = np.r_[True, ks[1:] != ks[:-1]] if len(ks) else np.zeros(0, bool)
+        first = np.flatnonzero(new)
+        occ = np.arange(len(ks)) - np.repeat(first, np.diff(np.r_[first, len(ks)]))
+        return cls(comp=(ks << 32) | occ, rec=order.astype(np.int64), keys=ks[first],
+                   base=np.zeros(len(first), np.int64))
+
+    def records(self, stream: np.ndarray, task: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """For candidate tasks (in time order) of the next window: (positions among them
+        that have a PMU record, those records' indices); advances the occurrence counters."""
+        key = (stream.astype(np.int64) << 16) | task.astype(np.int64)
+        occ = pd.Series(key).groupby(key, sort=False).cumcount().to_numpy(np.int64)
+        pos = np.minimum(np.searchsorted(self.keys, key), max(len(self.keys) - 1, 0))
+        known = (self.keys[pos] == key) if len(self.keys) else np.zeros(len(key), bool)
+        occ = occ + np.where(known, self.base[pos], 0)
+        np.add.at(self.base, pos[known], 1)
+        query = (key << 32) | occ
+        j = np.minimum(np.searchsorted(self.comp, query), max(len(self.comp) - 1, 0))
+        hit = known & (self.comp[j] == query) if len(self.comp) else known & False
+        return np.flatnonzero(hit), self.rec[j[hit]]
+
+
+@dataclass
+class WindowPlan:
+    """How to decode one PROF dir window by window (see the module doc)."""
+
+    prof: Path
+    infos: list[ResultDirInfo]
+    host_rd: ResultDirInfo
+    dev_rd: ResultDirInfo
+    cuts: list[int]  # window k = [cuts[k], cuts[k + 1]) in local ns
+    host_index: dict[str, TimeIndex]
+    dev_index: dict[str, TimeIndex]
+    pmu: PmuIndex | None
+    log: DecodeLog  # the control-file warnings (the scan found nothing else)
+    tasks: int = 0
+    window_tasks: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.cuts) - 1
+
+    def bounds(self, k: int) -> tuple[int, int]:
+        return self.cuts[k], self.cuts[k + 1]
+
+
+def _files_exist(data_dir: Path, regex) -> bool:
+    return bool(data_files(data_dir, regex, DecodeLog()))
+
+
+def _count_before(sorted_times: np.ndarray, at: np.ndarray) -> np.ndarray:
+    return np.searchsorted(sorted_times, at, side="left")
+
+
+WHY_WHOLE: list[str] = [""]  # why the last `plan_windows` call returned None (tests, docs)
+
+
+def _whole(why: str) -> None:
+    WHY_WHOLE[0] = why
+    return None
+
+
+def _launch_flows(tt: pd.DataFrame, host_flips: pd.DataFrame, device_id: int,
+                  start: np.ndarray, stream: np.ndarray, task: np.ndarray,
+                  dev_flips: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted begins and ends of the launch -> task flows: the task_track join of
+    dataset.build_device (stream, task, batch, occurrence) on the key columns only."""
+    if len(tt) and len(host_flips):  # positional, as dataset._host_task_info
+        tt["batch_id"] = assign_batches(tt.sort_values("ts", kind="stable"), host_flips, "ts")
+    else:
+        tt["batch_id"] = 0
+    tt = tt[tt["device"] == device_id].sort_values("ts", kind="stable")
+    tt["occ"] = tt.groupby(["stream_id", "task_id", "batch_id"], sort=False).cumcount()
+    dev = pd.DataFrame({"start": start, "stream_id": stream, "task_id": task})
+    dev = dev.sort_values("start", kind="stable", ignore_index=True)
+    dev["batch_id"] = assign_batches(dev, dev_flips, "start") if len(dev_flips) else 0
+    dev["occ"] = dev.groupby(["stream_id", "task_id", "batch_id"], sort=False).cumcount()
+    m = tt.merge(dev, on=["stream_id", "task_id", "batch_id", "occ"], how="inner")
+    a, b = m["ts"].to_numpy(np.int64), m["start"].to_numpy(np.int64)
+    return np.sort(np.minimum(a, b)), np.sort(np.maximum(a, b))
+
+
+def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
+    """Scan `prof` and cut it into windows of about `target` device tasks at quiet points,
+    or None when it is small or not covered by window mode (then it is decoded whole;
+    `WHY_WHOLE[0]` says why)."""
+    target = window_tasks() if target is None else target
+    if target <= 0:
+        return _whole("windows off")
+    dirs = result_dirs(prof)
+    infos = [read_result_dir(d) for d in dirs]
+    host_rd = next((i for i in infos if i.device_id is None), None)
+    devs = [i for i in infos if i.device_id is not None]
+    if host_rd is None or len(devs) != 1 or not host_rd.data_dir.is_dir():
+        return _whole("not one host and one device directory")
+    dev_rd = devs[0]
+    hd, dd = host_rd.data_dir, dev_rd.data_dir
+    hwts_files = data_files(dd, _device_regex("hwts"), DecodeLog())
+    size = sum(p.stat().st_size for p in hwts_files)
+    if size // L.DEVICE_DTYPES["hwts"].itemsize // 2 <= target:
+        return _whole("small")
+    if _files_exist(dd, _device_regex("l2_cache")) or _files_exist(hd, _host_regex("hccl_info")):
+        return _whole("l2_cache or hccl_info data")
+    log = DecodeLog()
+    hoff, doff = np.int64(host_rd.offset_ns), np.int64(dev_rd.offset_ns)
+
+    # host: API spans, launches (task_track), node / tensor records
+    a = host_records(hd, "api_event", log, ["begin_time", "end_time"])
+    if (a["end_time"] == np.uint64(L.EVENT_RESERVE)).any():
+        return _whole("api begin/end event records")
+    ab = a["begin_time"].astype(np.int64) + hoff
+    ae = a["end_time"].astype(np.int64) + hoff
+    del a
+    host_index = {"api_event": TimeIndex.build("api_event", False, "begin_time", ab)}
+    ab.sort()
+    ae.sort()
+    tt = host_records(hd, "task_track", log,
+                      ["timestamp", "device_id", "task_type", "stream_id", "task_id"])
+    rt = type_names(np.full(len(tt["task_type"]), L.LEVEL_RUNTIME), tt["task_type"],
+                    type_info_dict(hd))
+    flips = rt == "FLIP_TASK"
+    launches = ~flips & (rt != "MAINTENANCE")
+    tts = tt["timestamp"].astype(np.int64) + hoff
+    host_index["task_track"] = TimeIndex.build("task_track", False, "timestamp", tts,
+                                               np.flatnonzero(flips))
+    host_tt = pd.DataFrame({"ts": tts[launches],
+                            "device": (tt["device_id"][launches] & 0x0FFF).astype(np.int64),
+                            "stream_id": tt["stream_id"][launches].astype(np.int64),
+                            "task_id": tt["task_id"][launches].astype(np.int64)})
+    host_flips = pd.DataFrame({"ts_ns": tts[flips],
+                               "stream_id": tt["stream_id"][flips].astype(np.int64),
+                               "task_id": tt["task_id"][flips].astype(np.int64)})
+    del tt, rt, tts
+    for kind in ("node_basic_info", "tensor_info"):
+        c = host_records(hd, kind, log, ["timestamp"])
+        host_index[kind] = TimeIndex.build(kind, False, "timestamp",
+                                           c["timestamp"].astype(np.int64) + hoff)
+
+    # device: task starts and ends (hwts, AI CPU, ts memcpy)
+    hw = device_records(dd, "hwts", log, ["flags", "syscnt", "stream_id", "task_id"])
+    ht = to_mono_ns(hw["syscnt"], dev_rd) + doff
+    lt = hw["flags"] & 0x07
+    st = lt == L.HWTS_TASK_START
+    starts = [ht[st]]
+    ends = [ht[lt == L.HWTS_TASK_END]]
+    # (stream, task) of every device task, for the launch join (clean data: a start record
+    # per task, its end follows)
+    keys = [(hw["stream_id"][st].astype(np.int64) & STREAM_MASK, hw["task_id"][st].astype(np.int64))]
+    dev_index = {"hwts": TimeIndex.build("hwts", True, "syscnt", ht)}
+    del hw, ht, lt, st
+    ts = device_records(dd, "ts_track", log)
+    dev_flips = pd.DataFrame({"ts_ns": np.zeros(0, np.int64), "stream_id": np.zeros(0, np.int64),
+                              "task_id": np.zeros(0, np.int64)})
+    if "rpt_type" in ts and len(ts["rpt_type"]):
+        t = to_mono_ns(ts["timestamp"], dev_rd) + doff
+        ac_ = ts["rpt_type"] == L.TS_RPT_FLIP
+        if ac_.any():
+            fv = _reviewed(ts, ac_, L.TS_TRACK_FLIP)
+            dev_flips = pd.DataFrame({"ts_ns": t[ac_],
+                                      "stream_id": fv["stream_id"].astype(np.int64) & STREAM_MASK,
+                                      "task_id": fv["task_id"].astype(np.int64)})
+        mc = ts["rpt_type"] == L.TS_RPT_MEMCPY
+        if mc.any():
+            mv = _reviewed(ts, mc, L.TS_TRACK_MEMCPY)
+            state = mv["task_state"]
+            starts.append(t[mc][state == 0])
+            ends.append(t[mc][state == 1])
+            keys.append((mv["stream_id"][state == 0].astype(np.int64) & STREAM_MASK,
+                         mv["task_id"][state == 0].astype(np.int64)))
+        dev_index["ts_track"] = TimeIndex.build("ts_track", True, "timestamp", t,
+                                                np.flatnonzero(~mc))
+    del ts
+    ac = device_records(dd, "aicpu", log, ["run_start_tick", "run_end_tick", "data_tag",
+                                           "stream_id", "task_id"])
+    if len(ac["run_start_tick"]):
+        t0 = to_mono_ns(ac["run_start_tick"], dev_rd) + doff
+        ok = ac["data_tag"] == L.AICPU_DATA_TAG
+        starts.append(t0[ok])
+        ends.append(to_mono_ns(ac["run_end_tick"][ok], dev_rd) + doff)
+        keys.append((ac["stream_id"][ok].astype(np.int64) & STREAM_MASK,
+                     ac["task_id"][ok].astype(np.int64)))
+        dev_index["aicpu"] = TimeIndex.build("aicpu", True, "run_start_tick", t0)
+    del ac
+    pmu = None
+    if dev_rd.ai_core_metrics:
+        ai = device_records(dd, "aicore", log, ["stream_id", "task_id"])
+        if len(ai["task_id"]):
+            pmu = PmuIndex.build(ai["stream_id"], ai["task_id"])
+        del ai
+    if log.warnings or log.bad_records or log.lost_records:
+        return _whole("decode warnings")  # the whole decode reports them, exact joins
+    ds = np.concatenate(starts)
+    flow_lo, flow_hi = _launch_flows(host_tt, host_flips, dev_rd.device_id or 0, ds,
+                                     np.concatenate([k[0] for k in keys]),
+                                     np.concatenate([k[1] for k in keys]), dev_flips)
+    del host_tt, host_flips, dev_flips, keys
+    ds.sort()
+    de = np.sort(np.concatenate(ends))
+    del starts, ends
+    tasks = len(ds)
+    if tasks <= target:
+        return _whole("small")
+
+    # quiet points among the API begins and task starts: nothing open, no flow pending, and
+    # the float sort key of the last end before differs (a window's events all sort first)
+    cand = np.unique(np.concatenate([ab, ds]))
+    quiet = np.ones(len(cand), bool)
+    for lo in range(0, len(cand), 1 << 22):
+        c = cand[lo:lo + (1 << 22)]
+        ended_api = _count_before(ae, c)
+        q = _count_before(ab, c) == ended_api
+        started, ended = _count_before(ds, c), _count_before(de, c)
+        q &= started == ended
+        q &= _count_before(flow_lo, c) == _count_before(flow_hi, c)
+        # the last thing before c (an API or task end) prints a smaller float key than c
+        last = np.maximum(np.where(ended_api > 0, ae[np.maximum(ended_api - 1, 0)], 0),
+                          np.where(ended > 0, de[np.maximum(ended - 1, 0)], 0))
+        q &= ts_sort_key(last) < ts_sort_key(c)
+        quiet[lo:lo + len(c)] = q
+    qt = cand[quiet]
+    del cand, quiet
+    before = _count_before(ds, qt)
+    cuts, sizes, last = [INT64_MIN], [], 0
+    while True:
+        i = int(np.searchsorted(before, last + target))
+        if i >= len(qt) or tasks - int(before[i]) < target // 4:
+            break  # no quiet point further on, or the rest is small: one last window
+        cuts.append(int(qt[i]))
+        sizes.append(int(before[i]) - last)
+        last = int(before[i])
+    if len(cuts) < 2:
+        return _whole("no quiet point")
+    cuts.append(INT64_MAX)
+    sizes.append(tasks - last)
+    plan_log = DecodeLog()
+    for i in infos:
+        plan_log.warnings.extend(i.warnings)
+    return WindowPlan(prof=prof, infos=infos, host_rd=host_rd, dev_rd=dev_rd, cuts=cuts,
+                      host_index=host_index, dev_index=dev_index, pmu=pmu, log=plan_log,
+                      tasks=tasks, window_tasks=sizes)
+
+
+def load_window(plan: WindowPlan, k: int):
+    """ProfData of window k: the rows of the whole decode whose start lies in the window
+    (host API rows by begin, device tasks by start), all step-trace iterations."""
+    from .dataset import HostData, ProfData, _named_apis, attach_pmu, build_device
+
+    lo, hi = plan.bounds(k)
+    log = DecodeLog()
+    hsel = {kind: ix.select(lo, hi, plan.host_rd) for kind, ix in plan.host_index.items()}
+    tables = decode_host(plan.host_rd.data_dir, log, select=hsel)
+    del hsel
+    apis = _named_apis(tables, plan.host_rd)
+    apis = apis[apis["begin_local"] >= plan.host_rd.begin_local_ns].reset_index(drop=True)
+    host = HostData(rd=plan.host_rd, tables=tables, apis=apis)
+    dsel = {kind: ix.select(lo, hi, plan.dev_rd) for kind, ix in plan.dev_index.items()}
+    dev = decode_device(plan.dev_rd, log, select=dsel)
+    del dsel
+    d = build_device(plan.dev_rd, dev, host, log)
+    del dev
+    if plan.pmu is not None:
+        attach_pmu(d, plan.pmu)
+    if log.warnings or log.bad_records or log.lost_records:
+        raise NotWindowable("; ".join(log.warnings) or "damaged records")
+    tables.tensors = tables.tensors.iloc[:0]
+    tables.apis = tables.apis.iloc[:0]
+    return ProfData(prof=plan.prof, host=host, devices=[d], log=log)

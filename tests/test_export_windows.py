@@ -1,0 +1,159 @@
+"""Windowed export (windows.py, windowed.py): a PROF dir decoded and written window by
+window gives exactly the tables and the byte-identical files of the whole export."""
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from msprof_cli.export import windowed as WD
+from msprof_cli.export import windows as WN
+from msprof_cli.export import writers as W
+from msprof_cli.export.api import run_export
+from msprof_cli.export.dataset import load_prof
+from tests.rich_prof import build_prof
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import gen_prof  # noqa: E402
+
+OUT = "mindstudio_profiler_output"
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory) -> Path:
+    """A one-device PROF of ~6,000 tasks: AI Core with PMU, AI CPU, ts memcpy, two models."""
+    root = tmp_path_factory.mktemp("windows")
+    return gen_prof.generate(6000, root, batch_tasks=1500, quiet=True)
+
+
+@pytest.fixture(scope="module")
+def rich(tmp_path_factory) -> Path:
+    """Hand-made iterations with msproftx markers (the msprof_tx outputs)."""
+    return build_prof(tmp_path_factory.mktemp("rich"), n_iter=12)
+
+
+def _export(src: Path, dest: Path, monkeypatch, window: int, **kw) -> dict[str, str]:
+    monkeypatch.setenv(WN.WINDOW_TASKS_ENV, str(window))
+    prof = dest / src.name
+    shutil.copytree(src, prof)
+    run_export(prof, layout="mindstudio", quiet=True, **kw)
+    out = {}
+    for p in sorted((prof / OUT).iterdir()):
+        assert not p.name.startswith("."), f"temporary file left: {p.name}"
+        out[re.sub(r"_\d{14}", "", p.name)] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def _windows_used(monkeypatch) -> list[int]:
+    """Record the window count of every windowed export."""
+    seen: list[int] = []
+    real = WD.export_mindstudio_windows
+
+    def spy(plan, **kw):
+        seen.append(len(plan))
+        return real(plan, **kw)
+    monkeypatch.setattr(WD, "export_mindstudio_windows", spy)
+    return seen
+
+
+def test_plan_cuts_at_quiet_points(big):
+    plan = WN.plan_windows(big, 1000)
+    assert plan is not None and len(plan) >= 4
+    assert sum(plan.window_tasks) == plan.tasks
+    assert all(a < b for a, b in zip(plan.cuts, plan.cuts[1:]))
+    assert WN.plan_windows(big, 0) is None and WN.WHY_WHOLE[0] == "windows off"
+    assert WN.plan_windows(big, 10**9) is None and WN.WHY_WHOLE[0] == "small"
+
+
+def test_window_tables_are_the_whole_tables_cut(big):
+    plan = WN.plan_windows(big, 1000)
+    whole = load_prof(big)
+    dev = whole.devices[0]
+    assert dev.pmu_events  # the PMU match crosses windows: it is checked here too
+    parts, apis = [], []
+    for k in range(len(plan)):
+        w = WN.load_window(plan, k)
+        parts.append(w.devices[0].tasks)
+        apis.append(w.host.apis)
+        pd.testing.assert_frame_equal(w.devices[0].iterations, dev.iterations)
+        assert w.devices[0].pmu_events == dev.pmu_events
+    pd.testing.assert_frame_equal(pd.concat(parts, ignore_index=True), dev.tasks)
+    got = pd.concat(apis, ignore_index=True).sort_values("connection_id", ignore_index=True)
+    pd.testing.assert_frame_equal(got, whole.host.apis.sort_values("connection_id",
+                                                                   ignore_index=True))
+    assert (dev.tasks["pmu_ok"].to_numpy()).sum() > 0
+
+
+@pytest.mark.parametrize("kw", [{}, {"csv_slice_rows": 700, "json_slice_events": 2500}],
+                         ids=["one-file", "sliced"])
+def test_windowed_files_are_byte_identical(big, tmp_path, monkeypatch, kw):
+    whole = _export(big, tmp_path / "whole", monkeypatch, 0, **kw)
+    seen = _windows_used(monkeypatch)
+    monkeypatch.setattr(W, "CHUNK_ROWS", 97)
+    monkeypatch.setattr(W, "EVENT_CHUNK", 61)
+    windowed = _export(big, tmp_path / "win", monkeypatch, 700, **kw)
+    assert seen and seen[0] >= 6
+    assert len(whole) >= 9
+    if kw:
+        assert any("_slice_" in n for n in whole)
+    assert windowed == whole
+
+
+@pytest.mark.parametrize("switches", ['{"overlap_analyse": false}',
+                                      '{"cann": false, "step_trace": false}'])
+def test_windowed_layer_switches(big, tmp_path, monkeypatch, switches):
+    reports = tmp_path / "reports.json"
+    reports.write_text('{"json_process": ' + switches + '}')
+    whole = _export(big, tmp_path / "whole", monkeypatch, 0, reports=reports)
+    windowed = _export(big, tmp_path / "win", monkeypatch, 1000, reports=reports)
+    assert windowed == whole
+
+
+def test_msproftx_and_small_windows(rich, tmp_path, monkeypatch):
+    """Markers (msprof_tx csv/json, their msprof json layer) split by the window cuts."""
+    whole = _export(rich, tmp_path / "whole", monkeypatch, 0)
+    assert any(n.startswith("msprof_tx") for n in whole)
+    seen = _windows_used(monkeypatch)
+    windowed = _export(rich, tmp_path / "win", monkeypatch, 20)
+    assert seen and seen[0] >= 3
+    assert windowed == whole
+
+
+def test_a_window_that_cannot_be_windowed_falls_back_to_the_whole_export(
+        big, tmp_path, monkeypatch):
+    whole = _export(big, tmp_path / "whole", monkeypatch, 0)
+    real = WN.load_window
+
+    def failing(plan, k):
+        if k == 2:
+            raise WN.NotWindowable("test")
+        return real(plan, k)
+    monkeypatch.setattr(WD, "load_window", failing)
+    assert _export(big, tmp_path / "win", monkeypatch, 1000) == whole
+
+
+def test_damaged_or_uncovered_data_is_exported_whole(big, tmp_path, rich):
+    damaged = tmp_path / big.name
+    shutil.copytree(big, damaged)
+    hwts = sorted((damaged / "device_0" / "data").glob("hwts.data*"))[0]
+    with open(hwts, "ab") as fh:
+        fh.write(b"\0" * 5)  # a truncated tail: the whole decode warns about it
+    assert WN.plan_windows(damaged, 1000) is None
+    assert WN.WHY_WHOLE[0] == "decode warnings"
+    two = build_prof(tmp_path / "two", device_ids=(0, 1))
+    assert WN.plan_windows(two, 1) is None
+    assert WN.WHY_WHOLE[0] == "not one host and one device directory"
+
+
+def test_pmu_index_carries_occurrences():
+    ix = WN.PmuIndex.build(np.array([1, 1, 2, 1]), np.array([5, 5, 7, 5]))
+    hit, rec = ix.records(np.array([1, 2]), np.array([5, 7]))
+    assert hit.tolist() == [0, 1] and rec.tolist() == [0, 2]
+    hit, rec = ix.records(np.array([1, 1, 1]), np.array([5, 5, 5]))
+    assert hit.tolist() == [0, 1] and rec.tolist() == [1, 3]  # the third has no record
