@@ -268,31 +268,48 @@ def step_trace(its: pd.DataFrame) -> Table:
     return header, df
 
 
+def api_groups(apis: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per API row the code of its (API Name, Level) group, and the groups' names and level
+    names (objects), numbered by first appearance."""
+    lvl = apis["level"].to_numpy()
+    lcode, lvals = pd.factorize(lvl)
+    lnames = np.array([L.LEVEL_NAMES.get(int(v), str(int(v))) for v in lvals], dtype=object)
+    name = np.where(lvl == L.LEVEL_HCCL, apis["item_name"].to_numpy(object),
+                    apis["type_name"].to_numpy(object))
+    ncode, nvals = pd.factorize(name)
+    codes, pairs = pd.factorize(ncode.astype(np.int64) * max(len(lvals), 1) + lcode)
+    pairs = np.asarray(pairs, dtype=np.int64)
+    return (codes.astype(np.int64), np.asarray(nvals, dtype=object)[pairs // max(len(lvals), 1)],
+            lnames[pairs % max(len(lvals), 1)])
+
+
 def api_statistic(apis: pd.DataFrame) -> Table:
     if len(apis) == 0:
         return API_STATISTIC, pd.DataFrame({h: [] for h in API_STATISTIC})
-    lvl = apis["level"].to_numpy()
-    level = np.array([L.LEVEL_NAMES.get(int(v), str(int(v))) for v in np.unique(lvl)],
-                     dtype=object)[np.unique(lvl, return_inverse=True)[1]]
-    name = np.where(lvl == L.LEVEL_HCCL, apis["item_name"].to_numpy(object),
-                    apis["type_name"].to_numpy(object))
-    d = pd.DataFrame({"name": name, "level": level,
-                      "dur_ns": apis["dur_ns"].to_numpy(np.int64)})
-    g = d.groupby(["name", "level"], sort=False)["dur_ns"]
+    codes, names, levels = api_groups(apis)
+    return api_statistic_of(codes, apis["dur_ns"].to_numpy(np.int64), names, levels)
+
+
+def api_statistic_of(codes: np.ndarray, dur_ns: np.ndarray, names: np.ndarray,
+                     levels: np.ndarray) -> Table:
+    """api_statistic from per-call group codes (into `names` / `levels`) and durations, in
+    call (record) order -- the windowed export keeps only these three columns."""
+    d = pd.DataFrame({"g": codes, "dur_ns": dur_ns})
+    g = d.groupby("g", sort=True)["dur_ns"]
     agg = pd.DataFrame({"count": g.size(), "total": g.sum(), "min": g.min(), "max": g.max()})
-    agg = agg.reset_index()
+    gid = agg.index.to_numpy(np.int64)
     count = agg["count"].to_numpy(np.int64)
     time_us = py_round(agg["total"].to_numpy(np.int64) / 1000.0, 3)
     avg = py_round(time_us / count, 3)
     # variance: mean of the per-call squared deviations, each rounded to 3 decimals
-    d = d.merge(pd.DataFrame({"name": agg["name"], "level": agg["level"], "_avg": avg}),
-                on=["name", "level"], how="left")
-    d["_sq"] = py_round((d["dur_ns"].to_numpy(np.int64) / 1000.0 - d["_avg"].to_numpy()) ** 2, 3)
-    sq = d.groupby(["name", "level"], sort=False)["_sq"].sum()
-    sq = sq.reindex(pd.MultiIndex.from_frame(agg[["name", "level"]])).to_numpy()
+    avg_of = np.zeros(int(gid.max()) + 1 if len(gid) else 0)
+    avg_of[gid] = avg
+    d["_sq"] = py_round((dur_ns / 1000.0 - avg_of[codes]) ** 2, 3)
+    sq = d.groupby("g", sort=True)["_sq"].sum().to_numpy()
+    del d
     df = pd.DataFrame({
-        "Level": agg["level"].to_numpy(object),
-        "API Name": agg["name"].to_numpy(object),
+        "Level": levels[gid],
+        "API Name": names[gid],
         "Time(us)": float_str(time_us),
         "Count": int_str(count),
         "Avg(us)": float_str(avg),

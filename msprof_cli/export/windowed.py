@@ -151,6 +151,7 @@ def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
     streams: list = [msprof]
     op_stat: list[pd.DataFrame] = []
     api_cols: list[pd.DataFrame] = []
+    api_acc = _ApiGroups()
     model_apis: list[pd.DataFrame] = []
     threads: set[int] = set()
     stream_ids: set[int] = set()
@@ -216,8 +217,7 @@ def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
                 aicpu.write(df)
             apis = data.host.apis
             if len(apis):
-                api_cols.append(apis[["connection_id", "level", "type_name", "item_name",
-                                      "dur_ns"]])
+                api_cols.append(api_acc.add(apis))
                 model_apis.append(apis[(apis["level"] == L.LEVEL_MODEL)])
                 threads.update(int(t) for t in apis["thread_id"].unique())
             stream_ids.update(int(s) for s in tasks["stream_id"].unique())
@@ -280,7 +280,8 @@ def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
                 written += got
                 if got:
                     summaries.add(stem)
-        written += _rest(plan, first, op_stat if has_node else [], api_cols, model_apis,
+        written += _rest(plan, first, op_stat if has_node else [], api_cols, api_acc,
+                         model_apis,
                          aicpu, aicpu_table, dev_id, csv_slice_rows, summaries, name)
     except BaseException:
         for st in streams:
@@ -295,6 +296,26 @@ def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
             fh.write(readme_text(set(timelines), summaries, "csv"))
         written.append(readme)
     return written
+
+
+class _ApiGroups:
+    """The API calls of every window as (record index, group code, duration): the
+    (API Name, Level) groups numbered across windows (summaries.api_groups)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple[str, str], int] = {}
+
+    def add(self, apis: pd.DataFrame) -> pd.DataFrame:
+        codes, names, levels = S.api_groups(apis)
+        glob = np.array([self.ids.setdefault((str(n), str(lv)), len(self.ids))
+                         for n, lv in zip(names, levels)], dtype=np.int32)
+        return pd.DataFrame({"cid": apis["connection_id"].to_numpy(np.int64),
+                             "g": glob[codes], "dur": apis["dur_ns"].to_numpy(np.int64)})
+
+    def tables(self) -> tuple[np.ndarray, np.ndarray]:
+        keys = list(self.ids)
+        return (np.array([k[0] for k in keys], dtype=object),
+                np.array([k[1] for k in keys], dtype=object))
 
 
 def _slim(data: ProfData) -> ProfData:
@@ -331,7 +352,8 @@ def _meta(plan: WindowPlan, first: ProfData, switches: dict, threads: set[int],
 
 
 def _rest(plan: WindowPlan, first: ProfData, op_stat: list[pd.DataFrame],
-          api_cols: list[pd.DataFrame], model_apis: list[pd.DataFrame], aicpu: CsvStream | None,
+          api_cols: list[pd.DataFrame], api_acc: "_ApiGroups", model_apis: list[pd.DataFrame],
+          aicpu: CsvStream | None,
           aicpu_table: bool, dev_id: int, csv_slice_rows: int, summaries: set[str], name
           ) -> list[Path]:
     """The summaries of mindstudio._rest, in its order, from the windows' accumulators."""
@@ -346,11 +368,16 @@ def _rest(plan: WindowPlan, first: ProfData, op_stat: list[pd.DataFrame],
 
     if api_cols:
         # in record order, as the whole API table: the per-call sums are added in its order
-        apis = pd.concat(api_cols, ignore_index=True).sort_values("connection_id",
-                                                                  kind="stable")
+        apis = pd.concat(api_cols, ignore_index=True)
         api_cols.clear()
-        emit("api_statistic", _with_device(dev_id, S.api_statistic(apis)))
-        del apis
+        order = np.argsort(apis["cid"].to_numpy(), kind="stable")
+        codes = apis["g"].to_numpy()[order]
+        dur = apis["dur"].to_numpy()[order]
+        del apis, order
+        names, levels = api_acc.tables()
+        emit("api_statistic", _with_device(dev_id, S.api_statistic_of(codes, dur, names,
+                                                                      levels)))
+        del codes, dur
     if op_stat:
         emit("op_statistic", _merge([_with_device(dev_id, S.op_statistic(
             None, S.combine_op_statistic(op_stat)))]))

@@ -40,19 +40,22 @@ from .rawread import (DecodeLog, _device_regex, _host_regex, data_files, device_
                       host_records, type_info_dict)
 
 WINDOW_TASKS_ENV = "MSPROF_EXPORT_WINDOW_TASKS"
-WINDOW_TASKS = 1_000_000  # device tasks per window (~1.3 GB of decoded tables at most)
+WINDOW_TASKS = 500_000  # device tasks per window (~1.2 GB of decode and rendering at most)
+WHOLE_UP_TO = 2_000_000  # below this the whole export (parallel jobs, ~1.3 GB per 1M) is used
 BLOCK = 4096  # records per block of a TimeIndex
 INT64_MIN, INT64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 
 
-def window_tasks() -> int:
-    """Tasks per window: MSPROF_EXPORT_WINDOW_TASKS (tests set it small), else WINDOW_TASKS;
-    0 turns windows off."""
-    raw = os.environ.get(WINDOW_TASKS_ENV, "")
+def window_tasks() -> tuple[int, int]:
+    """(tasks per window, tasks above which windows are used): MSPROF_EXPORT_WINDOW_TASKS=N
+    sets both to N (tests set it small; 0 turns windows off), else WINDOW_TASKS and
+    WHOLE_UP_TO."""
+    raw = os.environ.get(WINDOW_TASKS_ENV, "").strip()
     try:
-        return int(raw) if raw.strip() else WINDOW_TASKS
+        n = int(raw) if raw else None
     except ValueError:
-        return WINDOW_TASKS
+        n = None
+    return (WINDOW_TASKS, WHOLE_UP_TO) if n is None else (n, n)
 
 
 class NotWindowable(Exception):
@@ -202,7 +205,7 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
     """Scan `prof` and cut it into windows of about `target` device tasks at quiet points,
     or None when it is small or not covered by window mode (then it is decoded whole;
     `WHY_WHOLE[0]` says why)."""
-    target = window_tasks() if target is None else target
+    target, threshold = window_tasks() if target is None else (target, target)
     if target <= 0:
         return _whole("windows off")
     dirs = result_dirs(prof)
@@ -215,7 +218,7 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
     hd, dd = host_rd.data_dir, dev_rd.data_dir
     hwts_files = data_files(dd, _device_regex("hwts"), DecodeLog())
     size = sum(p.stat().st_size for p in hwts_files)
-    if size // L.DEVICE_DTYPES["hwts"].itemsize // 2 <= target:
+    if size // L.DEVICE_DTYPES["hwts"].itemsize // 2 <= threshold:
         return _whole("small")
     if _files_exist(dd, _device_regex("l2_cache")) or _files_exist(hd, _host_regex("hccl_info")):
         return _whole("l2_cache or hccl_info data")
@@ -316,7 +319,7 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
     de = np.sort(np.concatenate(ends))
     del starts, ends
     tasks = len(ds)
-    if tasks <= target:
+    if tasks <= threshold:
         return _whole("small")
 
     # quiet points among the API begins and task starts: nothing open, no flow pending, and
