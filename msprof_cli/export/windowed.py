@@ -16,7 +16,6 @@ event in its sorted place.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from .communication import device_comm
 from .dataset import HostData, ProfData
 from .fmt import ts_sort_key
 from .memory import release
-from .mindstudio import OUTPUT_DIR, _merge, _with_device
+from .mindstudio import OUTPUT_DIR, _merge, _stamp, _with_device
 from .readme import readme_text
 from .stack import model_names
 from .streams import CsvStream, JsonStream
@@ -43,10 +42,6 @@ from msprof_cli.raw import layouts as L
 
 # fixed positions of the msprof json layers (timeline.msprof_layers order, one device)
 STEP, CANN, HARDWARE, FLOW, OVERLAP, TX = range(6)
-
-
-def _stamp() -> str:
-    return time.strftime("%Y%m%d%H%M%S", time.localtime())
 
 
 def _restrict(layer: T.Layer, lo: float, hi: float) -> T.Layer:
@@ -249,15 +244,11 @@ def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
             if on_window is not None:
                 on_window(k)
         timeline.finish()
-        meta = _meta(plan, first, switches, threads, stream_ids, global_layers, use_flow)
+        meta = _meta(plan, first, switches, threads, stream_ids, global_layers)
         timelines: list[str] = []
-        if TX in global_layers:  # msprof_tx json: the msproftx layer alone
-            tmeta, tev = T.assemble_stream([global_layers[TX]])
-            txs = JsonStream(name("msprof_tx", "json"), json_slice_events)
-            streams.append(txs)
-            for chunk in tev.chunks(0, len(tev), W.EVENT_CHUNK):
-                txs.write(chunk)
-            written += txs.close(tmeta)
+        if TX in global_layers:  # msprof_tx json: the msproftx layer alone (small, global)
+            written += _single_layer(name("msprof_tx", "json"), global_layers[TX],
+                                     json_slice_events)
             timelines.append("msprof_tx")
         files = msprof.close(meta)
         if files:
@@ -265,12 +256,7 @@ def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
             timelines.append("msprof")
         step = T.step_layer(first.devices[0], first.devices[0].iterations, app_pid)
         if len(step):
-            smeta, sev = T.assemble_stream([step])
-            sj = JsonStream(name("step_trace", "json"), json_slice_events)
-            streams.append(sj)
-            for chunk in sev.chunks(0, len(sev), W.EVENT_CHUNK):
-                sj.write(chunk)
-            written += sj.close(smeta)
+            written += _single_layer(name("step_trace", "json"), step, json_slice_events)
             timelines.append("step_trace")
         summaries: set[str] = set()
         for stem, st, keep_empty in (("task_time", task_time, False),
@@ -318,6 +304,12 @@ class _ApiGroups:
                 np.array([k[1] for k in keys], dtype=object))
 
 
+def _single_layer(paths: SliceNamer, layer: T.Layer, slice_events: int) -> list[Path]:
+    """A timeline of one global layer, written as the whole export writes it."""
+    meta, events = T.assemble_stream([layer])
+    return W.write_events(paths, meta, events, len(events), slice_events)
+
+
 def _slim(data: ProfData) -> ProfData:
     """What the export keeps of the first window after it: iterations, name dictionaries,
     fusion / graph / msproftx records -- not its task, launch or node tables."""
@@ -331,8 +323,7 @@ def _slim(data: ProfData) -> ProfData:
 
 
 def _meta(plan: WindowPlan, first: ProfData, switches: dict, threads: set[int],
-          stream_ids: set[int], global_layers: dict[int, T.Layer], use_flow: bool
-          ) -> list[str]:
+          stream_ids: set[int], global_layers: dict[int, T.Layer]) -> list[str]:
     """The msprof json metadata of the whole export (timeline.msprof_layers order)."""
     dev_id = plan.dev_rd.device_id or 0
     app_pid = plan.dev_rd.app_pid
