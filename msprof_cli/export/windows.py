@@ -181,23 +181,37 @@ def _whole(why: str) -> None:
     return None
 
 
-def _launch_flows(tt: pd.DataFrame, host_flips: pd.DataFrame, device_id: int,
-                  start: np.ndarray, stream: np.ndarray, task: np.ndarray,
-                  dev_flips: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def _groups(stream: np.ndarray, task: np.ndarray, batch: np.ndarray) -> np.ndarray:
+    """One int64 per (stream, task, batch): u16 ids, batch < 2**31."""
+    return ((stream.astype(np.int64) << 16 | task.astype(np.int64)) << 31) \
+        | batch.astype(np.int64)
+
+
+def _by_occurrence(group: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray,
+                                                             np.ndarray]:
+    """Rows given in time order -> (group, occurrence, time) sorted by (group, occurrence):
+    occurrence = the row's rank among the rows of its group (groupby.cumcount)."""
+    order = np.argsort(group, kind="stable")
+    g = group[order]
+    new = np.r_[True, g[1:] != g[:-1]] if len(g) else np.zeros(0, bool)
+    first = np.flatnonzero(new)
+    occ = np.arange(len(g)) - np.repeat(first, np.diff(np.r_[first, len(g)]))
+    return g, occ, t[order]
+
+
+def _launch_flows(host: tuple[np.ndarray, np.ndarray, np.ndarray],
+                  dev: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray,
+                                                                           np.ndarray]:
     """Sorted begins and ends of the launch -> task flows: the task_track join of
-    dataset.build_device (stream, task, batch, occurrence) on the key columns only."""
-    if len(tt) and len(host_flips):  # positional, as dataset._host_task_info
-        tt["batch_id"] = assign_batches(tt.sort_values("ts", kind="stable"), host_flips, "ts")
-    else:
-        tt["batch_id"] = 0
-    tt = tt[tt["device"] == device_id].sort_values("ts", kind="stable")
-    tt["occ"] = tt.groupby(["stream_id", "task_id", "batch_id"], sort=False).cumcount()
-    dev = pd.DataFrame({"start": start, "stream_id": stream, "task_id": task})
-    dev = dev.sort_values("start", kind="stable", ignore_index=True)
-    dev["batch_id"] = assign_batches(dev, dev_flips, "start") if len(dev_flips) else 0
-    dev["occ"] = dev.groupby(["stream_id", "task_id", "batch_id"], sort=False).cumcount()
-    m = tt.merge(dev, on=["stream_id", "task_id", "batch_id", "occ"], how="inner")
-    a, b = m["ts"].to_numpy(np.int64), m["start"].to_numpy(np.int64)
+    dataset.build_device on (stream, task, batch, occurrence), both sides given as
+    `_by_occurrence` triples -- the device rows of a group are its occurrences 0, 1, ... in
+    order, so host row i matches device row lo(group) + occurrence(i)."""
+    hg, ho, ht = host
+    dg, _, dt = dev
+    lo = np.searchsorted(dg, hg, side="left")
+    n = np.searchsorted(dg, hg, side="right") - lo
+    ok = ho < n
+    a, b = ht[ok], dt[(lo + ho)[ok]]
     return np.sort(np.minimum(a, b)), np.sort(np.maximum(a, b))
 
 
@@ -225,60 +239,29 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
     log = DecodeLog()
     hoff, doff = np.int64(host_rd.offset_ns), np.int64(dev_rd.offset_ns)
 
-    # host: API spans, launches (task_track), node / tensor records
-    a = host_records(hd, "api_event", log, ["begin_time", "end_time"])
-    if (a["end_time"] == np.uint64(L.EVENT_RESERVE)).any():
-        return _whole("api begin/end event records")
-    ab = a["begin_time"].astype(np.int64) + hoff
-    ae = a["end_time"].astype(np.int64) + hoff
-    del a
-    host_index = {"api_event": TimeIndex.build("api_event", False, "begin_time", ab)}
-    ab.sort()
-    ae.sort()
-    tt = host_records(hd, "task_track", log,
-                      ["timestamp", "device_id", "task_type", "stream_id", "task_id"])
-    rt = type_names(np.full(len(tt["task_type"]), L.LEVEL_RUNTIME), tt["task_type"],
-                    type_info_dict(hd))
-    flips = rt == "FLIP_TASK"
-    launches = ~flips & (rt != "MAINTENANCE")
-    tts = tt["timestamp"].astype(np.int64) + hoff
-    host_index["task_track"] = TimeIndex.build("task_track", False, "timestamp", tts,
-                                               np.flatnonzero(flips))
-    host_tt = pd.DataFrame({"ts": tts[launches],
-                            "device": (tt["device_id"][launches] & 0x0FFF).astype(np.int64),
-                            "stream_id": tt["stream_id"][launches].astype(np.int64),
-                            "task_id": tt["task_id"][launches].astype(np.int64)})
-    host_flips = pd.DataFrame({"ts_ns": tts[flips],
-                               "stream_id": tt["stream_id"][flips].astype(np.int64),
-                               "task_id": tt["task_id"][flips].astype(np.int64)})
-    del tt, rt, tts
-    for kind in ("node_basic_info", "tensor_info"):
-        c = host_records(hd, kind, log, ["timestamp"])
-        host_index[kind] = TimeIndex.build(kind, False, "timestamp",
-                                           c["timestamp"].astype(np.int64) + hoff)
-
-    # device: task starts and ends (hwts, AI CPU, ts memcpy)
+    # device: task starts and ends (hwts, AI CPU, ts memcpy) and, for the launch join, each
+    # task's (stream, task) -- clean data has one start record per task, its end follows
     hw = device_records(dd, "hwts", log, ["flags", "syscnt", "stream_id", "task_id"])
     ht = to_mono_ns(hw["syscnt"], dev_rd) + doff
+    dev_index = {"hwts": TimeIndex.build("hwts", True, "syscnt", ht)}
     lt = hw["flags"] & 0x07
     st = lt == L.HWTS_TASK_START
-    starts = [ht[st]]
-    ends = [ht[lt == L.HWTS_TASK_END]]
-    # (stream, task) of every device task, for the launch join (clean data: a start record
-    # per task, its end follows)
-    keys = [(hw["stream_id"][st].astype(np.int64) & STREAM_MASK, hw["task_id"][st].astype(np.int64))]
-    dev_index = {"hwts": TimeIndex.build("hwts", True, "syscnt", ht)}
+    starts, ends = [ht[st]], [ht[lt == L.HWTS_TASK_END]]
+    streams = [hw["stream_id"][st].astype(np.int64) & STREAM_MASK]
+    task_ids = [hw["task_id"][st].astype(np.int64)]
     del hw, ht, lt, st
     ts = device_records(dd, "ts_track", log)
-    dev_flips = pd.DataFrame({"ts_ns": np.zeros(0, np.int64), "stream_id": np.zeros(0, np.int64),
+    dev_flips = pd.DataFrame({"ts_ns": np.zeros(0, np.int64),
+                              "stream_id": np.zeros(0, np.int64),
                               "task_id": np.zeros(0, np.int64)})
     if "rpt_type" in ts and len(ts["rpt_type"]):
         t = to_mono_ns(ts["timestamp"], dev_rd) + doff
-        ac_ = ts["rpt_type"] == L.TS_RPT_FLIP
-        if ac_.any():
-            fv = _reviewed(ts, ac_, L.TS_TRACK_FLIP)
-            dev_flips = pd.DataFrame({"ts_ns": t[ac_],
-                                      "stream_id": fv["stream_id"].astype(np.int64) & STREAM_MASK,
+        fl = ts["rpt_type"] == L.TS_RPT_FLIP
+        if fl.any():
+            fv = _reviewed(ts, fl, L.TS_TRACK_FLIP)
+            dev_flips = pd.DataFrame({"ts_ns": t[fl],
+                                      "stream_id": fv["stream_id"].astype(np.int64)
+                                      & STREAM_MASK,
                                       "task_id": fv["task_id"].astype(np.int64)})
         mc = ts["rpt_type"] == L.TS_RPT_MEMCPY
         if mc.any():
@@ -286,8 +269,8 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
             state = mv["task_state"]
             starts.append(t[mc][state == 0])
             ends.append(t[mc][state == 1])
-            keys.append((mv["stream_id"][state == 0].astype(np.int64) & STREAM_MASK,
-                         mv["task_id"][state == 0].astype(np.int64)))
+            streams.append(mv["stream_id"][state == 0].astype(np.int64) & STREAM_MASK)
+            task_ids.append(mv["task_id"][state == 0].astype(np.int64))
         dev_index["ts_track"] = TimeIndex.build("ts_track", True, "timestamp", t,
                                                 np.flatnonzero(~mc))
     del ts
@@ -298,10 +281,81 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
         ok = ac["data_tag"] == L.AICPU_DATA_TAG
         starts.append(t0[ok])
         ends.append(to_mono_ns(ac["run_end_tick"][ok], dev_rd) + doff)
-        keys.append((ac["stream_id"][ok].astype(np.int64) & STREAM_MASK,
-                     ac["task_id"][ok].astype(np.int64)))
+        streams.append(ac["stream_id"][ok].astype(np.int64) & STREAM_MASK)
+        task_ids.append(ac["task_id"][ok].astype(np.int64))
         dev_index["aicpu"] = TimeIndex.build("aicpu", True, "run_start_tick", t0)
     del ac
+    de = np.sort(np.concatenate(ends))
+    del ends
+    ds = np.concatenate(starts)
+    del starts
+    # as decode_device: tasks by start (stable), batch = flips passed
+    order = np.argsort(ds, kind="stable")
+    ds = ds[order]
+    dstream = np.concatenate(streams)[order]
+    dtask = np.concatenate(task_ids)[order]
+    del streams, task_ids, order
+    dbatch = assign_batches(pd.DataFrame({"stream_id": dstream, "task_id": dtask,
+                                          "start": ds}), dev_flips, "start") \
+        if len(dev_flips) else np.zeros(len(ds), np.int64)
+    kept = ds >= dev_rd.begin_local_ns  # build_device drops the earlier tasks first
+    dev_occ = _by_occurrence(_groups(dstream[kept], dtask[kept], dbatch[kept]), ds[kept])
+    del dstream, dtask, dbatch, kept
+
+    # host launches (task_track): FLIP records are read by every window
+    tt = host_records(hd, "task_track", log,
+                      ["timestamp", "device_id", "task_type", "stream_id", "task_id"])
+    types = type_info_dict(hd)
+    code = tt["task_type"].astype(np.uint64)
+
+    def codes(name: str) -> list[int]:
+        return [t for (lvl, t), n in types.items() if lvl == L.LEVEL_RUNTIME and n == name]
+    flips = np.isin(code, codes("FLIP_TASK"))
+    launches = ~flips & ~np.isin(code, codes("MAINTENANCE"))
+    del code
+    tts = tt["timestamp"].astype(np.int64) + hoff
+    host_index = {"task_track": TimeIndex.build("task_track", False, "timestamp", tts,
+                                                np.flatnonzero(flips))}
+    host_flips = pd.DataFrame({"ts_ns": tts[flips],
+                               "stream_id": tt["stream_id"][flips].astype(np.int64),
+                               "task_id": tt["task_id"][flips].astype(np.int64)})
+    lts = tts[launches]
+    lstream = tt["stream_id"][launches].astype(np.int64)
+    ltask = tt["task_id"][launches].astype(np.int64)
+    ldev = (tt["device_id"][launches] & 0x0FFF).astype(np.int64)
+    del tt, tts, flips, launches
+    if len(lts) and len(host_flips):
+        # positional, as dataset._host_task_info: the batches of the launches in time order
+        # given to the launches in file order
+        by_ts = pd.DataFrame({"stream_id": lstream, "task_id": ltask, "ts": lts}) \
+            .sort_values("ts", kind="stable")
+        lbatch = assign_batches(by_ts, host_flips, "ts")
+        del by_ts
+    else:
+        lbatch = np.zeros(len(lts), np.int64)
+    mine = ldev == (dev_rd.device_id or 0)
+    order = np.argsort(lts[mine], kind="stable")
+    host_occ = _by_occurrence(_groups(lstream[mine][order], ltask[mine][order],
+                                      lbatch[mine][order]), lts[mine][order])
+    del lts, lstream, ltask, ldev, lbatch, mine, order
+    flow_lo, flow_hi = _launch_flows(host_occ, dev_occ)
+    del host_occ, dev_occ
+
+    # host: API spans, node / tensor records
+    a = host_records(hd, "api_event", log, ["begin_time", "end_time"])
+    if (a["end_time"] == np.uint64(L.EVENT_RESERVE)).any():
+        return _whole("api begin/end event records")
+    ab = a["begin_time"].astype(np.int64) + hoff
+    ae = a["end_time"].astype(np.int64) + hoff
+    del a
+    host_index["api_event"] = TimeIndex.build("api_event", False, "begin_time", ab)
+    ab.sort()
+    ae.sort()
+    for kind in ("node_basic_info", "tensor_info"):
+        c = host_records(hd, kind, log, ["timestamp"])
+        host_index[kind] = TimeIndex.build(kind, False, "timestamp",
+                                           c["timestamp"].astype(np.int64) + hoff)
+        del c
     pmu = None
     if dev_rd.ai_core_metrics:
         ai = device_records(dd, "aicore", log, ["stream_id", "task_id"])
@@ -310,14 +364,6 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
         del ai
     if log.warnings or log.bad_records or log.lost_records:
         return _whole("decode warnings")  # the whole decode reports them, exact joins
-    ds = np.concatenate(starts)
-    flow_lo, flow_hi = _launch_flows(host_tt, host_flips, dev_rd.device_id or 0, ds,
-                                     np.concatenate([k[0] for k in keys]),
-                                     np.concatenate([k[1] for k in keys]), dev_flips)
-    del host_tt, host_flips, dev_flips, keys
-    ds.sort()
-    de = np.sort(np.concatenate(ends))
-    del starts, ends
     tasks = len(ds)
     if tasks <= threshold:
         return _whole("small")
