@@ -34,7 +34,7 @@ from .mindstudio import OUTPUT_DIR, _merge, _stamp, _with_device
 from .readme import readme_text
 from .stack import model_names
 from .streams import CsvStream, JsonStream
-from .windows import NotWindowable, WindowPlan, load_window
+from .windows import INT64_MAX, INT64_MIN, NotWindowable, WindowPlan, load_window
 from . import writers as W
 from .writers import SliceNamer, write_csv
 
@@ -42,6 +42,13 @@ from msprof_cli.raw import layouts as L
 
 # fixed positions of the msprof json layers (timeline.msprof_layers order, one device)
 STEP, CANN, HARDWARE, FLOW, OVERLAP, TX = range(6)
+
+
+def _plus(t: int, sign: int = 1, margin: int = 1000) -> int:
+    """t +- margin ns, the open ends of the first and last window kept open."""
+    if t in (INT64_MIN, INT64_MAX):
+        return t
+    return t + sign * margin
 
 
 def _restrict(layer: T.Layer, lo: float, hi: float) -> T.Layer:
@@ -141,9 +148,11 @@ def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
     switches = T.read_reports(reports)
     name = lambda stem, ext: SliceNamer(out_dir, stem, f"_{_stamp()}", ext)  # noqa: E731
     msprof = JsonStream(name("msprof", "json"), json_slice_events)
+    step_json = JsonStream(name("step_trace", "json"), json_slice_events)
+    step_meta: list[str] = []
     timeline = _Timeline(msprof, dev_id, app_pid)
     task_time = op_summary = aicpu = None
-    streams: list = [msprof]
+    streams: list = [msprof, step_json]
     op_stat: list[pd.DataFrame] = []
     api_cols: list[pd.DataFrame] = []
     api_acc = _ApiGroups()
@@ -166,8 +175,9 @@ def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
             rows = S.op_rows(d)
             if first is None:
                 first = _slim(data)
-                if switches.get("step_trace", True):
-                    global_layers[STEP] = T.step_layer(d, its, app_pid)
+                # the step layer's metadata depends on the models only; its events (a few
+                # hundred MB of text at 10M tasks) are made per window
+                step_meta = T.step_layer(d, its.drop_duplicates("model_id"), app_pid).meta
                 tx = X.markers(data)
                 if len(tx) and switches.get("msproftx", True):
                     global_layers[TX] = X.tx_layer(tx, app_pid, X.process_name(data))
@@ -221,8 +231,16 @@ def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
             hi_key = np.inf if k == len(plan) - 1 else \
                 float(ts_sort_key(np.array([plan.cuts[k + 1]]))[0])
             layers = [T.Layer()] * 6
-            if STEP in global_layers:
-                layers[STEP] = _restrict(global_layers[STEP], lo_key, hi_key)
+            # the iterations that may have an event in the window's key range: [start, end]
+            # meets the window widened by 1 µs (a float key spans up to 0.25 µs)
+            near = its[(its["step_start_ns"].to_numpy(np.int64) < _plus(plan.cuts[k + 1]))
+                       & (its["step_end_ns"].to_numpy(np.int64) >= _plus(plan.cuts[k], -1))]
+            step = _restrict(T.step_layer(d, near, app_pid), lo_key, hi_key)
+            if len(step):  # step_trace json: the step layer alone
+                for chunk in T.EventStream([step]).chunks(0, len(step), W.EVENT_CHUNK):
+                    step_json.write(chunk)
+            if switches.get("step_trace", True):
+                layers[STEP] = step
             if switches.get("cann", True):
                 layers[CANN] = T.cann_layer(apis, app_pid)
             if switches.get("ascend", True):
@@ -244,7 +262,8 @@ def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
             if on_window is not None:
                 on_window(k)
         timeline.finish()
-        meta = _meta(plan, first, switches, threads, stream_ids, global_layers)
+        meta = _meta(plan, first, switches, threads, stream_ids, global_layers,
+                     step_meta if switches.get("step_trace", True) else [])
         timelines: list[str] = []
         if TX in global_layers:  # msprof_tx json: the msproftx layer alone (small, global)
             written += _single_layer(name("msprof_tx", "json"), global_layers[TX],
@@ -254,10 +273,11 @@ def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
         if files:
             written += files
             timelines.append("msprof")
-        step = T.step_layer(first.devices[0], first.devices[0].iterations, app_pid)
-        if len(step):
-            written += _single_layer(name("step_trace", "json"), step, json_slice_events)
+        files = step_json.close(step_meta)
+        if files:
+            written += files
             timelines.append("step_trace")
+        release()  # the last window's heap, before the global summaries
         summaries: set[str] = set()
         for stem, st, keep_empty in (("task_time", task_time, False),
                                      ("op_summary", op_summary, False)):
@@ -323,13 +343,12 @@ def _slim(data: ProfData) -> ProfData:
 
 
 def _meta(plan: WindowPlan, first: ProfData, switches: dict, threads: set[int],
-          stream_ids: set[int], global_layers: dict[int, T.Layer]) -> list[str]:
+          stream_ids: set[int], global_layers: dict[int, T.Layer], step_meta: list[str]
+          ) -> list[str]:
     """The msprof json metadata of the whole export (timeline.msprof_layers order)."""
     dev_id = plan.dev_rd.device_id or 0
     app_pid = plan.dev_rd.app_pid
-    meta: list[str] = []
-    if STEP in global_layers:
-        meta += global_layers[STEP].meta
+    meta: list[str] = list(step_meta)
     if switches.get("cann", True) and threads:
         meta += T.cann_meta(app_pid, threads)
     if switches.get("ascend", True) and stream_ids:
