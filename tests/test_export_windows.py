@@ -157,3 +157,17 @@ def test_pmu_index_carries_occurrences():
     assert hit.tolist() == [0, 1] and rec.tolist() == [0, 2]
     hit, rec = ix.records(np.array([1, 1, 1]), np.array([5, 5, 5]))
     assert hit.tolist() == [0, 1] and rec.tolist() == [1, 3]  # the third has no record
+
+
+def test_task_id_rollover_across_windows(tmp_path_factory, tmp_path, monkeypatch):
+    """Task ids roll over every 65,536 tasks per stream (FLIP records, batch ids): the batch
+    of a window's tasks comes from the flips of the whole collection."""
+    src = gen_prof.generate(140_000, tmp_path_factory.mktemp("rollover"), batch_tasks=20_000,
+                            quiet=True)
+    plan = WN.plan_windows(src, 30_000)
+    assert plan is not None and len(plan) >= 4
+    # batch ids count the flips of the whole collection, not those since the window start
+    assert WN.load_window(plan, len(plan) - 1).devices[0].tasks["batch_id"].max() == 2
+    whole = _export(src, tmp_path / "whole", monkeypatch, 0)
+    windowed = _export(src, tmp_path / "win", monkeypatch, 30_000)
+    assert windowed == whole
