@@ -36,8 +36,9 @@ from .control_info import ResultDirInfo, read_result_dir, to_mono_ns
 from .device import STREAM_MASK, _reviewed, assign_batches, decode_device
 from .fmt import ts_sort_key
 from .host import decode_host, type_names
+from .memory import release
 from .rawread import (DecodeLog, _device_regex, _host_regex, data_files, device_records,
-                      host_records, type_info_dict)
+                      host_records, read_files, type_info_dict)
 
 WINDOW_TASKS_ENV = "MSPROF_EXPORT_WINDOW_TASKS"
 WINDOW_TASKS = 500_000  # device tasks per window (~1.2 GB of decode and rendering at most)
@@ -241,15 +242,27 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
 
     # device: task starts and ends (hwts, AI CPU, ts memcpy) and, for the launch join, each
     # task's (stream, task) -- clean data has one start record per task, its end follows
-    hw = device_records(dd, "hwts", log, ["flags", "syscnt", "stream_id", "task_id"])
-    ht = to_mono_ns(hw["syscnt"], dev_rd) + doff
+    # the checks on the flags of all records, then the other columns one file at a time
+    # (the whole columns and their concatenation were the scan's peak)
+    device_records(dd, "hwts", log, ["flags"])
+    times, starts, ends, streams, task_ids = [], [], [], [], []
+    for f in data_files(dd, _device_regex("hwts"), DecodeLog()):
+        hw = read_files([f], L.DEVICE_DTYPES["hwts"], DecodeLog(),
+                        ["flags", "syscnt", "stream_id", "task_id"])
+        ht = to_mono_ns(hw["syscnt"], dev_rd) + doff
+        lt = hw["flags"] & 0x07
+        st = lt == L.HWTS_TASK_START
+        times.append(ht)
+        starts.append(ht[st])
+        ends.append(ht[lt == L.HWTS_TASK_END])
+        streams.append(hw["stream_id"][st].astype(np.int64) & STREAM_MASK)
+        task_ids.append(hw["task_id"][st].astype(np.int64))
+        del hw, ht, lt, st
+    ht = np.concatenate(times) if times else np.zeros(0, np.int64)
+    del times
     dev_index = {"hwts": TimeIndex.build("hwts", True, "syscnt", ht)}
-    lt = hw["flags"] & 0x07
-    st = lt == L.HWTS_TASK_START
-    starts, ends = [ht[st]], [ht[lt == L.HWTS_TASK_END]]
-    streams = [hw["stream_id"][st].astype(np.int64) & STREAM_MASK]
-    task_ids = [hw["task_id"][st].astype(np.int64)]
-    del hw, ht, lt, st
+    del ht
+    release()  # the scan frees big temporaries step by step: give their heap back each time
     ts = device_records(dd, "ts_track", log)
     dev_flips = pd.DataFrame({"ts_ns": np.zeros(0, np.int64),
                               "stream_id": np.zeros(0, np.int64),
@@ -302,44 +315,55 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
     dev_occ = _by_occurrence(_groups(dstream[kept], dtask[kept], dbatch[kept]), ds[kept])
     del dstream, dtask, dbatch, kept
 
+    pmu = None
+    if dev_rd.ai_core_metrics:
+        ai = device_records(dd, "aicore", log, ["stream_id", "task_id"])
+        if len(ai["task_id"]):
+            pmu = PmuIndex.build(ai["stream_id"], ai["task_id"])
+        del ai
+
     # host launches (task_track): FLIP records are read by every window
     tt = host_records(hd, "task_track", log,
                       ["timestamp", "device_id", "task_type", "stream_id", "task_id"])
+    del tt["_aging"], tt["_file"]
     types = type_info_dict(hd)
-    code = tt["task_type"].astype(np.uint64)
 
     def codes(name: str) -> list[int]:
         return [t for (lvl, t), n in types.items() if lvl == L.LEVEL_RUNTIME and n == name]
-    flips = np.isin(code, codes("FLIP_TASK"))
-    launches = ~flips & ~np.isin(code, codes("MAINTENANCE"))
-    del code
-    tts = tt["timestamp"].astype(np.int64) + hoff
+    flips = np.isin(tt["task_type"], codes("FLIP_TASK"))
+    launches = ~flips & ~np.isin(tt["task_type"], codes("MAINTENANCE"))
+    del tt["task_type"]
+    tts = tt.pop("timestamp").astype(np.int64)
+    tts += hoff
     host_index = {"task_track": TimeIndex.build("task_track", False, "timestamp", tts,
                                                 np.flatnonzero(flips))}
     host_flips = pd.DataFrame({"ts_ns": tts[flips],
                                "stream_id": tt["stream_id"][flips].astype(np.int64),
                                "task_id": tt["task_id"][flips].astype(np.int64)})
+    mine = launches & ((tt.pop("device_id") & 0x0FFF) == (dev_rd.device_id or 0))
     lts = tts[launches]
-    lstream = tt["stream_id"][launches].astype(np.int64)
-    ltask = tt["task_id"][launches].astype(np.int64)
-    ldev = (tt["device_id"][launches] & 0x0FFF).astype(np.int64)
-    del tt, tts, flips, launches
+    del tts
+    lstream, ltask = tt["stream_id"][launches], tt["task_id"][launches]  # u16: narrow
+    mine = mine[launches]
+    del tt, flips, launches
     if len(lts) and len(host_flips):
         # positional, as dataset._host_task_info: the batches of the launches in time order
         # given to the launches in file order
-        by_ts = pd.DataFrame({"stream_id": lstream, "task_id": ltask, "ts": lts}) \
-            .sort_values("ts", kind="stable")
-        lbatch = assign_batches(by_ts, host_flips, "ts")
-        del by_ts
+        order = np.argsort(lts, kind="stable")
+        lbatch = assign_batches(pd.DataFrame({"stream_id": lstream[order],
+                                              "task_id": ltask[order], "ts": lts[order]}),
+                                host_flips, "ts")
+        del order
     else:
         lbatch = np.zeros(len(lts), np.int64)
-    mine = ldev == (dev_rd.device_id or 0)
-    order = np.argsort(lts[mine], kind="stable")
-    host_occ = _by_occurrence(_groups(lstream[mine][order], ltask[mine][order],
-                                      lbatch[mine][order]), lts[mine][order])
-    del lts, lstream, ltask, ldev, lbatch, mine, order
+    lts, lstream, ltask, lbatch = lts[mine], lstream[mine], ltask[mine], lbatch[mine]
+    del mine
+    order = np.argsort(lts, kind="stable")
+    host_occ = _by_occurrence(_groups(lstream[order], ltask[order], lbatch[order]), lts[order])
+    del lts, lstream, ltask, lbatch, order
     flow_lo, flow_hi = _launch_flows(host_occ, dev_occ)
     del host_occ, dev_occ
+    release()
 
     # host: API spans, node / tensor records
     a = host_records(hd, "api_event", log, ["begin_time", "end_time"])
@@ -356,21 +380,17 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
         host_index[kind] = TimeIndex.build(kind, False, "timestamp",
                                            c["timestamp"].astype(np.int64) + hoff)
         del c
-    pmu = None
-    if dev_rd.ai_core_metrics:
-        ai = device_records(dd, "aicore", log, ["stream_id", "task_id"])
-        if len(ai["task_id"]):
-            pmu = PmuIndex.build(ai["stream_id"], ai["task_id"])
-        del ai
     if log.warnings or log.bad_records or log.lost_records:
         return _whole("decode warnings")  # the whole decode reports them, exact joins
+    release()
     tasks = len(ds)
     if tasks <= threshold:
         return _whole("small")
 
-    # quiet points among the API begins and task starts: nothing open, no flow pending, and
+    # quiet points among the API begins: nothing open, no flow pending, and
     # the float sort key of the last end before differs (a window's events all sort first)
-    cand = np.unique(np.concatenate([ab, ds]))
+    # (a step begins with a host API; without host APIs, the task starts)
+    cand = ab if len(ab) else ds
     quiet = np.ones(len(cand), bool)
     for lo in range(0, len(cand), 1 << 22):
         c = cand[lo:lo + (1 << 22)]
@@ -384,7 +404,7 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
                           np.where(ended > 0, de[np.maximum(ended - 1, 0)], 0))
         q &= ts_sort_key(last) < ts_sort_key(c)
         quiet[lo:lo + len(c)] = q
-    qt = cand[quiet]
+    qt = np.unique(cand[quiet])
     del cand, quiet
     before = _count_before(ds, qt)
     cuts, sizes, last = [INT64_MIN], [], 0
