@@ -159,7 +159,7 @@ def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
     model_apis: list[pd.DataFrame] = []
     threads: set[int] = set()
     stream_ids: set[int] = set()
-    has_op_rows = has_node = aicpu_table = False
+    has_node = aicpu_table = False
     prev_op: tuple[int, int] | None = None  # (start, dur) of the last op_summary row
     first: ProfData | None = None
     global_layers: dict[int, T.Layer] = {}
@@ -192,7 +192,6 @@ def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
                     part.insert(0, "Device_id", str(dev_id))
                     task_time.write(part)
             if d.has_host_ops and len(rows):
-                has_op_rows = True
                 if op_summary is None:
                     op_summary = CsvStream(name("op_summary", "csv"),
                                            ["Device_id"] + S.op_summary_header(d), csv_slice_rows)
