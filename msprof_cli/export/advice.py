@@ -55,8 +55,24 @@ NUMERIC_FIELDS = ("task_start_time", "task_duration", "task_wait_time", "block_d
 
 
 def _to_number(col: pd.Series) -> np.ndarray:
-    """Numeric column (N/A and other text -> NaN; the TAB of time stamps stripped)."""
+    """Numeric column (N/A and other text -> NaN; the TAB of time stamps stripped).
+
+    op_summary repeats its values every iteration (durations, ratios, block dims): such a
+    column is parsed once per distinct string; a column of mostly distinct values (time
+    stamps, judged on its first rows) cell by cell."""
     vals = col.to_numpy(dtype=object)
+    if len(vals) > 4096 and len(pd.unique(vals[:2048])) > 1024:
+        return _parse(vals)
+    codes, uniq = pd.factorize(vals, use_na_sentinel=True)
+    parsed = _parse(np.asarray(uniq, dtype=object))
+    out = np.full(len(codes), np.nan)
+    ok = codes >= 0
+    out[ok] = parsed[codes[ok]]
+    return out
+
+
+def _parse(vals: np.ndarray) -> np.ndarray:
+    """float of each cell as `_to_number` defines it (missing cells -> NaN)."""
     try:  # all numbers (time stamps, durations): float() per cell, whitespace allowed
         out = vals.astype(np.float64)
     except (TypeError, ValueError):
@@ -64,7 +80,7 @@ def _to_number(col: pd.Series) -> np.ndarray:
     else:  # float() also reads "1_0" and "nan", which to_numeric does not: the slow path
         if not np.isnan(out).any() and "_" not in "".join(map(str, vals)):
             return out
-    codes, uniq = pd.factorize(col.to_numpy(dtype=object), use_na_sentinel=True)
+    codes, uniq = pd.factorize(vals, use_na_sentinel=True)
     text = pd.Series(uniq, dtype=object).map(lambda v: v.strip() if isinstance(v, str) else v)
     values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
     out = np.full(len(codes), np.nan)
