@@ -142,165 +142,188 @@ def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
     """Every file of the mindstudio layout (csv summaries), window by window.  Raises
     NotWindowable (nothing left behind) when a window holds what window mode does not
     cover; the caller then exports whole."""
-    out_dir = plan.prof / OUTPUT_DIR
-    dev_id = plan.dev_rd.device_id or 0
-    app_pid = plan.dev_rd.app_pid
-    switches = T.read_reports(reports)
-    name = lambda stem, ext: SliceNamer(out_dir, stem, f"_{_stamp()}", ext)  # noqa: E731
-    msprof = JsonStream(name("msprof", "json"), json_slice_events)
-    step_json = JsonStream(name("step_trace", "json"), json_slice_events)
-    step_meta: list[str] = []
-    timeline = _Timeline(msprof, dev_id, app_pid)
-    task_time = op_summary = aicpu = None
-    streams: list = [msprof, step_json]
-    op_stat: list[pd.DataFrame] = []
-    api_cols: list[pd.DataFrame] = []
-    api_acc = _ApiGroups()
-    model_apis: list[pd.DataFrame] = []
-    threads: set[int] = set()
-    stream_ids: set[int] = set()
-    has_node = aicpu_table = False
-    prev_op: tuple[int, int] | None = None  # (start, dur) of the last op_summary row
-    first: ProfData | None = None
-    global_layers: dict[int, T.Layer] = {}
-    use_flow = plan.host_index["api_event"].n > 0
-    written: list[Path] = []
+    run = _WindowedExport(plan, reports, csv_slice_rows, json_slice_events)
     try:
         for k in range(len(plan)):
-            data = load_window(plan, k)
-            d = data.devices[0]
-            if device_comm(data, d) is not None:
-                raise NotWindowable("HCCL tasks")
-            tasks, its = d.tasks, d.iterations
-            rows = S.op_rows(d)
-            if first is None:
-                first = _slim(data)
-                # the step layer's metadata depends on the models only; its events (a few
-                # hundred MB of text at 10M tasks) are made per window
-                step_meta = T.step_layer(d, its.drop_duplicates("model_id"), app_pid).meta
-                tx = X.markers(data)
-                if len(tx) and switches.get("msproftx", True):
-                    global_layers[TX] = X.tx_layer(tx, app_pid, X.process_name(data))
-            # summaries
-            if len(tasks):
-                if task_time is None:
-                    task_time = CsvStream(name("task_time", "csv"), ["Device_id"] + S.TASK_TIME,
-                                          csv_slice_rows)
-                    streams.append(task_time)
-                for lo in range(0, len(tasks), W.CHUNK_ROWS):
-                    part = S.task_time(d, tasks.iloc[lo:lo + W.CHUNK_ROWS])[1]
-                    part.insert(0, "Device_id", str(dev_id))
-                    task_time.write(part)
-            if d.has_host_ops and len(rows):
-                if op_summary is None:
-                    op_summary = CsvStream(name("op_summary", "csv"),
-                                           ["Device_id"] + S.op_summary_header(d), csv_slice_rows)
-                    streams.append(op_summary)
-                start = rows["start_local"].to_numpy(np.int64)
-                dur = rows["dur_ns"].to_numpy(np.int64)
-                for lo in range(0, len(rows), W.CHUNK_ROWS):
-                    part = S.op_summary(d, rows, lo, min(lo + W.CHUNK_ROWS, len(rows)))[1]
-                    if lo == 0 and prev_op is not None:
-                        gap = max(int(start[0]) - prev_op[0] - prev_op[1], 0)
-                        part.iloc[0, part.columns.get_loc("Task Wait Time(us)")] = \
-                            S.dur_str(np.array([gap]))[0]
-                    part.insert(0, "Device_id", str(dev_id))
-                    op_summary.write(part)
-                prev_op = (int(start[-1]), int(dur[-1]))
-            if d.has_node_info and len(rows):
-                has_node = True
-                op_stat.append(S.op_statistic_agg(rows))
-            a = S.aicpu(d, tasks)
-            if a is not None:
-                aicpu_table = True
-                if aicpu is None:
-                    aicpu = CsvStream(name("aicpu", "csv"), ["Device_id"] + a[0], csv_slice_rows)
-                    streams.append(aicpu)
-                df = a[1]
-                df.insert(0, "Device_id", str(dev_id))
-                aicpu.write(df)
-            apis = data.host.apis
-            if len(apis):
-                api_cols.append(api_acc.add(apis))
-                model_apis.append(apis[(apis["level"] == L.LEVEL_MODEL)])
-                threads.update(int(t) for t in apis["thread_id"].unique())
-            stream_ids.update(int(s) for s in tasks["stream_id"].unique())
-            # msprof json: this window's layers in timeline.msprof_layers order
-            lo_key = -np.inf if k == 0 else float(ts_sort_key(np.array([plan.cuts[k]]))[0])
-            hi_key = np.inf if k == len(plan) - 1 else \
-                float(ts_sort_key(np.array([plan.cuts[k + 1]]))[0])
-            layers = [T.Layer()] * 6
-            # the iterations that may have an event in the window's key range: [start, end]
-            # meets the window widened by 1 µs (a float key spans up to 0.25 µs)
-            near = its[(its["step_start_ns"].to_numpy(np.int64) < _plus(plan.cuts[k + 1]))
-                       & (its["step_end_ns"].to_numpy(np.int64) >= _plus(plan.cuts[k], -1))]
-            step = _restrict(T.step_layer(d, near, app_pid), lo_key, hi_key)
-            if len(step):  # step_trace json: the step layer alone
-                for chunk in T.EventStream([step]).chunks(0, len(step), W.EVENT_CHUNK):
-                    step_json.write(chunk)
-            if switches.get("step_trace", True):
-                layers[STEP] = step
-            if switches.get("cann", True):
-                layers[CANN] = T.cann_layer(apis, app_pid)
-            if switches.get("ascend", True):
-                layers[HARDWARE] = T.hardware_layer(d, tasks, app_pid)
-                if switches.get("cann", True) and use_flow:
-                    layers[FLOW] = T.flow_layer(d, tasks, app_pid)
-            overlap = switches.get("overlap_analyse", True)
-            if overlap:
-                layers[OVERLAP] = T.overlap_layer(d, rows, app_pid, None)
-            if TX in global_layers:
-                layers[TX] = _restrict(global_layers[TX], lo_key, hi_key)
-            if overlap and len(rows):
-                timeline.window(layers, rows["start_local"].to_numpy(np.int64),
-                                rows["end_local"].to_numpy(np.int64))
-            else:
-                timeline.window(layers, np.zeros(0, np.int64), np.zeros(0, np.int64))
-            del data, d, tasks, rows, layers, apis
-            release()
+            run.window(k)
             if on_window is not None:
                 on_window(k)
-        timeline.finish()
-        meta = _meta(plan, first, switches, threads, stream_ids, global_layers,
-                     step_meta if switches.get("step_trace", True) else [])
+        return run.finish()
+    except BaseException:
+        run.discard()
+        raise
+
+
+class _WindowedExport:
+    """The open outputs and the carried state of one windowed export."""
+
+    def __init__(self, plan: WindowPlan, reports: Path | None, csv_slice_rows: int,
+                 json_slice_events: int) -> None:
+        self.plan = plan
+        self.out_dir = plan.prof / OUTPUT_DIR
+        self.dev_id = plan.dev_rd.device_id or 0
+        self.app_pid = plan.dev_rd.app_pid
+        self.switches = T.read_reports(reports)
+        self.csv_slice_rows, self.json_slice_events = csv_slice_rows, json_slice_events
+        self.msprof = JsonStream(self.name("msprof", "json"), json_slice_events)
+        self.step_json = JsonStream(self.name("step_trace", "json"), json_slice_events)
+        self.streams: list = [self.msprof, self.step_json]
+        self.csv: dict[str, CsvStream] = {}  # task_time, op_summary, aicpu, opened on use
+        self.timeline = _Timeline(self.msprof, self.dev_id, self.app_pid)
+        self.step_meta: list[str] = []
+        self.tx_layer: T.Layer | None = None
+        self.first: ProfData | None = None  # what is kept of the first window (_slim)
+        self.prev_op: tuple[int, int] | None = None  # (start, dur) of the last op row
+        self.op_stat: list[pd.DataFrame] = []
+        self.api_cols: list[pd.DataFrame] = []
+        self.api_acc = _ApiGroups()
+        self.model_apis: list[pd.DataFrame] = []
+        self.threads: set[int] = set()
+        self.stream_ids: set[int] = set()
+        self.has_node = self.aicpu_table = False
+        self.use_flow = plan.host_index["api_event"].n > 0
+
+    def name(self, stem: str, ext: str) -> SliceNamer:
+        return SliceNamer(self.out_dir, stem, f"_{_stamp()}", ext)
+
+    def _csv(self, stem: str, header: list[str]) -> CsvStream:
+        if stem not in self.csv:
+            self.csv[stem] = CsvStream(self.name(stem, "csv"), ["Device_id"] + header,
+                                       self.csv_slice_rows)
+            self.streams.append(self.csv[stem])
+        return self.csv[stem]
+
+    def window(self, k: int) -> None:
+        data = load_window(self.plan, k)
+        d = data.devices[0]
+        if device_comm(data, d) is not None:
+            raise NotWindowable("HCCL tasks")
+        rows = S.op_rows(d)
+        if self.first is None:
+            self.first = _slim(data)
+            # the step layer's metadata depends on the models only; its events (a few
+            # hundred MB of text at 10M tasks) are made per window
+            self.step_meta = T.step_layer(d, d.iterations.drop_duplicates("model_id"),
+                                          self.app_pid).meta
+            tx = X.markers(data)
+            if len(tx) and self.switches.get("msproftx", True):
+                self.tx_layer = X.tx_layer(tx, self.app_pid, X.process_name(data))
+        self._summaries(d, rows)
+        apis = data.host.apis
+        if len(apis):
+            self.api_cols.append(self.api_acc.add(apis))
+            self.model_apis.append(apis[(apis["level"] == L.LEVEL_MODEL)])
+            self.threads.update(int(t) for t in apis["thread_id"].unique())
+        self.stream_ids.update(int(s) for s in d.tasks["stream_id"].unique())
+        self._timeline(k, d, rows, apis)
+        del data, d, rows, apis
+        release()
+
+    def _summaries(self, d, rows) -> None:
+        tasks, dev_id = d.tasks, str(self.dev_id)
+        if len(tasks):
+            out = self._csv("task_time", S.TASK_TIME)
+            for lo in range(0, len(tasks), W.CHUNK_ROWS):
+                part = S.task_time(d, tasks.iloc[lo:lo + W.CHUNK_ROWS])[1]
+                part.insert(0, "Device_id", dev_id)
+                out.write(part)
+        if d.has_host_ops and len(rows):
+            out = self._csv("op_summary", S.op_summary_header(d))
+            start = rows["start_local"].to_numpy(np.int64)
+            dur = rows["dur_ns"].to_numpy(np.int64)
+            for lo in range(0, len(rows), W.CHUNK_ROWS):
+                part = S.op_summary(d, rows, lo, min(lo + W.CHUNK_ROWS, len(rows)))[1]
+                if lo == 0 and self.prev_op is not None:  # the wait after the last window
+                    gap = max(int(start[0]) - self.prev_op[0] - self.prev_op[1], 0)
+                    part.iloc[0, part.columns.get_loc("Task Wait Time(us)")] = \
+                        S.dur_str(np.array([gap]))[0]
+                part.insert(0, "Device_id", dev_id)
+                out.write(part)
+            self.prev_op = (int(start[-1]), int(dur[-1]))
+        if d.has_node_info and len(rows):
+            self.has_node = True
+            self.op_stat.append(S.op_statistic_agg(rows))
+        a = S.aicpu(d, tasks)
+        if a is not None:
+            self.aicpu_table = True
+            df = a[1]
+            df.insert(0, "Device_id", dev_id)
+            self._csv("aicpu", a[0]).write(df)
+
+    def _timeline(self, k: int, d, rows, apis: pd.DataFrame) -> None:
+        """This window's msprof json layers, in timeline.msprof_layers order."""
+        plan, sw, app_pid = self.plan, self.switches, self.app_pid
+        lo_key = -np.inf if k == 0 else float(ts_sort_key(np.array([plan.cuts[k]]))[0])
+        hi_key = np.inf if k == len(plan) - 1 else \
+            float(ts_sort_key(np.array([plan.cuts[k + 1]]))[0])
+        layers = [T.Layer()] * 6
+        # the iterations that may have an event in the window's key range: [start, end]
+        # meets the window widened by 1 µs (a float key spans up to 0.25 µs)
+        its = d.iterations
+        near = its[(its["step_start_ns"].to_numpy(np.int64) < _plus(plan.cuts[k + 1]))
+                   & (its["step_end_ns"].to_numpy(np.int64) >= _plus(plan.cuts[k], -1))]
+        step = _restrict(T.step_layer(d, near, app_pid), lo_key, hi_key)
+        if len(step):  # step_trace json: the step layer alone
+            for chunk in T.EventStream([step]).chunks(0, len(step), W.EVENT_CHUNK):
+                self.step_json.write(chunk)
+        if sw.get("step_trace", True):
+            layers[STEP] = step
+        if sw.get("cann", True):
+            layers[CANN] = T.cann_layer(apis, app_pid)
+        if sw.get("ascend", True):
+            layers[HARDWARE] = T.hardware_layer(d, d.tasks, app_pid)
+            if sw.get("cann", True) and self.use_flow:
+                layers[FLOW] = T.flow_layer(d, d.tasks, app_pid)
+        overlap = sw.get("overlap_analyse", True)
+        if overlap:
+            layers[OVERLAP] = T.overlap_layer(d, rows, app_pid, None)
+        if self.tx_layer is not None:
+            layers[TX] = _restrict(self.tx_layer, lo_key, hi_key)
+        if overlap and len(rows):
+            self.timeline.window(layers, rows["start_local"].to_numpy(np.int64),
+                                 rows["end_local"].to_numpy(np.int64))
+        else:
+            self.timeline.window(layers, np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+    def finish(self) -> list[Path]:
+        self.timeline.finish()
+        step_meta = self.step_meta if self.switches.get("step_trace", True) else []
+        meta = _meta(self.plan, self.first, self.switches, self.threads, self.stream_ids,
+                     self.tx_layer, step_meta)
+        written: list[Path] = []
         timelines: list[str] = []
-        if TX in global_layers:  # msprof_tx json: the msproftx layer alone (small, global)
-            written += _single_layer(name("msprof_tx", "json"), global_layers[TX],
-                                     json_slice_events)
+        if self.tx_layer is not None:  # msprof_tx json: the msproftx layer alone (small)
+            written += _single_layer(self.name("msprof_tx", "json"), self.tx_layer,
+                                     self.json_slice_events)
             timelines.append("msprof_tx")
-        files = msprof.close(meta)
-        if files:
-            written += files
-            timelines.append("msprof")
-        files = step_json.close(step_meta)
-        if files:
-            written += files
-            timelines.append("step_trace")
+        for stem, stream, head in (("msprof", self.msprof, meta),
+                                   ("step_trace", self.step_json, self.step_meta)):
+            files = stream.close(head)
+            if files:
+                written += files
+                timelines.append(stem)
         release()  # the last window's heap, before the global summaries
         summaries: set[str] = set()
-        for stem, st, keep_empty in (("task_time", task_time, False),
-                                     ("op_summary", op_summary, False)):
-            if st is not None:
-                got = st.close(keep_empty)
+        for stem in ("task_time", "op_summary"):
+            if stem in self.csv:
+                got = self.csv[stem].close()
                 written += got
                 if got:
                     summaries.add(stem)
-        written += _rest(plan, first, op_stat if has_node else [], api_cols, api_acc,
-                         model_apis,
-                         aicpu, aicpu_table, dev_id, csv_slice_rows, summaries, name)
-    except BaseException:
-        for st in streams:
-            if st is not None:
-                st.discard()
-        raise
-    if written:
-        from .writers import AtomicFile
+        written += _rest(self.plan, self.first, self.op_stat if self.has_node else [],
+                         self.api_cols, self.api_acc, self.model_apis, self.csv.get("aicpu"),
+                         self.aicpu_table, self.dev_id, self.csv_slice_rows, summaries,
+                         self.name)
+        if written:
+            readme = self.out_dir / "README.txt"
+            with W.AtomicFile(readme) as fh:
+                fh.write(readme_text(set(timelines), summaries, "csv"))
+            written.append(readme)
+        return written
 
-        readme = out_dir / "README.txt"
-        with AtomicFile(readme) as fh:
-            fh.write(readme_text(set(timelines), summaries, "csv"))
-        written.append(readme)
-    return written
+    def discard(self) -> None:
+        for st in self.streams:
+            st.discard()
 
 
 class _ApiGroups:
@@ -342,8 +365,7 @@ def _slim(data: ProfData) -> ProfData:
 
 
 def _meta(plan: WindowPlan, first: ProfData, switches: dict, threads: set[int],
-          stream_ids: set[int], global_layers: dict[int, T.Layer], step_meta: list[str]
-          ) -> list[str]:
+          stream_ids: set[int], tx_layer: T.Layer | None, step_meta: list[str]) -> list[str]:
     """The msprof json metadata of the whole export (timeline.msprof_layers order)."""
     dev_id = plan.dev_rd.device_id or 0
     app_pid = plan.dev_rd.app_pid
@@ -355,8 +377,8 @@ def _meta(plan: WindowPlan, first: ProfData, switches: dict, threads: set[int],
     if switches.get("overlap_analyse", True):
         meta += T.overlap_layer(first.devices[0], first.devices[0].tasks.iloc[:0], app_pid,
                                 None).meta
-    if TX in global_layers:
-        meta += global_layers[TX].meta
+    if tx_layer is not None:
+        meta += tx_layer.meta
     return meta
 
 
