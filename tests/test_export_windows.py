@@ -171,3 +171,25 @@ def test_task_id_rollover_across_windows(tmp_path_factory, tmp_path, monkeypatch
     whole = _export(src, tmp_path / "whole", monkeypatch, 0)
     windowed = _export(src, tmp_path / "win", monkeypatch, 30_000)
     assert windowed == whole
+
+
+def test_a_failing_window_leaves_no_temporary_file(big, tmp_path, monkeypatch):
+    """A window's CSV rows are written by a forked worker: when it fails, the slices it
+    started are removed with the rest, and no final file appears."""
+    monkeypatch.setenv(WN.WINDOW_TASKS_ENV, "1000")
+    prof = tmp_path / big.name
+    shutil.copytree(big, prof)
+    from msprof_cli.export import summaries as S
+    real = S.task_time
+    from_window_3 = WN.plan_windows(prof, 1000).cuts[3]
+
+    def failing(d, tasks):  # runs in the worker: fails in window 3, when slices exist
+        if len(tasks) and tasks["start_local"].iloc[-1] >= from_window_3:
+            raise RuntimeError("boom")
+        return real(d, tasks)
+    monkeypatch.setattr(S, "task_time", failing)
+    monkeypatch.setattr(W, "CHUNK_ROWS", 97)
+    with pytest.raises(Exception, match="boom"):
+        run_export(prof, layout="mindstudio", quiet=True, csv_slice_rows=700)
+    out = prof / OUT
+    assert not out.exists() or list(out.iterdir()) == []

@@ -69,25 +69,40 @@ class _Pieces:
 
 class CsvStream:
     """A CSV summary appended window by window (str cells, missing -> ``N/A``), byte-equal
-    to writers.write_csv_parts of the whole table."""
+    to writers.write_csv_parts of the whole table.  No file stays open between writes, so a
+    forked worker can append a window's rows and hand the stream back (it pickles)."""
 
     def __init__(self, paths: SliceNamer, header: list[str], slice_rows: int) -> None:
-        self.pieces = _Pieces(paths)
+        self.paths = paths
         self.head = csv_line(header)
         self.slice_rows = slice_rows
+        self.tmps: list[Path] = []  # the slices' temporary files, the last one open for rows
         self.in_slice = 0
         self.total = 0
+        # the process whose death makes the temporary files stale: the one that made the
+        # stream (the export), also for slices a forked worker starts
+        self.owner = os.getpid()
+
+    def _new_slice(self) -> None:
+        af = AtomicFile(self.paths.single(), self.owner)
+        with af.open_temp() as fh:
+            fh.write(self.head)
+        self.tmps.append(af.tmp)
+        self.in_slice = 0
 
     def write(self, df: pd.DataFrame) -> None:
         lo = 0
         while lo < len(df):
-            if self.pieces.fh is None or self.in_slice == self.slice_rows:
-                self.pieces.open().write(self.head)
-                self.in_slice = 0
+            if not self.tmps or self.in_slice == self.slice_rows:
+                self._new_slice()
             take = min(len(df) - lo, self.slice_rows - self.in_slice)
-            for c in range(lo, lo + take, W.CHUNK_ROWS):
-                self.pieces.fh.write(_render(df.iloc[c:min(c + W.CHUNK_ROWS, lo + take)],
-                                             fill_na=True))
+            try:
+                with open(self.tmps[-1], "a", encoding="utf-8", newline="") as fh:
+                    for c in range(lo, lo + take, W.CHUNK_ROWS):
+                        fh.write(_render(df.iloc[c:min(c + W.CHUNK_ROWS, lo + take)],
+                                         fill_na=True))
+            except OSError as exc:
+                raise W._write_error(self.paths.single(), exc) from None
             lo += take
             self.in_slice += take
             self.total += take
@@ -95,19 +110,30 @@ class CsvStream:
     def close(self, empty_file: bool = False) -> list[Path]:
         """The final files (none without rows, unless `empty_file`: a header-only file)."""
         if self.total == 0:
-            self.pieces.discard()
+            self.discard()
             if not empty_file:
                 return []
-            self.pieces.open().write(self.head)
-        self.pieces.close_current()
-        out = self.pieces.targets()
-        for af, target in zip(self.pieces.done, out):
-            os.replace(af.tmp, target)
-        self.pieces.done = []
+            self._new_slice()
+        n = len(self.tmps)
+        out = [self.paths.single()] if n == 1 else [self.paths.slice(k) for k in range(n)]
+        for tmp, target in zip(self.tmps, out):
+            try:
+                os.replace(tmp, target)
+            except OSError as exc:
+                raise W._write_error(target, exc) from None
+        self.tmps = []
         return out
 
     def discard(self) -> None:
-        self.pieces.discard()
+        """Remove the temporary slices, also those a failed worker started (by name)."""
+        single = self.paths.single()
+        stale = set(self.tmps) | set(single.parent.glob(f".{single.name}.tmp{self.owner}.*"))
+        for tmp in stale:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        self.tmps = []
 
 
 class JsonStream:

@@ -30,6 +30,7 @@ from .communication import device_comm
 from .dataset import HostData, ProfData
 from .fmt import ts_sort_key
 from .memory import release
+from .parallel import JobPool
 from .mindstudio import OUTPUT_DIR, _merge, _stamp, _with_device
 from .readme import readme_text
 from .stack import model_names
@@ -208,7 +209,21 @@ class _WindowedExport:
             tx = X.markers(data)
             if len(tx) and self.switches.get("msproftx", True):
                 self.tx_layer = X.tx_layer(tx, self.app_pid, X.process_name(data))
-        self._summaries(d, rows)
+        # the window's CSV rows in a forked worker while this process renders its timeline
+        # (the streams are made here: their temporary files belong to this process)
+        if len(d.tasks):
+            self._csv("task_time", S.TASK_TIME)
+        if d.has_host_ops and len(rows):
+            self._csv("op_summary", S.op_summary_header(d))
+        if d.aicpu is not None and len(d.aicpu):
+            self._csv("aicpu", S.AICPU)
+        pool = JobPool()
+        pool.submit(lambda: self._summaries(d, rows))
+        if d.has_host_ops and len(rows):
+            self.prev_op = (int(rows["start_local"].to_numpy(np.int64)[-1]),
+                            int(rows["dur_ns"].to_numpy(np.int64)[-1]))
+        if d.has_node_info and len(rows):
+            self.has_node = True
         apis = data.host.apis
         if len(apis):
             self.api_cols.append(self.api_acc.add(apis))
@@ -216,21 +231,27 @@ class _WindowedExport:
             self.threads.update(int(t) for t in apis["thread_id"].unique())
         self.stream_ids.update(int(s) for s in d.tasks["stream_id"].unique())
         self._timeline(k, d, rows, apis)
+        csv, op_stat, aicpu = pool.results()[0]
+        self.csv.update(csv)
+        if op_stat is not None:
+            self.op_stat.append(op_stat)
+        self.aicpu_table |= aicpu
         del data, d, rows, apis
         release()
 
-    def _summaries(self, d, rows) -> None:
+    def _summaries(self, d, rows) -> tuple[dict[str, CsvStream], pd.DataFrame | None, bool]:
+        """The window's task_time, op_summary and aicpu rows (a JobPool job): returns the
+        streams as they are now, the op_statistic aggregates, whether aicpu had a table."""
         tasks, dev_id = d.tasks, str(self.dev_id)
         if len(tasks):
-            out = self._csv("task_time", S.TASK_TIME)
+            out = self.csv["task_time"]
             for lo in range(0, len(tasks), W.CHUNK_ROWS):
                 part = S.task_time(d, tasks.iloc[lo:lo + W.CHUNK_ROWS])[1]
                 part.insert(0, "Device_id", dev_id)
                 out.write(part)
         if d.has_host_ops and len(rows):
-            out = self._csv("op_summary", S.op_summary_header(d))
+            out = self.csv["op_summary"]
             start = rows["start_local"].to_numpy(np.int64)
-            dur = rows["dur_ns"].to_numpy(np.int64)
             for lo in range(0, len(rows), W.CHUNK_ROWS):
                 part = S.op_summary(d, rows, lo, min(lo + W.CHUNK_ROWS, len(rows)))[1]
                 if lo == 0 and self.prev_op is not None:  # the wait after the last window
@@ -239,16 +260,13 @@ class _WindowedExport:
                         S.dur_str(np.array([gap]))[0]
                 part.insert(0, "Device_id", dev_id)
                 out.write(part)
-            self.prev_op = (int(start[-1]), int(dur[-1]))
-        if d.has_node_info and len(rows):
-            self.has_node = True
-            self.op_stat.append(S.op_statistic_agg(rows))
+        op_stat = S.op_statistic_agg(rows) if d.has_node_info and len(rows) else None
         a = S.aicpu(d, tasks)
         if a is not None:
-            self.aicpu_table = True
             df = a[1]
             df.insert(0, "Device_id", dev_id)
-            self._csv("aicpu", a[0]).write(df)
+            self.csv["aicpu"].write(df)
+        return dict(self.csv), op_stat, a is not None
 
     def _timeline(self, k: int, d, rows, apis: pd.DataFrame) -> None:
         """This window's msprof json layers, in timeline.msprof_layers order."""
