@@ -87,11 +87,14 @@ class TimeIndex:
         return cls(kind, device, field_, n, mins, maxs,
                    np.zeros(0, np.int64) if always is None else always.astype(np.int64))
 
-    def select(self, lo: int, hi: int, rd: ResultDirInfo) -> np.ndarray:
-        """Sorted indices of the records with local time in [lo, hi), plus `always`."""
+    def select(self, lo: int, hi: int, rd: ResultDirInfo, always: np.ndarray | None = None
+               ) -> np.ndarray:
+        """Sorted indices of the records with local time in [lo, hi), plus `always` (by
+        default the index's own)."""
+        always = self.always if always is None else always
         blocks = np.flatnonzero((self.maxs >= lo) & (self.mins < hi))
         if len(blocks) == 0:
-            return self.always
+            return always
         cand = (blocks[:, None] * BLOCK + np.arange(BLOCK)).ravel()
         cand = cand[cand < self.n]
         log = DecodeLog()
@@ -102,7 +105,13 @@ class TimeIndex:
             cols = host_records(rd.data_dir, self.kind, log, [self.field], select=cand)
             t = cols[self.field].astype(np.int64) + np.int64(rd.offset_ns)
         keep = cand[(t >= lo) & (t < hi)]
-        return np.union1d(keep, self.always) if len(self.always) else keep
+        if not len(always):
+            return keep
+        # both sorted: a sort of the two and a pass over neighbours (np.union1d hashes:
+        # ~2 s per window for a million step-trace records)
+        both = np.concatenate([keep, always])
+        both.sort()
+        return both[np.r_[True, both[1:] != both[:-1]]] if len(both) else both
 
 
 @dataclass
@@ -158,6 +167,8 @@ class WindowPlan:
     log: DecodeLog  # the control-file warnings (the scan found nothing else)
     tasks: int = 0
     window_tasks: list[int] = field(default_factory=list)
+    ts_flips: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # ts_track
+    iterations: pd.DataFrame | None = None  # the device's iterations, once decoded
 
     def __len__(self) -> int:
         return len(self.cuts) - 1
@@ -264,12 +275,14 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
     del ht
     release()  # the scan frees big temporaries step by step: give their heap back each time
     ts = device_records(dd, "ts_track", log)
+    ts_flips = np.zeros(0, np.int64)
     dev_flips = pd.DataFrame({"ts_ns": np.zeros(0, np.int64),
                               "stream_id": np.zeros(0, np.int64),
                               "task_id": np.zeros(0, np.int64)})
     if "rpt_type" in ts and len(ts["rpt_type"]):
         t = to_mono_ns(ts["timestamp"], dev_rd) + doff
         fl = ts["rpt_type"] == L.TS_RPT_FLIP
+        ts_flips = np.flatnonzero(fl).astype(np.int64)
         if fl.any():
             fv = _reviewed(ts, fl, L.TS_TRACK_FLIP)
             dev_flips = pd.DataFrame({"ts_ns": t[fl],
@@ -424,7 +437,7 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
         plan_log.warnings.extend(i.warnings)
     return WindowPlan(prof=prof, infos=infos, host_rd=host_rd, dev_rd=dev_rd, cuts=cuts,
                       host_index=host_index, dev_index=dev_index, pmu=pmu, log=plan_log,
-                      tasks=tasks, window_tasks=sizes)
+                      tasks=tasks, window_tasks=sizes, ts_flips=ts_flips)
 
 
 def load_window(plan: WindowPlan, k: int):
@@ -440,11 +453,20 @@ def load_window(plan: WindowPlan, k: int):
     apis = _named_apis(tables, plan.host_rd)
     apis = apis[apis["begin_local"] >= plan.host_rd.begin_local_ns].reset_index(drop=True)
     host = HostData(rd=plan.host_rd, tables=tables, apis=apis)
-    dsel = {kind: ix.select(lo, hi, plan.dev_rd) for kind, ix in plan.dev_index.items()}
+    # the step-trace records are read by the first window only: every window has the
+    # iterations of the whole collection, decoded once
+    known = plan.iterations is not None
+    dsel = {kind: ix.select(lo, hi, plan.dev_rd,
+                            plan.ts_flips if known and kind == "ts_track" else None)
+            for kind, ix in plan.dev_index.items()}
     dev = decode_device(plan.dev_rd, log, select=dsel)
     del dsel
     d = build_device(plan.dev_rd, dev, host, log)
     del dev
+    if known:
+        d.iterations = plan.iterations
+    else:
+        plan.iterations = d.iterations
     if plan.pmu is not None:
         attach_pmu(d, plan.pmu)
     if log.warnings or log.bad_records or log.lost_records:
