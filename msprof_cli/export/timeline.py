@@ -328,9 +328,10 @@ def flow_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
     thread = t["tt_thread"].to_numpy(np.int64)
     tt_local = t["tt_local"].to_numpy(np.int64)
     start = t["start_local"].to_numpy(np.int64)
-    s_tmpl = ('{"name": "HostToDevice%d", "ph": "s", "cat": "HostToDevice", "id": "%d", '
+    # the flow id appears twice per event: printed once (str), inserted twice (%s)
+    s_tmpl = ('{"name": "HostToDevice%s", "ph": "s", "cat": "HostToDevice", "id": "%s", '
               '"pid": ' + str(cann) + ', "tid": %d, "ts": "%d.%03d"}')
-    f_tmpl = ('{"name": "HostToDevice%d", "ph": "f", "id": "%d", "ts": "%d.%03d", '
+    f_tmpl = ('{"name": "HostToDevice%s", "ph": "f", "id": "%s", "ts": "%d.%03d", '
               '"cat": "HostToDevice", "pid": ' + str(hw) + ', "tid": %d, "bp": "e"}')
 
     def render(idx: np.ndarray) -> list[str]:
@@ -340,13 +341,13 @@ def flow_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
         sel = np.flatnonzero(~is_f)
         if len(sel):
             r = row[sel]
-            fi = flow_id_ints(dev.device_id, stream[r], task[r], batch[r])
+            fi = list(map(str, flow_id_ints(dev.device_id, stream[r], task[r], batch[r])))
             w, f = _us_parts(tt_local[r])
             out[sel] = list(map(s_tmpl.__mod__, zip(fi, fi, thread[r].tolist(), w, f)))
         sel = np.flatnonzero(is_f)
         if len(sel):
             r = row[sel]
-            fi = flow_id_ints(dev.device_id, stream[r], task[r], batch[r])
+            fi = list(map(str, flow_id_ints(dev.device_id, stream[r], task[r], batch[r])))
             w, f = _us_parts(start[r])
             out[sel] = list(map(f_tmpl.__mod__, zip(fi, fi, w, f, stream[r].tolist())))
         return out.tolist()
