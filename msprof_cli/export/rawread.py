@@ -164,9 +164,10 @@ def read_files(files: list[Path], dtype: np.dtype, log: DecodeLog, fields: list[
     for k, path in enumerate(files):
         arr = read_file(path, dtype, log)
         if select is not None:
-            lo, hi = np.searchsorted(select, [first, first + len(arr)])
-            first += len(arr)
-            arr = arr[select[lo:hi] - (first - len(arr))] if hi > lo else arr[:0]
+            n = len(arr)
+            lo, hi = np.searchsorted(select, [first, first + n])
+            arr = arr[select[lo:hi] - first]
+            first += n
         if magic_field is not None and len(arr):
             ok = arr[magic_field] == magic
             nbad = int(len(arr) - np.count_nonzero(ok))
