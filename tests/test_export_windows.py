@@ -115,12 +115,15 @@ def test_windowed_layer_switches(big, tmp_path, monkeypatch, switches):
     assert windowed == whole
 
 
-def test_msproftx_and_small_windows(rich, tmp_path, monkeypatch):
-    """Markers (msprof_tx csv/json, their msprof json layer) split by the window cuts."""
+@pytest.mark.parametrize("window", [20, 3])
+def test_msproftx_and_small_windows(rich, tmp_path, monkeypatch, window):
+    """Markers (msprof_tx csv/json, their msprof json layer) split by the window cuts; with
+    tiny windows a window holds the iterations of one model only (its step-trace lane is
+    still the model's lane among all models)."""
     whole = _export(rich, tmp_path / "whole", monkeypatch, 0)
     assert any(n.startswith("msprof_tx") for n in whole)
     seen = _windows_used(monkeypatch)
-    windowed = _export(rich, tmp_path / "win", monkeypatch, 20)
+    windowed = _export(rich, tmp_path / "win", monkeypatch, window)
     assert seen and seen[0] >= 3
     assert windowed == whole
 

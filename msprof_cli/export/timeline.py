@@ -537,11 +537,15 @@ def communication_layer(dev: DeviceData, comm: CommData | None, app_pid: int) ->
 
 # --- Step Trace --------------------------------------------------------------------------
 
-def step_layer(dev: DeviceData, its: pd.DataFrame, app_pid: int) -> Layer:
+def step_layer(dev: DeviceData, its: pd.DataFrame, app_pid: int,
+               models: list[int] | None = None) -> Layer:
+    """`models`: every model of the device (lane per model), when `its` are only some of
+    its iterations (the windowed export); by default the models of `its`."""
     if len(its) == 0:
         return Layer()
     pid = pid_of(app_pid, SORT_HARDWARE, dev.device_id)
-    models = sorted(int(x) for x in its["model_id"].unique())
+    if models is None:
+        models = sorted(int(x) for x in its["model_id"].unique())
     tid_of = {mdl: app_pid + STEP_TID_BASE + i for i, mdl in enumerate(models)}
     m = process_meta(pid, "Ascend Hardware", f"NPU {dev.device_id}", SORT_HARDWARE,
                      [(tid_of[mdl], f"Step Trace(Model ID:{mdl})", STEP_TID_BASE + mdl)

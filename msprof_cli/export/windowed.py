@@ -280,7 +280,8 @@ class _WindowedExport:
         its = d.iterations
         near = its[(its["step_start_ns"].to_numpy(np.int64) < _plus(plan.cuts[k + 1]))
                    & (its["step_end_ns"].to_numpy(np.int64) >= _plus(plan.cuts[k], -1))]
-        step = _restrict(T.step_layer(d, near, app_pid), lo_key, hi_key)
+        models = sorted(int(x) for x in its["model_id"].unique())
+        step = _restrict(T.step_layer(d, near, app_pid, models), lo_key, hi_key)
         if len(step):  # step_trace json: the step layer alone
             for chunk in T.EventStream([step]).chunks(0, len(step), W.EVENT_CHUNK):
                 self.step_json.write(chunk)
