@@ -25,104 +25,33 @@ from . import writers as W
 from .writers import AtomicFile, SliceNamer, _render, csv_line
 
 
-class _Pieces:
-    """Temporary files of one output, opened one after the other."""
+class _Slices:
+    """The temporary files of one output's slices, in order; no file stays open between
+    writes, so a forked worker can append and hand the object back (it pickles).  The
+    temporary names carry the pid of the process that made the object (the export): a
+    worker's exit does not make them stale."""
 
     def __init__(self, paths: SliceNamer) -> None:
         self.paths = paths
-        self.done: list[AtomicFile] = []
-        self.cur: AtomicFile | None = None
-        self.fh = None
-
-    def open(self):
-        self.close_current()
-        self.cur = AtomicFile(self.paths.single()).open_temp()
-        self.fh = self.cur.__enter__()
-        return self.fh
-
-    def close_current(self) -> None:
-        if self.cur is not None:
-            cur, self.cur = self.cur, None
-            cur.__exit__(None, None, None)
-            self.done.append(cur)
-            self.fh = None
-
-    def discard(self) -> None:
-        if self.cur is not None:
-            try:
-                self.cur.fh.close()
-            except OSError:
-                pass
-            self.done.append(self.cur)
-            self.cur = None
-        for af in self.done:
-            try:
-                os.unlink(af.tmp)
-            except OSError:
-                pass
-        self.done = []
-
-    def targets(self) -> list[Path]:
-        n = len(self.done)
-        return [self.paths.single()] if n == 1 else [self.paths.slice(k) for k in range(n)]
-
-
-class CsvStream:
-    """A CSV summary appended window by window (str cells, missing -> ``N/A``), byte-equal
-    to writers.write_csv_parts of the whole table.  No file stays open between writes, so a
-    forked worker can append a window's rows and hand the stream back (it pickles)."""
-
-    def __init__(self, paths: SliceNamer, header: list[str], slice_rows: int) -> None:
-        self.paths = paths
-        self.head = csv_line(header)
-        self.slice_rows = slice_rows
-        self.tmps: list[Path] = []  # the slices' temporary files, the last one open for rows
-        self.in_slice = 0
-        self.total = 0
-        # the process whose death makes the temporary files stale: the one that made the
-        # stream (the export), also for slices a forked worker starts
+        self.tmps: list[Path] = []
         self.owner = os.getpid()
 
-    def _new_slice(self) -> None:
+    def new(self, head: str = "") -> None:
         af = AtomicFile(self.paths.single(), self.owner)
         with af.open_temp() as fh:
-            fh.write(self.head)
+            fh.write(head)
         self.tmps.append(af.tmp)
-        self.in_slice = 0
 
-    def write(self, df: pd.DataFrame) -> None:
-        lo = 0
-        while lo < len(df):
-            if not self.tmps or self.in_slice == self.slice_rows:
-                self._new_slice()
-            take = min(len(df) - lo, self.slice_rows - self.in_slice)
-            try:
-                with open(self.tmps[-1], "a", encoding="utf-8", newline="") as fh:
-                    for c in range(lo, lo + take, W.CHUNK_ROWS):
-                        fh.write(_render(df.iloc[c:min(c + W.CHUNK_ROWS, lo + take)],
-                                         fill_na=True))
-            except OSError as exc:
-                raise W._write_error(self.paths.single(), exc) from None
-            lo += take
-            self.in_slice += take
-            self.total += take
+    def append(self):
+        """The last slice, opened for appending text (a context manager)."""
+        try:
+            return open(self.tmps[-1], "a", encoding="utf-8", newline="")
+        except OSError as exc:
+            raise W._write_error(self.paths.single(), exc) from None
 
-    def close(self, empty_file: bool = False) -> list[Path]:
-        """The final files (none without rows, unless `empty_file`: a header-only file)."""
-        if self.total == 0:
-            self.discard()
-            if not empty_file:
-                return []
-            self._new_slice()
+    def targets(self) -> list[Path]:
         n = len(self.tmps)
-        out = [self.paths.single()] if n == 1 else [self.paths.slice(k) for k in range(n)]
-        for tmp, target in zip(self.tmps, out):
-            try:
-                os.replace(tmp, target)
-            except OSError as exc:
-                raise W._write_error(target, exc) from None
-        self.tmps = []
-        return out
+        return [self.paths.single()] if n == 1 else [self.paths.slice(k) for k in range(n)]
 
     def discard(self) -> None:
         """Remove the temporary slices, also those a failed worker started (by name)."""
@@ -136,12 +65,61 @@ class CsvStream:
         self.tmps = []
 
 
+class CsvStream:
+    """A CSV summary appended window by window (str cells, missing -> ``N/A``), byte-equal
+    to writers.write_csv_parts of the whole table."""
+
+    def __init__(self, paths: SliceNamer, header: list[str], slice_rows: int) -> None:
+        self.slices = _Slices(paths)
+        self.head = csv_line(header)
+        self.slice_rows = slice_rows
+        self.in_slice = 0
+        self.total = 0
+
+    def write(self, df: pd.DataFrame) -> None:
+        lo = 0
+        while lo < len(df):
+            if not self.slices.tmps or self.in_slice == self.slice_rows:
+                self.slices.new(self.head)
+                self.in_slice = 0
+            take = min(len(df) - lo, self.slice_rows - self.in_slice)
+            try:
+                with self.slices.append() as fh:
+                    for c in range(lo, lo + take, W.CHUNK_ROWS):
+                        fh.write(_render(df.iloc[c:min(c + W.CHUNK_ROWS, lo + take)],
+                                         fill_na=True))
+            except OSError as exc:
+                raise W._write_error(self.slices.paths.single(), exc) from None
+            lo += take
+            self.in_slice += take
+            self.total += take
+
+    def close(self, empty_file: bool = False) -> list[Path]:
+        """The final files (none without rows, unless `empty_file`: a header-only file)."""
+        if self.total == 0:
+            self.discard()
+            if not empty_file:
+                return []
+            self.slices.new(self.head)
+        out = self.slices.targets()
+        for tmp, target in zip(self.slices.tmps, out):
+            try:
+                os.replace(tmp, target)
+            except OSError as exc:
+                raise W._write_error(target, exc) from None
+        self.slices.tmps = []
+        return out
+
+    def discard(self) -> None:
+        self.slices.discard()
+
+
 class JsonStream:
     """A Chrome-trace array appended window by window (event strings in their final order);
     ``close(meta)`` writes it as writers.event_jobs writes the whole stream."""
 
     def __init__(self, paths: SliceNamer, slice_events: int) -> None:
-        self.pieces = _Pieces(paths)
+        self.slices = _Slices(paths)
         self.slice_events = slice_events
         self.in_slice = 0
         self.total = 0
@@ -149,35 +127,37 @@ class JsonStream:
     def write(self, events: list[str]) -> None:
         lo = 0
         while lo < len(events):
-            if self.pieces.fh is None or self.in_slice == self.slice_events:
-                self.pieces.open()
+            if not self.slices.tmps or self.in_slice == self.slice_events:
+                self.slices.new()
                 self.in_slice = 0
             take = min(len(events) - lo, self.slice_events - self.in_slice)
-            if self.in_slice:
-                self.pieces.fh.write(", ")
-            self.pieces.fh.write(", ".join(events[lo:lo + take]))
+            try:
+                with self.slices.append() as fh:
+                    if self.in_slice:
+                        fh.write(", ")
+                    fh.write(", ".join(events[lo:lo + take]))
+            except OSError as exc:
+                raise W._write_error(self.slices.paths.single(), exc) from None
             lo += take
             self.in_slice += take
             self.total += take
 
     def close(self, meta: list[str]) -> list[Path]:
         if self.total == 0:
-            self.pieces.discard()
+            self.discard()
             return []
-        self.pieces.close_current()
-        out = self.pieces.targets()
+        out = self.slices.targets()
         try:
-            for af, target in zip(self.pieces.done, out):
+            for tmp, target in zip(self.slices.tmps, out):
                 with AtomicFile(target) as fh:
                     fh.write("[" + ", ".join(meta) + (", " if meta else ""))
                     fh.flush()
-                    with open(af.tmp, "rb") as src:
+                    with open(tmp, "rb") as src:
                         shutil.copyfileobj(src, fh.buffer, 8 << 20)
                     fh.write("]")
-                os.unlink(af.tmp)
         finally:
-            self.pieces.discard()
+            self.discard()
         return out
 
     def discard(self) -> None:
-        self.pieces.discard()
+        self.slices.discard()

@@ -142,13 +142,18 @@ def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
                               on_window=None) -> list[Path]:
     """Every file of the mindstudio layout (csv summaries), window by window.  Raises
     NotWindowable (nothing left behind) when a window holds what window mode does not
-    cover; the caller then exports whole."""
+    cover; the caller then exports whole.
+
+    Pipelined: a window's CSV rows and its timeline are written by two forked jobs while
+    this process decodes the next window; a window's jobs start once the previous
+    window's are done (they continue its files)."""
     run = _WindowedExport(plan, reports, csv_slice_rows, json_slice_events)
     try:
         for k in range(len(plan)):
             run.window(k)
             if on_window is not None:
                 on_window(k)
+        run.collect()
         return run.finish()
     except BaseException:
         run.discard()
@@ -168,7 +173,7 @@ class _WindowedExport:
         self.csv_slice_rows, self.json_slice_events = csv_slice_rows, json_slice_events
         self.msprof = JsonStream(self.name("msprof", "json"), json_slice_events)
         self.step_json = JsonStream(self.name("step_trace", "json"), json_slice_events)
-        self.streams: list = [self.msprof, self.step_json]
+        self.jobs: JobPool | None = None  # the running window's jobs
         self.csv: dict[str, CsvStream] = {}  # task_time, op_summary, aicpu, opened on use
         self.timeline = _Timeline(self.msprof, self.dev_id, self.app_pid)
         self.step_meta: list[str] = []
@@ -191,11 +196,10 @@ class _WindowedExport:
         if stem not in self.csv:
             self.csv[stem] = CsvStream(self.name(stem, "csv"), ["Device_id"] + header,
                                        self.csv_slice_rows)
-            self.streams.append(self.csv[stem])
         return self.csv[stem]
 
     def window(self, k: int) -> None:
-        data = load_window(self.plan, k)
+        data = load_window(self.plan, k)  # while the previous window's jobs run
         d = data.devices[0]
         if device_comm(data, d) is not None:
             raise NotWindowable("HCCL tasks")
@@ -209,35 +213,44 @@ class _WindowedExport:
             tx = X.markers(data)
             if len(tx) and self.switches.get("msproftx", True):
                 self.tx_layer = X.tx_layer(tx, self.app_pid, X.process_name(data))
-        # the window's CSV rows in a forked worker while this process renders its timeline
-        # (the streams are made here: their temporary files belong to this process)
+        self.collect()  # the previous window's files are where this window continues them
+        # the streams are made here: their temporary files belong to this process
         if len(d.tasks):
             self._csv("task_time", S.TASK_TIME)
         if d.has_host_ops and len(rows):
             self._csv("op_summary", S.op_summary_header(d))
         if d.aicpu is not None and len(d.aicpu):
             self._csv("aicpu", S.AICPU)
+        apis = data.host.apis
         pool = JobPool()
+        pool.caller_busy = False  # this process only decodes the next window meanwhile
         pool.submit(lambda: self._summaries(d, rows))
+        pool.submit(lambda: self._timeline(k, d, rows, apis))
+        self.jobs = pool
         if d.has_host_ops and len(rows):
             self.prev_op = (int(rows["start_local"].to_numpy(np.int64)[-1]),
                             int(rows["dur_ns"].to_numpy(np.int64)[-1]))
         if d.has_node_info and len(rows):
             self.has_node = True
-        apis = data.host.apis
         if len(apis):
             self.api_cols.append(self.api_acc.add(apis))
             self.model_apis.append(apis[(apis["level"] == L.LEVEL_MODEL)])
             self.threads.update(int(t) for t in apis["thread_id"].unique())
         self.stream_ids.update(int(s) for s in d.tasks["stream_id"].unique())
-        self._timeline(k, d, rows, apis)
-        csv, op_stat, aicpu = pool.results()[0]
+        del data, d, rows, apis
+        release()
+
+    def collect(self) -> None:
+        """Wait for the running window's jobs and take their outputs' state back."""
+        if self.jobs is None:
+            return
+        pool, self.jobs = self.jobs, None
+        (csv, op_stat, aicpu), (timeline, step_json) = pool.results()
         self.csv.update(csv)
         if op_stat is not None:
             self.op_stat.append(op_stat)
         self.aicpu_table |= aicpu
-        del data, d, rows, apis
-        release()
+        self.timeline, self.msprof, self.step_json = timeline, timeline.out, step_json
 
     def _summaries(self, d, rows) -> tuple[dict[str, CsvStream], pd.DataFrame | None, bool]:
         """The window's task_time, op_summary and aicpu rows (a JobPool job): returns the
@@ -268,8 +281,9 @@ class _WindowedExport:
             self.csv["aicpu"].write(df)
         return dict(self.csv), op_stat, a is not None
 
-    def _timeline(self, k: int, d, rows, apis: pd.DataFrame) -> None:
-        """This window's msprof json layers, in timeline.msprof_layers order."""
+    def _timeline(self, k: int, d, rows, apis: pd.DataFrame) -> tuple["_Timeline", JsonStream]:
+        """This window's msprof json layers, in timeline.msprof_layers order, and its
+        step_trace json events (a JobPool job): returns the two outputs' state."""
         plan, sw, app_pid = self.plan, self.switches, self.app_pid
         lo_key = -np.inf if k == 0 else float(ts_sort_key(np.array([plan.cuts[k]]))[0])
         hi_key = np.inf if k == len(plan) - 1 else \
@@ -303,6 +317,7 @@ class _WindowedExport:
                                  rows["end_local"].to_numpy(np.int64))
         else:
             self.timeline.window(layers, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return self.timeline, self.step_json
 
     def finish(self) -> list[Path]:
         self.timeline.finish()
@@ -341,7 +356,10 @@ class _WindowedExport:
         return written
 
     def discard(self) -> None:
-        for st in self.streams:
+        if self.jobs is not None:
+            self.jobs.cancel()  # no worker writes on after the files are removed
+            self.jobs = None
+        for st in (self.msprof, self.step_json, *self.csv.values()):
             st.discard()
 
 
