@@ -35,7 +35,7 @@ from msprof_cli.raw.profdir import result_dirs
 from .control_info import ResultDirInfo, read_result_dir, to_mono_ns
 from .device import STREAM_MASK, _reviewed, assign_batches, decode_device
 from .fmt import ts_sort_key
-from .host import decode_host, type_names
+from .host import decode_host
 from .memory import release
 from .rawread import (DecodeLog, _device_regex, _host_regex, data_files, device_records,
                       host_records, read_files, type_info_dict)
