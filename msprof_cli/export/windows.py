@@ -404,19 +404,21 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
     # the float sort key of the last end before differs (a window's events all sort first)
     # (a step begins with a host API; without host APIs, the task starts)
     cand = ab if len(ab) else ds
-    quiet = np.ones(len(cand), bool)
+    quiet = np.zeros(len(cand), bool)
     for lo in range(0, len(cand), 1 << 22):
         c = cand[lo:lo + (1 << 22)]
+        # no API open first: it keeps about one candidate per step for the other tests
         ended_api = _count_before(ae, c)
-        q = _count_before(ab, c) == ended_api
+        at = np.flatnonzero(_count_before(ab, c) == ended_api)
+        c, ended_api = c[at], ended_api[at]
         started, ended = _count_before(ds, c), _count_before(de, c)
-        q &= started == ended
+        q = started == ended
         q &= _count_before(flow_lo, c) == _count_before(flow_hi, c)
         # the last thing before c (an API or task end) prints a smaller float key than c
         last = np.maximum(np.where(ended_api > 0, ae[np.maximum(ended_api - 1, 0)], 0),
                           np.where(ended > 0, de[np.maximum(ended - 1, 0)], 0))
         q &= ts_sort_key(last) < ts_sort_key(c)
-        quiet[lo:lo + len(c)] = q
+        quiet[lo + at] = q
     qt = np.unique(cand[quiet])
     del cand, quiet
     before = _count_before(ds, qt)
