@@ -186,8 +186,7 @@ class _WindowedExport:
         self.model_apis: list[pd.DataFrame] = []
         self.threads: set[int] = set()
         self.stream_ids: set[int] = set()
-        self.has_node = self.aicpu_table = False
-        self.use_flow = plan.host_index["api_event"].n > 0
+        self.use_flow = plan.has_apis  # as msprof_layers: flows only with host API rows
 
     def name(self, stem: str, ext: str) -> SliceNamer:
         return SliceNamer(self.out_dir, stem, f"_{_stamp()}", ext)
@@ -230,8 +229,6 @@ class _WindowedExport:
         if d.has_host_ops and len(rows):
             self.prev_op = (int(rows["start_local"].to_numpy(np.int64)[-1]),
                             int(rows["dur_ns"].to_numpy(np.int64)[-1]))
-        if d.has_node_info and len(rows):
-            self.has_node = True
         if len(apis):
             self.api_cols.append(self.api_acc.add(apis))
             self.model_apis.append(apis[(apis["level"] == L.LEVEL_MODEL)])
@@ -245,16 +242,15 @@ class _WindowedExport:
         if self.jobs is None:
             return
         pool, self.jobs = self.jobs, None
-        (csv, op_stat, aicpu), (timeline, step_json) = pool.results()
+        (csv, op_stat), (timeline, step_json) = pool.results()
         self.csv.update(csv)
         if op_stat is not None:
             self.op_stat.append(op_stat)
-        self.aicpu_table |= aicpu
         self.timeline, self.msprof, self.step_json = timeline, timeline.out, step_json
 
-    def _summaries(self, d, rows) -> tuple[dict[str, CsvStream], pd.DataFrame | None, bool]:
+    def _summaries(self, d, rows) -> tuple[dict[str, CsvStream], pd.DataFrame | None]:
         """The window's task_time, op_summary and aicpu rows (a JobPool job): returns the
-        streams as they are now, the op_statistic aggregates, whether aicpu had a table."""
+        streams as they are now and the op_statistic aggregates."""
         tasks, dev_id = d.tasks, str(self.dev_id)
         if len(tasks):
             out = self.csv["task_time"]
@@ -279,7 +275,7 @@ class _WindowedExport:
             df = a[1]
             df.insert(0, "Device_id", dev_id)
             self.csv["aicpu"].write(df)
-        return dict(self.csv), op_stat, a is not None
+        return dict(self.csv), op_stat
 
     def _timeline(self, k: int, d, rows, apis: pd.DataFrame) -> tuple["_Timeline", JsonStream]:
         """This window's msprof json layers, in timeline.msprof_layers order, and its
@@ -344,16 +340,63 @@ class _WindowedExport:
                 written += got
                 if got:
                     summaries.add(stem)
-        written += _rest(self.plan, self.first, self.op_stat if self.has_node else [],
-                         self.api_cols, self.api_acc, self.model_apis, self.csv.get("aicpu"),
-                         self.aicpu_table, self.dev_id, self.csv_slice_rows, summaries,
-                         self.name)
+        written += self._rest(summaries)
         if written:
             readme = self.out_dir / "README.txt"
             with W.AtomicFile(readme) as fh:
                 fh.write(readme_text(set(timelines), summaries, "csv"))
             written.append(readme)
         return written
+
+    def _rest(self, summaries: set[str]) -> list[Path]:
+        """The summaries of mindstudio._rest, in its order, from the windows' accumulators."""
+        out: list[Path] = []
+        dev_id = self.dev_id
+
+        def emit(stem: str, table) -> None:
+            if table is None:
+                return
+            header, df = table
+            out.extend(write_csv(self.name(stem, "csv"), header, df, self.csv_slice_rows))
+            summaries.add(stem)
+
+        if self.api_cols:
+            # in record order, as the whole API table: the per-call sums add in its order
+            apis = pd.concat(self.api_cols, ignore_index=True)
+            self.api_cols.clear()
+            order = np.argsort(apis["cid"].to_numpy(), kind="stable")
+            codes = apis["g"].to_numpy()[order]
+            dur = apis["dur"].to_numpy()[order]
+            del apis, order
+            names, levels = self.api_acc.tables()
+            emit("api_statistic", _with_device(dev_id, S.api_statistic_of(codes, dur, names,
+                                                                          levels)))
+            del codes, dur
+        if self.op_stat:  # windows with node info (has_node_info) and op rows
+            emit("op_statistic", _merge([_with_device(dev_id, S.op_statistic(
+                None, S.combine_op_statistic(self.op_stat)))]))
+        first = self.first
+        d0 = first.devices[0]
+        if len(d0.iterations):
+            emit("step_trace", _merge([_with_device(dev_id, S.step_trace(d0.iterations))]))
+        # fusion_op: the fusion records against the model spans of every window
+        host = first.host
+        models = pd.concat(self.model_apis, ignore_index=True) if self.model_apis \
+            else host.apis.iloc[:0]
+        scope = ProfData(prof=self.plan.prof, host=HostData(rd=host.rd, tables=host.tables,
+                                                            apis=models),
+                         devices=[d0], log=first.log)
+        fusion = F.fusion_op(F.fusion_rows(scope, model_names(scope)))
+        emit("fusion_op", _with_device(dev_id, fusion) if fusion is not None else None)
+        if "aicpu" in self.csv:  # a window had AI CPU records: the file, even without rows
+            got = self.csv["aicpu"].close(empty_file=True)
+            out.extend(got)
+            if got:
+                summaries.add("aicpu")
+        tx = X.markers(first)
+        if len(tx):
+            emit("msprof_tx", _with_device(dev_id, X.tx_table(tx, merged=True)))
+        return out
 
     def discard(self) -> None:
         if self.jobs is not None:
@@ -417,54 +460,3 @@ def _meta(plan: WindowPlan, first: ProfData, switches: dict, threads: set[int],
     if tx_layer is not None:
         meta += tx_layer.meta
     return meta
-
-
-def _rest(plan: WindowPlan, first: ProfData, op_stat: list[pd.DataFrame],
-          api_cols: list[pd.DataFrame], api_acc: "_ApiGroups", model_apis: list[pd.DataFrame],
-          aicpu: CsvStream | None,
-          aicpu_table: bool, dev_id: int, csv_slice_rows: int, summaries: set[str], name
-          ) -> list[Path]:
-    """The summaries of mindstudio._rest, in its order, from the windows' accumulators."""
-    out: list[Path] = []
-
-    def emit(stem: str, table) -> None:
-        if table is None:
-            return
-        header, df = table
-        out.extend(write_csv(name(stem, "csv"), header, df, csv_slice_rows))
-        summaries.add(stem)
-
-    if api_cols:
-        # in record order, as the whole API table: the per-call sums are added in its order
-        apis = pd.concat(api_cols, ignore_index=True)
-        api_cols.clear()
-        order = np.argsort(apis["cid"].to_numpy(), kind="stable")
-        codes = apis["g"].to_numpy()[order]
-        dur = apis["dur"].to_numpy()[order]
-        del apis, order
-        names, levels = api_acc.tables()
-        emit("api_statistic", _with_device(dev_id, S.api_statistic_of(codes, dur, names,
-                                                                      levels)))
-        del codes, dur
-    if op_stat:
-        emit("op_statistic", _merge([_with_device(dev_id, S.op_statistic(
-            None, S.combine_op_statistic(op_stat)))]))
-    d0 = first.devices[0]
-    if len(d0.iterations):
-        emit("step_trace", _merge([_with_device(dev_id, S.step_trace(d0.iterations))]))
-    # fusion_op: the fusion records against the model spans of every window
-    host = first.host
-    models = pd.concat(model_apis, ignore_index=True) if model_apis else host.apis.iloc[:0]
-    scope = ProfData(prof=plan.prof, host=HostData(rd=host.rd, tables=host.tables, apis=models),
-                     devices=[d0], log=first.log)
-    fusion = F.fusion_op(F.fusion_rows(scope, model_names(scope)))
-    emit("fusion_op", _with_device(dev_id, fusion) if fusion is not None else None)
-    if aicpu is not None:
-        got = aicpu.close(aicpu_table)
-        out.extend(got)
-        if got:
-            summaries.add("aicpu")
-    tx = X.markers(first)
-    if len(tx):
-        emit("msprof_tx", _with_device(dev_id, X.tx_table(tx, merged=True)))
-    return out

@@ -169,6 +169,7 @@ class WindowPlan:
     window_tasks: list[int] = field(default_factory=list)
     ts_flips: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # ts_track
     iterations: pd.DataFrame | None = None  # the device's iterations, once decoded
+    has_apis: bool = False  # the decode keeps at least one host API row
 
     def __len__(self) -> int:
         return len(self.cuts) - 1
@@ -386,6 +387,9 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
     ae = a["end_time"].astype(np.int64) + hoff
     del a
     host_index["api_event"] = TimeIndex.build("api_event", False, "begin_time", ab)
+    # an API row the decode keeps (decode_apis and load_prof filters): the CANN layer and the
+    # flows of msprof json exist
+    has_apis = bool(((ab > hoff) & (ae != ab) & (ab >= host_rd.begin_local_ns)).any())
     ab.sort()
     ae.sort()
     for kind in ("node_basic_info", "tensor_info"):
@@ -439,7 +443,8 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
         plan_log.warnings.extend(i.warnings)
     return WindowPlan(prof=prof, infos=infos, host_rd=host_rd, dev_rd=dev_rd, cuts=cuts,
                       host_index=host_index, dev_index=dev_index, pmu=pmu, log=plan_log,
-                      tasks=tasks, window_tasks=sizes, ts_flips=ts_flips)
+                      tasks=tasks, window_tasks=sizes, ts_flips=ts_flips,
+                      has_apis=has_apis)
 
 
 def load_window(plan: WindowPlan, k: int):
