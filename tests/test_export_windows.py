@@ -196,3 +196,14 @@ def test_a_failing_window_leaves_no_temporary_file(big, tmp_path, monkeypatch):
         run_export(prof, layout="mindstudio", quiet=True, csv_slice_rows=700)
     out = prof / OUT
     assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_cuts_about_target_tasks_apart():
+    ds = np.arange(100) * 10  # task starts
+    # cut at the first quiet point with >= 30 tasks before it, then >= 30 more after that
+    cuts, sizes = WN._cuts(np.array([5, 255, 305, 505, 905, 975]), ds, 30)
+    assert cuts == [WN.INT64_MIN, 305, 905, WN.INT64_MAX]
+    assert sizes == [31, 60, 9]
+    # a rest below a quarter of the target joins the last window
+    cuts, sizes = WN._cuts(np.array([305, 995]), ds, 30)
+    assert cuts == [WN.INT64_MIN, 305, WN.INT64_MAX] and sizes == [31, 69]

@@ -228,6 +228,45 @@ def _launch_flows(host: tuple[np.ndarray, np.ndarray, np.ndarray],
     return np.sort(np.minimum(a, b)), np.sort(np.maximum(a, b))
 
 
+def _quiet_points(ab: np.ndarray, ae: np.ndarray, ds: np.ndarray, de: np.ndarray,
+                  flow_lo: np.ndarray, flow_hi: np.ndarray) -> np.ndarray:
+    """Sorted quiet points (all arguments sorted local ns: API begins / ends, task starts /
+    ends, launch -> task flow begins / ends): API begins (a step begins with a host API;
+    without host APIs, the task starts) where nothing is open, no flow is pending, and the
+    float sort key of the last end before is smaller (a window's events all sort first)."""
+    cand = ab if len(ab) else ds
+    quiet = np.zeros(len(cand), bool)
+    for lo in range(0, len(cand), 1 << 22):
+        c = cand[lo:lo + (1 << 22)]
+        # no API open first: it keeps about one candidate per step for the other tests
+        ended_api = _count_before(ae, c)
+        at = np.flatnonzero(_count_before(ab, c) == ended_api)
+        c, ended_api = c[at], ended_api[at]
+        started, ended = _count_before(ds, c), _count_before(de, c)
+        q = started == ended
+        q &= _count_before(flow_lo, c) == _count_before(flow_hi, c)
+        last = np.maximum(np.where(ended_api > 0, ae[np.maximum(ended_api - 1, 0)], 0),
+                          np.where(ended > 0, de[np.maximum(ended - 1, 0)], 0))
+        q &= ts_sort_key(last) < ts_sort_key(c)
+        quiet[lo + at] = q
+    return np.unique(cand[quiet])
+
+
+def _cuts(quiet: np.ndarray, ds: np.ndarray, target: int) -> tuple[list[int], list[int]]:
+    """Window bounds (INT64_MIN, quiet points ..., INT64_MAX) about `target` task starts
+    (`ds`, sorted) apart, and the tasks per window; a small rest joins the last window."""
+    before = _count_before(ds, quiet)
+    cuts, sizes, last = [INT64_MIN], [], 0
+    while True:
+        i = int(np.searchsorted(before, last + target))
+        if i >= len(quiet) or len(ds) - int(before[i]) < target // 4:
+            break  # no quiet point further on, or the rest is small: one last window
+        cuts.append(int(quiet[i]))
+        sizes.append(int(before[i]) - last)
+        last = int(before[i])
+    return cuts + [INT64_MAX], sizes + [len(ds) - last]
+
+
 def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
     """Scan `prof` and cut it into windows of about `target` device tasks at quiet points,
     or None when it is small or not covered by window mode (then it is decoded whole;
@@ -404,40 +443,9 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
     if tasks <= threshold:
         return _whole("small")
 
-    # quiet points among the API begins: nothing open, no flow pending, and
-    # the float sort key of the last end before differs (a window's events all sort first)
-    # (a step begins with a host API; without host APIs, the task starts)
-    cand = ab if len(ab) else ds
-    quiet = np.zeros(len(cand), bool)
-    for lo in range(0, len(cand), 1 << 22):
-        c = cand[lo:lo + (1 << 22)]
-        # no API open first: it keeps about one candidate per step for the other tests
-        ended_api = _count_before(ae, c)
-        at = np.flatnonzero(_count_before(ab, c) == ended_api)
-        c, ended_api = c[at], ended_api[at]
-        started, ended = _count_before(ds, c), _count_before(de, c)
-        q = started == ended
-        q &= _count_before(flow_lo, c) == _count_before(flow_hi, c)
-        # the last thing before c (an API or task end) prints a smaller float key than c
-        last = np.maximum(np.where(ended_api > 0, ae[np.maximum(ended_api - 1, 0)], 0),
-                          np.where(ended > 0, de[np.maximum(ended - 1, 0)], 0))
-        q &= ts_sort_key(last) < ts_sort_key(c)
-        quiet[lo + at] = q
-    qt = np.unique(cand[quiet])
-    del cand, quiet
-    before = _count_before(ds, qt)
-    cuts, sizes, last = [INT64_MIN], [], 0
-    while True:
-        i = int(np.searchsorted(before, last + target))
-        if i >= len(qt) or tasks - int(before[i]) < target // 4:
-            break  # no quiet point further on, or the rest is small: one last window
-        cuts.append(int(qt[i]))
-        sizes.append(int(before[i]) - last)
-        last = int(before[i])
-    if len(cuts) < 2:
+    cuts, sizes = _cuts(_quiet_points(ab, ae, ds, de, flow_lo, flow_hi), ds, target)
+    if len(cuts) < 3:  # one window: no quiet point where a cut would help
         return _whole("no quiet point")
-    cuts.append(INT64_MAX)
-    sizes.append(tasks - last)
     plan_log = DecodeLog()
     for i in infos:
         plan_log.warnings.extend(i.warnings)
