@@ -86,3 +86,67 @@ def test_console_cuts_long_op_lists_but_json_keeps_them():
     text = render(rule, max_names=10)
     assert "op9,... +5 more]" in text and "op10" not in text
     assert "op14]" in render(rule)
+
+
+def test_rule_state_in_chunks_and_merged_equals_one_table():
+    """RuleState gives the same rule JSON and evidence for any chunking of the rows (the
+    legacy export feeds op_summary chunks; windowed exports merge per-window states), and
+    the busy times are exact ns sums (not float µs of epoch time stamps)."""
+    from msprof_cli.export.advice import OpTable, RuleState
+
+    rng = np.random.default_rng(7)
+    n = 400
+    base = 1_700_000_000_000_000_000  # ns: float µs of these are 0.25 µs coarse
+    start = np.sort(base + rng.integers(0, 4_000_000, n))
+    start[200:] += 100_000  # a quiet gap: rows [0, 200) end before row 200 starts
+    dur = rng.integers(1, 40_000, n)  # overlapping AI Core / AI CPU tasks
+    kind = rng.choice(["AI_CORE", "AI_CPU"], n)
+    rows = [[f"op{i % 37}", "TransData" if i % 50 == 0 else "Conv2D", k,
+             f"{s // 1000}.{s % 1000:03d}\t", d / 1000, float(rng.integers(0, 30)),
+             int(rng.integers(1, 40)), "INT64" if i % 3 else "FLOAT", rng.random(), rng.random(),
+             rng.random(), rng.random(), rng.random(), rng.random(), rng.random() * 2]
+            for i, (s, d, k) in enumerate(zip(start.tolist(), dur.tolist(), kind))]
+    df = frame(rows)
+    one = RuleState(32)
+    one.add(OpTable.from_summary(df, 32))
+    rule = one.rule_json("PipeUtilization")
+    for size in (1, 7, 130):
+        st = RuleState(32)
+        for lo in range(0, n, size):
+            st.add(OpTable.from_summary(df.iloc[lo:lo + size], 32, start[lo:lo + size]))
+        assert st.rule_json("PipeUtilization") == rule
+        assert st.evidence(rule) == one.evidence(rule)
+    # exact busy time: the union of the intervals, by brute force over ns
+    par = groups(rule)["Operator Parallelism"]
+    got = one.parallelism() if not par else par[0]["Tuning Data"]
+
+    def busy(k):
+        iv = sorted((s, s + d) for s, d, kk in zip(start.tolist(), dur.tolist(), kind) if kk == k)
+        total, cur = 0, None
+        for a, b in iv:
+            if cur and a <= cur[1]:
+                cur[1] = max(cur[1], b)
+            else:
+                total += cur[1] - cur[0] if cur else 0
+                cur = [a, b]
+        return total + (cur[1] - cur[0] if cur else 0)
+    both = round(got["Concurrent AI Core and AI CPU Execution Time(us)"] * 1000)
+    assert round(got["AI Core Execution Time(us)"] * 1000) + both == busy("AI_CORE")
+    assert round(got["AI CPU Execution Time(us)"] * 1000) + both == busy("AI_CPU")
+    assert both > 0
+    # two states of consecutive, non-overlapping row ranges merge to the whole
+    assert start[200] > (start[:200] + dur[:200]).max()
+    a, b = RuleState(32), RuleState(32)
+    a.add(OpTable.from_summary(df.iloc[:200], 32))
+    b.add(OpTable.from_summary(df.iloc[200:], 32))
+    a.merge(b)
+    assert a.rule_json("PipeUtilization") == rule
+    assert a.evidence(rule) == one.evidence(rule)
+
+
+def test_stamp_ns_parses_exactly():
+    from msprof_cli.export.advice import NA_NS, _stamp_ns
+
+    got = _stamp_ns(np.array(["1700000000000001.237\t", "-1.500", "12", "N/A", 2.5],
+                             dtype=object))
+    assert got.tolist() == [1_700_000_000_000_001_237, -1500, 12000, NA_NS, 2500]

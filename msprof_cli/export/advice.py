@@ -89,266 +89,6 @@ def _parse(vals: np.ndarray) -> np.ndarray:
     return out
 
 
-@dataclass
-class OpTable:
-    """op_summary rows with rule field names; numeric columns coerced (N/A -> NaN)."""
-
-    df: pd.DataFrame
-    core_num: int
-
-    @classmethod
-    def from_summary(cls, summary: pd.DataFrame, core_num: int) -> "OpTable":
-        """Only the columns the rules read are kept; numbers are parsed once per distinct
-        string (op_summary repeats the same values every iteration)."""
-        df = summary.rename(columns={c: field_name(c) for c in summary.columns})
-        df = df.loc[:, ~df.columns.duplicated()]
-        keep = [c for c in df.columns if c in TEXT_FIELDS or c in NUMERIC_FIELDS]
-        df = df[keep].copy()
-        for col in keep:
-            if col in NUMERIC_FIELDS:
-                df[col] = _to_number(df[col])
-        return cls(df=df.reset_index(drop=True), core_num=core_num)
-
-    def has(self, *cols: str) -> bool:
-        return all(c in self.df for c in cols)
-
-    def col(self, name: str) -> pd.Series:
-        return self.df[name]
-
-    def names(self, mask: pd.Series | np.ndarray) -> list[str]:
-        """Op names of the masked rows, unique, in first-appearance order (via the op-name
-        codes: iterating a pandas string column row by row is slow)."""
-        if "_name_codes" not in self.__dict__:
-            codes, uniques = pd.factorize(self.df["op_name"].to_numpy(dtype=object))
-            self.__dict__["_name_codes"] = codes
-            self.__dict__["_name_uniques"] = np.asarray(uniques, dtype=object)
-        codes = self.__dict__["_name_codes"][np.asarray(mask, dtype=bool)]
-        first = pd.unique(codes[codes >= 0])
-        return [str(n) for n in self.__dict__["_name_uniques"][first]]
-
-
-Condition = Callable[[OpTable], "list[str] | None"]
-
-
-def _mask(table: OpTable, col: str, pred: Callable[[pd.Series], pd.Series]) -> list[str] | None:
-    if not table.has(col, "op_name"):
-        return None
-    values = table.col(col)
-    return table.names(pred(values).fillna(False))
-
-
-def _and(*conds: Condition) -> Condition:
-    def run(t: OpTable) -> list[str] | None:
-        results = [c(t) for c in conds]
-        if any(r is None for r in results):
-            return None
-        keep = set.intersection(*(set(r) for r in results))
-        return [n for n in results[0] if n in keep]
-    return run
-
-
-def _block_dim_1(t: OpTable) -> list[str] | None:
-    return _mask(t, "block_dim", lambda s: (s / t.core_num) < 1)
-
-
-def _trans_data_1(t: OpTable) -> list[str] | None:
-    return _mask(t, "op_type", lambda s: s.astype(str) == "TransData")
-
-
-def _trans_data_2(t: OpTable) -> list[str] | None:
-    if not t.has("op_type"):
-        return None
-    mask = t.col("op_type").astype(str) == "TransData"
-    return t.names(mask) if int(mask.sum()) > 2 else []
-
-
-def _wait_time_2(t: OpTable) -> list[str] | None:
-    if not t.has("task_wait_time", "task_duration"):
-        return None
-    wait = t.col("task_wait_time")
-    over = (wait > 10).fillna(False)
-    total = float((t.col("task_duration").fillna(0) + wait.fillna(0)).sum())
-    if total <= 0:
-        return []
-    return t.names(over) if float(wait[over].sum()) / total > 0.03 else []
-
-
-def _memory_bound_2(t: OpTable) -> list[str] | None:
-    if not t.has("memory_bound", "task_duration"):
-        return None
-    over = (t.col("memory_bound") > 1).fillna(False)
-    total = float(t.col("task_duration").fillna(0).sum())
-    if total <= 0:
-        return []
-    return t.names(over) if float(t.col("task_duration")[over].sum()) / total > 0.5 else []
-
-
-def _memory_workspace_1(t: OpTable) -> list[str] | None:
-    return _mask(t, "memory_workspace", lambda s: s > 0)
-
-
-def _contains(values: pd.Series, text: str) -> pd.Series:
-    """`values` contains `text`, evaluated once per distinct value."""
-    codes, uniq = pd.factorize(values.to_numpy(dtype=object))
-    hit = np.array([text in str(u) for u in uniq], dtype=bool)
-    return pd.Series(np.where(codes >= 0, hit[np.maximum(codes, 0)], False),
-                     index=values.index)
-
-
-def _str_contains(col: str, text: str) -> Condition:
-    return lambda t: _mask(t, col, lambda s: _contains(s, text))
-
-
-def _num(col: str, op: str, value: float) -> Condition:
-    preds = {">": lambda s: s > value, "<": lambda s: s < value}
-    return lambda t: _mask(t, col, preds[op])
-
-
-def AICPU_1(t: OpTable) -> list[str] | None:  # noqa: N802 - the rule condition name
-    return _mask(t, "task_type", lambda s: s.astype(str) == "AI_CPU")
-
-TASK_DURATION_1 = _num("task_duration", ">", 20)
-
-# (rule, condition, rule type, subtype, suggestion) in the enabled order of section 5.3
-OP_RULES: list[tuple[str, Condition, str, str, str]] = [
-    ("rule_block_dim_1", _and(_block_dim_1, _num("mac_ratio", ">", 0)), "Operator Processing",
-     "", "Use multi-core"),
-    ("rule_vector_bound_1", _num("vector_bound", ">", 1), "Memory", "",
-     "Check repeat counts and vector mask"),
-    ("rule_vector_bound_2", _and(_num("vec_ratio", ">", 0.8), _num("mac_ratio", ">", 0),
-                                 TASK_DURATION_1), "Computation", "Cube",
-     "Cube operators spend too much time on vector computing"),
-    ("rule_scalar_bound_1", _num("scalar_ratio", ">", 0.8), "Computation", "Scalar",
-     "High scalar computing usage"),
-    ("rule_memory_bound_1", _memory_bound_2, "Memory", "", "Low data memory handling efficiency"),
-    ("rule_vec_bankgroup_cflt_ratio_1", _num("vec_bankgroup_cflt_ratio", ">", 0.04),
-     "Computation", "Vector", "The vector bank group conflict has reached the upper limit"),
-    ("rule_vec_bank_cflt_ratio_1", _num("vec_bank_cflt_ratio", ">", 0.04), "Computation",
-     "Vector", "The vector bank conflict has reached the upper limit"),
-    ("rule_vector_ratio_1", _num("vec_ratio", "<", 0.8), "Computation", "Vector",
-     "Low vector computing usage"),
-    ("rule_cube_ratio_1", _num("mac_ratio", "<", 0.8), "Computation", "Cube",
-     "Low cube computing usage"),
-    ("rule_transData_1", _trans_data_2, "Operator Processing", "",
-     "Check and reduce the transData"),
-    ("rule_aicpu_1", AICPU_1, "Operator Processing", "", "Check and reduce AI CPU operators"),
-    ("rule_aicpu_2", _and(TASK_DURATION_1, AICPU_1, _str_contains("input_data_types", "INT64")),
-     "Operator Processing", "", "Try to cast the data type to INT32 for AI Core operators"),
-    ("rule_aicpu_3", _and(_str_contains("op_name", "StridedSliceGrad"), AICPU_1,
-                          TASK_DURATION_1), "Operator Processing", "",
-     "Try StridedSliceGrad on AI Cores"),
-    ("rule_wait_time_1", _wait_time_2, "Operator Schedule", "",
-     "Task waiting time has reached the upper limit"),
-    ("rule_memory_workspace_1", _memory_workspace_1, "Operator Metrics", "Memory",
-     "Check and reduce the memory workspace"),
-]
-
-
-def _merged(intervals: np.ndarray) -> np.ndarray:
-    """Union of [start, end) intervals, sorted and merged (vectorised)."""
-    if len(intervals) == 0:
-        return intervals.reshape(0, 2)
-    iv = intervals[np.argsort(intervals[:, 0], kind="stable")]
-    ends = np.maximum.accumulate(iv[:, 1])
-    new = np.empty(len(iv), dtype=bool)
-    new[0] = True
-    new[1:] = iv[1:, 0] > ends[:-1]
-    idx = np.flatnonzero(new)
-    starts = iv[idx, 0]
-    stops = np.append(ends[idx[1:] - 1], ends[-1])
-    return np.column_stack([starts, stops])
-
-
-def _length(iv: np.ndarray) -> float:
-    return float((iv[:, 1] - iv[:, 0]).sum()) if len(iv) else 0.0
-
-
-def _overlap(a: np.ndarray, b: np.ndarray) -> float:
-    """Total overlap of two merged interval sets: sweep over all end points, where the
-    coverage count is 2 both sets cover the segment (each set is already merged)."""
-    if not len(a) or not len(b):
-        return 0.0
-    points = np.concatenate([a[:, 0], a[:, 1], b[:, 0], b[:, 1]])
-    deltas = np.concatenate([np.ones(len(a)), -np.ones(len(a)), np.ones(len(b)),
-                             -np.ones(len(b))])
-    order = np.lexsort((deltas, points))  # at equal points close before open
-    points, cover = points[order], np.cumsum(deltas[order])
-    seg = np.diff(points)
-    return float(seg[cover[:-1] == 2].sum())
-
-
-def parallelism(t: OpTable) -> dict[str, float] | None:
-    if not t.has("task_type", "task_start_time", "task_duration"):
-        return None
-    start = t.col("task_start_time").to_numpy(dtype=float)
-    dur = t.col("task_duration").to_numpy(dtype=float)
-    kind = t.col("task_type").astype(str).to_numpy()
-    ok = ~(np.isnan(start) | np.isnan(dur))
-    core = _merged(np.column_stack([start, start + dur])[ok & (kind == "AI_CORE")])
-    cpu = _merged(np.column_stack([start, start + dur])[ok & (kind == "AI_CPU")])
-    both = _overlap(core, cpu)
-    return {"AI Core Execution Time(us)": round(_length(core) - both, 3),
-            "AI CPU Execution Time(us)": round(_length(cpu) - both, 3),
-            "Concurrent AI Core and AI CPU Execution Time(us)": round(both, 3)}
-
-
-def bottleneck(t: OpTable) -> dict[str, float] | None:
-    need = ("mac_ratio", "vec_ratio", "scalar_ratio", "mte1_ratio", "mte2_ratio", "mte3_ratio",
-            "task_duration", "task_type")
-    if not t.has(*need):
-        return None
-    df = t.df[(t.df["task_type"].astype(str) == "AI_CORE")]
-    ratios = pd.DataFrame({
-        "Cube Utilization": df["mac_ratio"], "Vector Utilization": df["vec_ratio"],
-        "Scalar Utilization": df["scalar_ratio"],
-        "MTE Utilization": df[["mte1_ratio", "mte2_ratio", "mte3_ratio"]].max(axis=1)})
-    valid = ratios.notna().all(axis=1)
-    ratios, dur = ratios[valid], df.loc[valid, "task_duration"].fillna(0)
-    out = {k: 0.0 for k in ratios.columns}
-    if len(ratios):
-        dominant = ratios.to_numpy().argmax(axis=1)
-        sums = np.bincount(dominant, weights=dur.to_numpy(dtype=float), minlength=4)
-        out = {k: round(float(v), 3) for k, v in zip(ratios.columns, sums)}
-    return out
-
-
-def evaluate(summary: pd.DataFrame, core_num: int = 32, aic_metrics: str = "",
-             workspace: pd.Series | None = None, table: OpTable | None = None) -> dict:
-    """prof_rule JSON content for one device's op_summary (`table`: the OpTable of
-    `summary` when already built, e.g. shared with evidence())."""
-    t = table if table is not None else OpTable.from_summary(summary, core_num)
-    if workspace is not None and "op_name" in t.df:
-        t.df["memory_workspace"] = t.df["op_name"].map(workspace).astype(float)
-    results: dict[str, list[dict]] = {g: [] for groups in SECTIONS.values() for g in groups}
-    for _rule, cond, rtype, subtype, suggestion in OP_RULES:
-        names = cond(t)
-        if names:
-            results[rtype].append({"Rule Subtype": subtype, "Rule Suggestion": suggestion,
-                                   "Tuning Data": names})
-    par = parallelism(t)
-    if par:
-        core = par["AI Core Execution Time(us)"]
-        cpu = par["AI CPU Execution Time(us)"]
-        both = par["Concurrent AI Core and AI CPU Execution Time(us)"]
-        total = core + cpu + both
-        if total > 0 and cpu / total > 0.05:
-            results["Operator Parallelism"].append(
-                {"Rule Subtype": "", "Rule Suggestion": PARALLELISM_SUGGESTION,
-                 "Tuning Data": par})
-    if aic_metrics == "PipeUtilization":
-        bn = bottleneck(t)
-        if bn is not None:
-            total = sum(bn.values())
-            cube = bn["Cube Utilization"] / total if total > 0 else 0.0
-            suggestion = CUBE_AFFINITY if cube >= 0.5 else NOT_CUBE_AFFINITY
-            results["Model Bottleneck Analysis"].append(
-                {"Rule Subtype": "", "Rule Suggestion": suggestion, "Tuning Data": bn})
-    data = {section: [{"Rule Type": g, "Rule Description": RULE_DESCRIPTIONS[g],
-                       "result": results[g]} for g in groups]
-            for section, groups in SECTIONS.items()}
-    return {"status": 0, "data": data}
-
-
 # metric shown next to each op of an op-list finding on the console (evidence())
 EVIDENCE_FIELDS: dict[str, list[str]] = {
     "Use multi-core": ["block_dim", "mac_ratio"],
@@ -373,50 +113,459 @@ def _num_text(v: float) -> str:
     return f"{v:.3f}".rstrip("0").rstrip(".") if np.isfinite(v) else "N/A"
 
 
-def evidence(summary: pd.DataFrame, rule_json: dict, core_num: int = 32,
-             workspace: pd.Series | None = None, table: OpTable | None = None
-             ) -> dict[str, list[tuple[float, str]]]:
-    """Per op-list finding (keyed by its suggestion): one text per named op with the numbers
-    behind it -- task count, total duration and the mean of the rule's metric(s) --, as
-    (total duration, text) so callers can show the heaviest ops first."""
-    t = table if table is not None else OpTable.from_summary(summary, core_num)
-    if workspace is not None and "op_name" in t.df:
-        t.df["memory_workspace"] = t.df["op_name"].map(workspace).astype(float)
-    if "op_name" not in t.df or len(t.df) == 0:
-        return {}
-    df = t.df
-    dur = df["task_duration"] if "task_duration" in df else pd.Series(0.0, index=df.index)
-    wanted = sorted({f for fields in EVIDENCE_FIELDS.values() for f in fields if f in df})
-    g = df.assign(_dur=dur.fillna(0))[["op_name", "_dur"] + wanted].groupby(
-        "op_name", sort=False)
-    stats = g[wanted].mean() if wanted else pd.DataFrame(index=g.size().index)
-    stats["_n"] = g.size()
-    stats["_total"] = g["_dur"].sum()
-    stats["_wait"] = g["task_wait_time"].sum() if "task_wait_time" in wanted else 0.0
-    out: dict[str, list[tuple[float, str]]] = {}
-    for groups in rule_json["data"].values():
-        for group in groups:
-            for res in group["result"]:
-                data = res["Tuning Data"]
-                if not isinstance(data, list):
-                    continue
-                fields = [f for f in EVIDENCE_FIELDS.get(res["Rule Suggestion"], [])
-                          if f in stats]
-                items = []
-                for name in data:
-                    if name not in stats.index:
-                        continue
-                    row = stats.loc[name]
-                    parts = [f"{f} {_num_text(float(row[f]))}" for f in fields]
-                    n = int(row["_n"])
-                    parts += [f"{n} task{'s' if n != 1 else ''}",
-                              f"{_num_text(float(row['_total']))} us in total"]
-                    # the wait-time finding ranks ops by their wait, the others by run time
-                    weight = float(row["_wait"]) if "task_wait_time" in fields \
-                        else float(row["_total"])
-                    items.append((weight, f"{name}: " + ", ".join(parts)))
-                out[res["Rule Suggestion"]] = items
+@dataclass
+class OpTable:
+    """op_summary rows with rule field names; numeric columns coerced (N/A -> NaN).
+
+    `start_ns`: the rows' task start times in exact ns (None: parsed from the
+    ``Task Start Time(us)`` text; a float of µs since the epoch is 0.25 µs coarse)."""
+
+    df: pd.DataFrame
+    core_num: int
+    start_ns: np.ndarray | None = None
+
+    @classmethod
+    def from_summary(cls, summary: pd.DataFrame, core_num: int,
+                     start_ns: np.ndarray | None = None) -> "OpTable":
+        """Only the columns the rules read are kept; numbers are parsed once per distinct
+        string (op_summary repeats the same values every iteration)."""
+        df = summary.rename(columns={c: field_name(c) for c in summary.columns})
+        df = df.loc[:, ~df.columns.duplicated()]
+        keep = [c for c in df.columns if c in TEXT_FIELDS or c in NUMERIC_FIELDS]
+        df = df[keep].copy()
+        if start_ns is None and "task_start_time" in df:
+            start_ns = _stamp_ns(df["task_start_time"].to_numpy(object))
+        for col in keep:
+            if col == "task_start_time":
+                df[col] = 0.0  # the rules read start_ns
+            elif col in NUMERIC_FIELDS:
+                df[col] = _to_number(df[col])
+        return cls(df=df.reset_index(drop=True), core_num=core_num,
+                   start_ns=None if start_ns is None else np.asarray(start_ns, np.int64))
+
+    def has(self, *cols: str) -> bool:
+        return all(c in self.df for c in cols)
+
+    def col(self, name: str) -> pd.Series:
+        return self.df[name]
+
+    def names(self, mask: pd.Series | np.ndarray) -> list[str]:
+        """Op names of the masked rows, unique, in first-appearance order (via the op-name
+        codes: iterating a pandas string column row by row is slow)."""
+        if "_name_codes" not in self.__dict__:
+            codes, uniques = pd.factorize(self.df["op_name"].to_numpy(dtype=object))
+            self.__dict__["_name_codes"] = codes
+            self.__dict__["_name_uniques"] = np.asarray(uniques, dtype=object)
+        codes = self.__dict__["_name_codes"][np.asarray(mask, dtype=bool)]
+        first = pd.unique(codes[codes >= 0])
+        return [str(n) for n in self.__dict__["_name_uniques"][first]]
+
+
+NA_NS = np.iinfo(np.int64).min  # a start time that is not a number
+
+
+def _stamp_ns(vals: np.ndarray) -> np.ndarray:
+    """``µs.fff`` time stamp texts (TAB allowed) -> exact int ns; NA_NS where not a number."""
+    out = np.full(len(vals), NA_NS, dtype=np.int64)
+    for i, v in enumerate(vals):
+        if isinstance(v, (int, float, np.integer, np.floating)):
+            if np.isfinite(v):
+                out[i] = int(round(float(v) * 1000))
+            continue
+        s = str(v).strip()
+        neg = s.startswith("-")
+        whole, _, frac = s.lstrip("+-").partition(".")
+        if not (whole or frac) or not (whole or "0").isdigit() or not (frac or "0").isdigit():
+            continue
+        ns = int(whole or 0) * 1000 + int((frac + "000")[:3])
+        out[i] = -ns if neg else ns
     return out
+
+
+def _ns(us: pd.Series | np.ndarray) -> np.ndarray:
+    """µs values with at most 3 decimals (as op_summary prints them) -> exact int ns, NaN -> 0."""
+    v = np.asarray(us, dtype=np.float64)
+    return np.where(np.isnan(v), 0, np.rint(np.nan_to_num(v) * 1000)).astype(np.int64)
+
+
+def _contains(values: pd.Series, text: str) -> pd.Series:
+    """`values` contains `text`, evaluated once per distinct value."""
+    codes, uniq = pd.factorize(values.to_numpy(dtype=object))
+    hit = np.array([text in str(u) for u in uniq], dtype=bool)
+    return pd.Series(np.where(codes >= 0, hit[np.maximum(codes, 0)], False),
+                     index=values.index)
+
+
+# --- the rules ---------------------------------------------------------------------------------
+# An atom is a row condition over some columns (besides op_name); a rule whose atom lacks a
+# column does not apply.  A rule's op list is built from its atoms' op names: those of its
+# first atom (first-appearance order) that every other atom also names.  Three rules are
+# gated on a sum over all rows (`gate`).
+
+def _cmp(col: str, op: str, value: float) -> tuple[tuple[str, ...], Callable]:
+    if op == ">":
+        return (col,), lambda t: t.col(col) > value
+    return (col,), lambda t: t.col(col) < value
+
+
+ATOMS: dict[str, tuple[tuple[str, ...], Callable[[OpTable], pd.Series]]] = {
+    "block_dim_1": (("block_dim",), lambda t: (t.col("block_dim") / t.core_num) < 1),
+    "mac_ratio>0": _cmp("mac_ratio", ">", 0),
+    "vector_bound>1": _cmp("vector_bound", ">", 1),
+    "vec_ratio>0.8": _cmp("vec_ratio", ">", 0.8),
+    "task_duration>20": _cmp("task_duration", ">", 20),
+    "scalar_ratio>0.8": _cmp("scalar_ratio", ">", 0.8),
+    "memory_bound>1": (("memory_bound", "task_duration"), lambda t: t.col("memory_bound") > 1),
+    "vec_bankgroup_cflt_ratio>0.04": _cmp("vec_bankgroup_cflt_ratio", ">", 0.04),
+    "vec_bank_cflt_ratio>0.04": _cmp("vec_bank_cflt_ratio", ">", 0.04),
+    "vec_ratio<0.8": _cmp("vec_ratio", "<", 0.8),
+    "mac_ratio<0.8": _cmp("mac_ratio", "<", 0.8),
+    "trans_data": (("op_type",), lambda t: t.col("op_type").astype(str) == "TransData"),
+    "aicpu": (("task_type",), lambda t: t.col("task_type").astype(str) == "AI_CPU"),
+    "int64_input": (("input_data_types",), lambda t: _contains(t.col("input_data_types"),
+                                                               "INT64")),
+    "strided_slice_grad": ((), lambda t: _contains(t.col("op_name"), "StridedSliceGrad")),
+    "wait>10": (("task_wait_time", "task_duration"), lambda t: t.col("task_wait_time") > 10),
+    "memory_workspace>0": _cmp("memory_workspace", ">", 0),
+}
+
+# (rule, atoms, gate, rule type, subtype, suggestion) in the enabled order of section 5.3
+OP_RULES: list[tuple[str, tuple[str, ...], str, str, str, str]] = [
+    ("rule_block_dim_1", ("block_dim_1", "mac_ratio>0"), "", "Operator Processing", "",
+     "Use multi-core"),
+    ("rule_vector_bound_1", ("vector_bound>1",), "", "Memory", "",
+     "Check repeat counts and vector mask"),
+    ("rule_vector_bound_2", ("vec_ratio>0.8", "mac_ratio>0", "task_duration>20"), "",
+     "Computation", "Cube", "Cube operators spend too much time on vector computing"),
+    ("rule_scalar_bound_1", ("scalar_ratio>0.8",), "", "Computation", "Scalar",
+     "High scalar computing usage"),
+    # memory_bound_2: the ops > 1 take more than half of all task time
+    ("rule_memory_bound_1", ("memory_bound>1",), "memory", "Memory", "",
+     "Low data memory handling efficiency"),
+    ("rule_vec_bankgroup_cflt_ratio_1", ("vec_bankgroup_cflt_ratio>0.04",), "", "Computation",
+     "Vector", "The vector bank group conflict has reached the upper limit"),
+    ("rule_vec_bank_cflt_ratio_1", ("vec_bank_cflt_ratio>0.04",), "", "Computation", "Vector",
+     "The vector bank conflict has reached the upper limit"),
+    ("rule_vector_ratio_1", ("vec_ratio<0.8",), "", "Computation", "Vector",
+     "Low vector computing usage"),
+    ("rule_cube_ratio_1", ("mac_ratio<0.8",), "", "Computation", "Cube",
+     "Low cube computing usage"),
+    # trans_data_2: more than two TransData tasks
+    ("rule_transData_1", ("trans_data",), "trans_data", "Operator Processing", "",
+     "Check and reduce the transData"),
+    ("rule_aicpu_1", ("aicpu",), "", "Operator Processing", "",
+     "Check and reduce AI CPU operators"),
+    ("rule_aicpu_2", ("task_duration>20", "aicpu", "int64_input"), "", "Operator Processing",
+     "", "Try to cast the data type to INT32 for AI Core operators"),
+    ("rule_aicpu_3", ("strided_slice_grad", "aicpu", "task_duration>20"), "",
+     "Operator Processing", "", "Try StridedSliceGrad on AI Cores"),
+    # wait_time_2: waits > 10 µs are more than 3 % of all task and wait time
+    ("rule_wait_time_1", ("wait>10",), "wait", "Operator Schedule", "",
+     "Task waiting time has reached the upper limit"),
+    ("rule_memory_workspace_1", ("memory_workspace>0",), "", "Operator Metrics", "Memory",
+     "Check and reduce the memory workspace"),
+]
+
+BOTTLENECK = ["Cube Utilization", "Vector Utilization", "Scalar Utilization", "MTE Utilization"]
+_BOTTLENECK_NEED = ("mac_ratio", "vec_ratio", "scalar_ratio", "mte1_ratio", "mte2_ratio",
+                    "mte3_ratio", "task_duration", "task_type")
+_PARALLEL_NEED = ("task_type", "task_start_time", "task_duration")
+
+
+def _merged(intervals: np.ndarray) -> np.ndarray:
+    """Union of [start, end) intervals, sorted and merged (vectorised); touching ones join."""
+    if len(intervals) == 0:
+        return intervals.reshape(0, 2)
+    iv = intervals[np.argsort(intervals[:, 0], kind="stable")]
+    ends = np.maximum.accumulate(iv[:, 1])
+    new = np.empty(len(iv), dtype=bool)
+    new[0] = True
+    new[1:] = iv[1:, 0] > ends[:-1]
+    idx = np.flatnonzero(new)
+    starts = iv[idx, 0]
+    stops = np.append(ends[idx[1:] - 1], ends[-1])
+    return np.column_stack([starts, stops])
+
+
+def _length(iv: np.ndarray):
+    return (iv[:, 1] - iv[:, 0]).sum() if len(iv) else 0
+
+
+def _overlap(a: np.ndarray, b: np.ndarray):
+    """Total overlap of two merged interval sets: sweep over all end points, where the
+    coverage count is 2 both sets cover the segment (each set is already merged)."""
+    if not len(a) or not len(b):
+        return 0
+    points = np.concatenate([a[:, 0], a[:, 1], b[:, 0], b[:, 1]])
+    deltas = np.concatenate([np.ones(len(a), np.int64), -np.ones(len(a), np.int64),
+                             np.ones(len(b), np.int64), -np.ones(len(b), np.int64)])
+    order = np.lexsort((deltas, points))  # at equal points close before open
+    points, cover = points[order], np.cumsum(deltas[order])
+    seg = np.diff(points)
+    return seg[cover[:-1] == 2].sum()
+
+
+def _clip(iv: np.ndarray, lo: int | None, hi: int | None) -> np.ndarray:
+    """Merged intervals cut to [lo, hi) (None: open end)."""
+    if len(iv) == 0:
+        return iv
+    a = iv[:, 0] if lo is None else np.maximum(iv[:, 0], lo)
+    b = iv[:, 1] if hi is None else np.minimum(iv[:, 1], hi)
+    ok = b > a
+    return np.column_stack([a[ok], b[ok]])
+
+
+class _Names:
+    """Op names in first-appearance order, unique, gathered chunk by chunk."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+        self.seen: set[str] = set()
+
+    def add(self, names: list[str]) -> None:
+        for n in names:
+            if n not in self.seen:
+                self.seen.add(n)
+                self.order.append(n)
+
+
+class RuleState:
+    """The advice rules over op_summary rows given chunk by chunk (`add`), in row order, or
+    as the states of consecutive row ranges (`merge`): op names in first-appearance order,
+    and the sums the rules and the console evidence read, in exact integer ns -- so every
+    chunking gives the same result (the whole and the windowed exports, tests)."""
+
+    def __init__(self, core_num: int, workspace: pd.Series | None = None) -> None:
+        self.core_num, self.workspace = core_num, workspace
+        self.cols: set[str] | None = None  # the columns of the rows (first chunk)
+        self.names: dict[str, _Names] = {a: _Names() for a in ATOMS}
+        self.trans_data = 0
+        self.sums = dict.fromkeys(("dur", "mb_over", "wait", "wait_over"), 0)  # ns
+        self.busy = dict.fromkeys(("core", "cpu", "both"), 0)  # ns of closed time
+        self.open_core = np.zeros((0, 2), np.int64)  # merged intervals after `self.closed`
+        self.open_cpu = np.zeros((0, 2), np.int64)
+        self.closed: int | None = None
+        self.dominant = np.zeros(4, np.int64)  # AI Core time by dominant pipe (ns)
+        self.stats: pd.DataFrame | None = None  # evidence: per op name sums and counts
+
+    # -- input ---------------------------------------------------------------------------
+    def add(self, t: OpTable) -> None:
+        if self.workspace is not None and "op_name" in t.df:
+            t.df["memory_workspace"] = t.df["op_name"].map(self.workspace).astype(float)
+        if self.cols is None:
+            self.cols = set(t.df.columns)
+        if "op_name" not in t.df or len(t.df) == 0:
+            return
+        for atom, (cols, pred) in ATOMS.items():
+            if t.has(*cols):
+                mask = np.asarray(pd.Series(pred(t)).fillna(False), dtype=bool)
+                self.names[atom].add(t.names(mask))
+                if atom == "trans_data":
+                    self.trans_data += int(mask.sum())
+        if t.has("task_duration"):
+            dur = _ns(t.col("task_duration"))
+            self.sums["dur"] += int(dur.sum())
+            if t.has("memory_bound"):
+                self.sums["mb_over"] += int(dur[(t.col("memory_bound") > 1).to_numpy()].sum())
+            if t.has("task_wait_time"):
+                wait = _ns(t.col("task_wait_time"))
+                self.sums["wait"] += int(dur.sum() + wait.sum())
+                self.sums["wait_over"] += int(wait[(t.col("task_wait_time") > 10)
+                                                   .to_numpy()].sum())
+        if t.has(*_PARALLEL_NEED) and t.start_ns is not None:
+            self._busy(t)
+        if t.has(*_BOTTLENECK_NEED):
+            self._bottleneck(t)
+        self._evidence(t)
+
+    def _busy(self, t: OpTable) -> None:
+        """AI Core / AI CPU busy time: intervals before the chunk's first start are final
+        (rows come in start order), so only the intervals after it stay open."""
+        start = t.start_ns
+        dur = t.col("task_duration").to_numpy(np.float64)
+        ok = (start != NA_NS) & ~np.isnan(dur)
+        if not ok.any():
+            return
+        end = start + _ns(dur)
+        kind = t.col("task_type").astype(str).to_numpy()
+        self._close(int(start[ok].min()))
+        for name, sel in (("open_core", ok & (kind == "AI_CORE")),
+                          ("open_cpu", ok & (kind == "AI_CPU"))):
+            iv = np.column_stack([start[sel], end[sel]])
+            setattr(self, name, _merged(np.concatenate([getattr(self, name), iv])))
+
+    def _close(self, at: int | None) -> None:
+        """Count the busy time before `at` (None: all of it) as final."""
+        if self.closed is not None and at is not None and at < self.closed:
+            at = self.closed  # rows out of start order: nothing more can be closed
+        core, cpu = _clip(self.open_core, None, at), _clip(self.open_cpu, None, at)
+        self.busy["core"] += int(_length(core))
+        self.busy["cpu"] += int(_length(cpu))
+        self.busy["both"] += int(_overlap(core, cpu))
+        self.open_core = _clip(self.open_core, at, None) if at is not None else core[:0]
+        self.open_cpu = _clip(self.open_cpu, at, None) if at is not None else cpu[:0]
+        self.closed = at
+
+    def _bottleneck(self, t: OpTable) -> None:
+        df = t.df
+        core = (df["task_type"].astype(str) == "AI_CORE").to_numpy()
+        ratios = np.column_stack([
+            df["mac_ratio"].to_numpy(np.float64), df["vec_ratio"].to_numpy(np.float64),
+            df["scalar_ratio"].to_numpy(np.float64),
+            df[["mte1_ratio", "mte2_ratio", "mte3_ratio"]].max(axis=1).to_numpy(np.float64)])
+        valid = core & ~np.isnan(ratios).any(axis=1)
+        if valid.any():
+            dominant = ratios[valid].argmax(axis=1)
+            dur = _ns(df["task_duration"].to_numpy(np.float64)[valid])
+            for k in range(4):
+                self.dominant[k] += int(dur[dominant == k].sum())
+
+    def _evidence(self, t: OpTable) -> None:
+        df = t.df
+        wanted = sorted({f for fs in EVIDENCE_FIELDS.values() for f in fs if f in df})
+        part = pd.DataFrame({f: df[f].to_numpy(np.float64) for f in wanted})
+        part["_n"] = 1
+        part["_dur"] = _ns(df["task_duration"]) if "task_duration" in df else 0
+        part["_wait"] = _ns(df["task_wait_time"]) if "task_wait_time" in df else 0
+        for f in wanted:
+            part["#" + f] = df[f].notna().to_numpy().astype(np.int64)
+        g = part.groupby(df["op_name"].to_numpy(object), sort=False).sum(min_count=0)
+        self.stats = g if self.stats is None else self.stats.add(g, fill_value=0)
+
+    def merge(self, later: "RuleState") -> None:
+        """Append the state of the rows after this one's (a window's: its tasks start after
+        every task here has ended)."""
+        if later.cols is None:
+            return
+        if self.cols is None:
+            self.cols = later.cols
+        for atom, names in later.names.items():
+            self.names[atom].add(names.order)
+        self.trans_data += later.trans_data
+        for k, v in later.sums.items():
+            self.sums[k] += v
+        self._close(None)
+        later._close(None)
+        for k, v in later.busy.items():
+            self.busy[k] += v
+        self.dominant += later.dominant
+        if later.stats is not None:
+            self.stats = later.stats if self.stats is None \
+                else self.stats.add(later.stats, fill_value=0)
+
+    # -- results -------------------------------------------------------------------------
+    def _has(self, *cols: str) -> bool:
+        return self.cols is not None and all(c in self.cols for c in cols)
+
+    def op_list(self, atoms: tuple[str, ...], gate: str) -> list[str] | None:
+        if not all(self._has("op_name", *ATOMS[a][0]) for a in atoms):
+            return None
+        first = self.names[atoms[0]].order
+        names = [n for n in first if all(n in self.names[a].seen for a in atoms[1:])]
+        s = self.sums
+        if gate == "memory":
+            return names if s["dur"] > 0 and 2 * s["mb_over"] > s["dur"] else []
+        if gate == "wait":
+            return names if s["wait"] > 0 and 100 * s["wait_over"] > 3 * s["wait"] else []
+        if gate == "trans_data":
+            return names if self.trans_data > 2 else []
+        return names
+
+    def parallelism(self) -> dict[str, float] | None:
+        if not self._has(*_PARALLEL_NEED):
+            return None
+        self._close(None)
+        b = self.busy
+        return {"AI Core Execution Time(us)": round((b["core"] - b["both"]) / 1000, 3),
+                "AI CPU Execution Time(us)": round((b["cpu"] - b["both"]) / 1000, 3),
+                "Concurrent AI Core and AI CPU Execution Time(us)": round(b["both"] / 1000, 3)}
+
+    def bottleneck(self) -> dict[str, float] | None:
+        if not self._has(*_BOTTLENECK_NEED):
+            return None
+        return {k: round(int(v) / 1000, 3) for k, v in zip(BOTTLENECK, self.dominant)}
+
+    def rule_json(self, aic_metrics: str = "") -> dict:
+        """prof_rule JSON content (section 5)."""
+        results: dict[str, list[dict]] = {g: [] for groups in SECTIONS.values()
+                                          for g in groups}
+        for _rule, atoms, gate, rtype, subtype, suggestion in OP_RULES:
+            names = self.op_list(atoms, gate)
+            if names:
+                results[rtype].append({"Rule Subtype": subtype, "Rule Suggestion": suggestion,
+                                       "Tuning Data": names})
+        par = self.parallelism()
+        if par:
+            core = par["AI Core Execution Time(us)"]
+            cpu = par["AI CPU Execution Time(us)"]
+            both = par["Concurrent AI Core and AI CPU Execution Time(us)"]
+            total = core + cpu + both
+            if total > 0 and cpu / total > 0.05:
+                results["Operator Parallelism"].append(
+                    {"Rule Subtype": "", "Rule Suggestion": PARALLELISM_SUGGESTION,
+                     "Tuning Data": par})
+        if aic_metrics == "PipeUtilization":
+            bn = self.bottleneck()
+            if bn is not None:
+                total = sum(bn.values())
+                cube = bn["Cube Utilization"] / total if total > 0 else 0.0
+                suggestion = CUBE_AFFINITY if cube >= 0.5 else NOT_CUBE_AFFINITY
+                results["Model Bottleneck Analysis"].append(
+                    {"Rule Subtype": "", "Rule Suggestion": suggestion, "Tuning Data": bn})
+        data = {section: [{"Rule Type": g, "Rule Description": RULE_DESCRIPTIONS[g],
+                           "result": results[g]} for g in groups]
+                for section, groups in SECTIONS.items()}
+        return {"status": 0, "data": data}
+
+    def evidence(self, rule_json: dict) -> dict[str, list[tuple[float, str]]]:
+        """Per op-list finding (keyed by its suggestion): one text per named op with the
+        numbers behind it -- task count, total duration and the mean of the rule's
+        metric(s) --, as (weight, text) so callers can show the heaviest ops first."""
+        st = self.stats
+        if st is None or len(st) == 0:
+            return {}
+        out: dict[str, list[tuple[float, str]]] = {}
+        for groups in rule_json["data"].values():
+            for group in groups:
+                for res in group["result"]:
+                    data = res["Tuning Data"]
+                    if not isinstance(data, list):
+                        continue
+                    fields = [f for f in EVIDENCE_FIELDS.get(res["Rule Suggestion"], [])
+                              if f in st]
+                    items = []
+                    for name in data:
+                        if name not in st.index:
+                            continue
+                        row = st.loc[name]
+                        means = [float(row[f]) / row["#" + f] if row["#" + f] else np.nan
+                                 for f in fields]
+                        parts = [f"{f} {_num_text(m)}" for f, m in zip(fields, means)]
+                        n = int(row["_n"])
+                        total = int(row["_dur"]) / 1000
+                        parts += [f"{n} task{'s' if n != 1 else ''}",
+                                  f"{_num_text(total)} us in total"]
+                        # the wait-time finding ranks ops by their wait, the others by run
+                        # time
+                        weight = int(row["_wait"]) / 1000 if "task_wait_time" in fields \
+                            else total
+                        items.append((weight, f"{name}: " + ", ".join(parts)))
+                    out[res["Rule Suggestion"]] = items
+        return out
+
+
+def evaluate(summary: pd.DataFrame, core_num: int = 32, aic_metrics: str = "",
+             workspace: pd.Series | None = None, table: OpTable | None = None) -> dict:
+    """prof_rule JSON content for one device's op_summary (`table`: its OpTable when already
+    built)."""
+    return state_of(summary, core_num, workspace, table).rule_json(aic_metrics)
+
+
+def state_of(summary: pd.DataFrame, core_num: int = 32, workspace: pd.Series | None = None,
+             table: OpTable | None = None) -> RuleState:
+    st = RuleState(core_num, workspace)
+    st.add(table if table is not None else OpTable.from_summary(summary, core_num))
+    return st
 
 
 def _evidence_lines(items: list[tuple[float, str]], indent: str, max_ops: int,

@@ -239,23 +239,20 @@ class _DeviceContext:
         adv: list[Advice] = []
         dev, tasks, rows = self.dev, self.tasks, self.rows
         if part == "op_summary":
-            op_table = None
+            # op_summary is written a chunk at a time; the advice gathers what its rules read
+            # from the same chunks (RuleState: no table of all rows)
+            state = new_rule_state(dev, self.fusion)
             if dev.has_host_ops and len(rows):
-                # op_summary is written a chunk at a time; the advice keeps only the columns
-                # its rules read (OpTable), gathered from the same chunks (no whole frame of
-                # strings)
-                table = _RuleColumns(len(rows))
+                start = rows["start_local"].to_numpy(np.int64)
 
                 def render(lo: int, hi: int) -> pd.DataFrame:
                     df = S.op_summary(dev, rows, lo, hi)[1]
-                    table.put(lo, A.OpTable.from_summary(df, dev.rd.ai_core_num).df)
+                    state.add(A.OpTable.from_summary(df, dev.rd.ai_core_num, start[lo:hi]))
                     return df
 
                 self._emit_parts(written, "op_summary", S.op_summary_header(dev), len(rows),
                                  render)
-                op_table = A.OpTable(table.frame(), dev.rd.ai_core_num)
-                del table
-            written.append(write_advice(dev, op_table, self.fusion, adv))
+            written.append(write_advice(dev, state, adv))
         elif part == "task_time":
             if len(tasks):  # rendered a chunk at a time
                 self._emit_parts(written, "task_time", S.TASK_TIME, len(tasks),
@@ -273,51 +270,25 @@ class _DeviceContext:
         return written, adv
 
 
-class _RuleColumns:
-    """The OpTable columns of all op_summary rows, filled chunk by chunk into preallocated
-    arrays (a list of chunk frames plus their concatenation held the table twice: ~300 MB
-    at 1M rows)."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.cols: dict[str, np.ndarray] | None = None
-        self.parts: list[pd.DataFrame] | None = None  # fallback: other column dtypes
-
-    def put(self, lo: int, df: pd.DataFrame) -> None:
-        if self.parts is not None:
-            self.parts.append(df)
-            return
-        if self.cols is None:
-            if lo != 0 or not all(d == object or d == np.float64 for d in df.dtypes):
-                self.parts = [df]
-                return
-            self.cols = {c: np.empty(self.n, dtype=df[c].dtype) for c in df.columns}
-        for c, arr in self.cols.items():
-            arr[lo:lo + len(df)] = df[c].to_numpy()
-
-    def frame(self) -> pd.DataFrame:
-        if self.parts is not None:
-            return pd.concat(self.parts, ignore_index=True)
-        return pd.DataFrame(self.cols or {}, copy=False)
+def new_rule_state(dev: DeviceData, fusion: pd.DataFrame) -> A.RuleState:
+    """The advice state of one device's op_summary rows (none added yet)."""
+    return A.RuleState(dev.rd.ai_core_num, workspace_kb(fusion) if len(fusion) else None)
 
 
-def write_advice(dev: DeviceData, table: A.OpTable | None, fusion: pd.DataFrame,
-                 advice: list[Advice] | None) -> Path:
+def write_advice(dev: DeviceData, state: A.RuleState, advice: list[Advice] | None) -> Path:
     """``summary/prof_rule_{device_id}.json`` (always written; rules of
-    step-trace-and-advice.md 5 over the exported op_summary rows, given as their OpTable;
-    None = no op_summary) and its console report."""
-    frame = pd.DataFrame(columns=S.OP_SUMMARY_BASE)  # the rules read `table` only
+    step-trace-and-advice.md 5 over the exported op_summary rows, given as their RuleState)
+    and its console report."""
+    if state.cols is None:  # no op_summary rows: the rules see an empty table
+        state.add(A.OpTable.from_summary(pd.DataFrame(columns=S.OP_SUMMARY_BASE),
+                                         dev.rd.ai_core_num))
     metrics = (dev.rd.ai_core_metrics or "") if dev.pmu_events else ""
-    ws = workspace_kb(fusion) if len(fusion) else None
-    if table is None:
-        table = A.OpTable.from_summary(frame, dev.rd.ai_core_num)
-    rule = A.evaluate(frame, core_num=dev.rd.ai_core_num, aic_metrics=metrics, workspace=ws,
-                      table=table)
+    rule = state.rule_json(metrics)
     path = dev.rd.path / "summary" / f"prof_rule_{dev.device_id}.json"
     with AtomicFile(path) as fh:
         fh.write(json.dumps(rule, ensure_ascii=False, indent=4))
     if advice is not None:
-        ev = A.evidence(frame, rule, core_num=dev.rd.ai_core_num, workspace=ws, table=table)
-        advice.append(Advice(path, rule, A.render(rule, ev, more_hint=f" in {path.name}",
+        advice.append(Advice(path, rule, A.render(rule, state.evidence(rule),
+                                                      more_hint=f" in {path.name}",
                                                       max_names=CONSOLE_MAX_NAMES)))
     return path
