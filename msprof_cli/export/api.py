@@ -142,9 +142,10 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
                                    f"data files). Re-run `msprof collect`; the collection may "
                                    f"have failed before any data was written.")
             say(f"[INFO] Start export data in {prof}.")
-            if layout == "mindstudio" and type_ == "text" and summary_format == "csv":
-                files = _export_windows(prof, result, reports, csv_slice_rows,
-                                        json_slice_events, stage)
+            if type_ == "text" and summary_format == "csv":
+                files = _export_windows(prof, result, layout, (model_id, iteration_id,
+                                                               iteration_count),
+                                        reports, csv_slice_rows, json_slice_events, stage)
                 if files is not None:  # a big PROF dir, exported window by window
                     result.files.extend(files)
                     _finish(prof, clear, say)
@@ -204,32 +205,46 @@ def _finish(prof: Path, clear: bool, say) -> None:
     say(f"[INFO] Export all data in {prof} done.")
 
 
-def _export_windows(prof: Path, result: ExportResult, reports: Path | None,
+def _export_windows(prof: Path, result: ExportResult, layout: str,
+                    selection: tuple[int | None, int | None, int], reports: Path | None,
                     csv_slice_rows: int, json_slice_events: int, stage) -> list[Path] | None:
-    """The mindstudio files of a PROF dir too big to decode whole, window by window
-    (windows.py, windowed.py); None when the PROF dir is decoded whole instead."""
-    from .windowed import export_mindstudio_windows
+    """The files of a PROF dir too big to decode whole, window by window (windows.py,
+    windowed.py, windowed_legacy.py); None when the PROF dir is decoded whole instead."""
     from .windows import NotWindowable, plan_windows
 
     stage(f"Scanning {prof.name}")
-    plan = plan_windows(prof)
+    plan = plan_windows(prof, models=layout == "legacy")
     release()  # the scan's sorted times and join keys (~0.8 GB of heap at 10M tasks) go back
     if plan is None:
         return None
     n = len(plan)
-    stage(f"Writing mindstudio files of {prof.name}: window 1/{n}", advance=1)
+    what = f"{layout} files of {prof.name}"
+    stage(f"Writing {what}: window 1/{n}", advance=1)
+    on_window = lambda k: stage(f"Writing {what}: window {min(k + 2, n)}/{n}")  # noqa: E731
+    advice: list[Advice] = []
     try:
-        files = export_mindstudio_windows(
-            plan, reports=reports, csv_slice_rows=csv_slice_rows,
-            json_slice_events=json_slice_events,
-            on_window=lambda k: stage(f"Writing mindstudio files of {prof.name}: window "
-                                      f"{min(k + 2, n)}/{n}"))
+        if layout == "legacy":
+            from .windowed_legacy import export_legacy_windows
+
+            model_id, iteration_id, iteration_count = selection
+            files = export_legacy_windows(
+                plan, model_id=model_id, iteration_id=iteration_id,
+                iteration_count=iteration_count, reports=reports,
+                csv_slice_rows=csv_slice_rows, json_slice_events=json_slice_events,
+                advice=advice, on_window=on_window)
+        else:
+            from .windowed import export_mindstudio_windows
+
+            files = export_mindstudio_windows(
+                plan, reports=reports, csv_slice_rows=csv_slice_rows,
+                json_slice_events=json_slice_events, on_window=on_window)
     except NotWindowable:
         release()
         return None  # nothing was left behind: the whole export writes every file
     for w in plan.log.warnings:
         print(f"[WARNING] {w}", file=sys.stderr)
     result.warnings.extend(plan.log.warnings)
+    result.advice.extend(advice)
     release()
     return files
 

@@ -43,11 +43,7 @@ def task_scheduler_json(dev: DeviceData, tasks: pd.DataFrame, app_pid: int
                         ) -> tuple[list[str], list[str]]:
     """Legacy ``task_time_*.json``: process ``Task Scheduler``, a lane per stream, numeric
     µs ``ts`` (printed with 3 decimals) and ``dur``, pid = application pid."""
-    streams = sorted(int(s) for s in tasks["stream_id"].unique())
-    meta = [T.meta("process_name", app_pid, 0, {"name": "Task Scheduler"})]
-    for s in streams:
-        meta.append(T.meta("thread_name", app_pid, s, {"name": f"Stream {s}"}))
-        meta.append(T.meta("thread_sort_index", app_pid, s, {"sort_index": s}))
+    meta = task_scheduler_meta(app_pid, tasks["stream_id"].unique())
     if len(tasks) == 0:
         return meta, []
     kind = T.task_kind(tasks)
@@ -70,6 +66,14 @@ def task_scheduler_json(dev: DeviceData, tasks: pd.DataFrame, app_pid: int
 
     layer = T.Layer([], keys=ts_sort_key(start), render=render)
     return meta, T.EventStream([layer])
+
+
+def task_scheduler_meta(app_pid: int, streams) -> list[str]:
+    meta = [T.meta("process_name", app_pid, 0, {"name": "Task Scheduler"})]
+    for s in sorted(int(s) for s in streams):
+        meta.append(T.meta("thread_name", app_pid, s, {"name": f"Stream {s}"}))
+        meta.append(T.meta("thread_sort_index", app_pid, s, {"sort_index": s}))
+    return meta
 
 
 def host_models(dev: DeviceData) -> set[int]:

@@ -101,7 +101,10 @@ SCOPE_TASK_COLS = ["op_name", "task_type", "rt_type", "host_known", "start_local
                    "dur_ns", "tt_thread", "tt_local"]
 
 
-def build_scope(data: ProfData, dev: DeviceData, sel: Selection, tasks: pd.DataFrame) -> Scope:
+def build_scope(data: ProfData, dev: DeviceData, sel: Selection, tasks: pd.DataFrame,
+                exec_base: dict[int, int] | None = None) -> Scope:
+    """`exec_base`: per model, the executions before these host data (the windows before,
+    windowed_legacy.py): execution n of a model is the n-th of the whole collection."""
     apis = data.host.apis
     names = model_names(data)
     empty = pd.DataFrame()
@@ -112,6 +115,8 @@ def build_scope(data: ProfData, dev: DeviceData, sel: Selection, tasks: pd.DataF
     me["model_id"] = me["item_id"].astype(np.int64)
     me = me.sort_values(["model_id", "begin_local"], kind="stable")
     me["exec_id"] = me.groupby("model_id").cumcount() + 1
+    if exec_base:
+        me["exec_id"] += me["model_id"].map(exec_base).fillna(0).astype(np.int64)
     spans = _spans(me, "me_cid")
     chosen = me
     if sel.model_id is not None:
@@ -207,15 +212,20 @@ def has_stack_data(scope: Scope) -> bool:
 def ai_stack_time(scope: Scope) -> Table | None:
     if not has_stack_data(scope):
         return None
+    return AI_STACK_TIME, ai_stack_rows(scope)
+
+
+def ai_stack_rows(scope: Scope) -> pd.DataFrame:
+    """The ai_stack_time rows of every execution in scope (written when any execution of
+    the export has stack data: `has_stack_data`)."""
     rows = _stack_rows(scope)
-    df = pd.DataFrame({
+    return pd.DataFrame({
         "Infer ID": int_str(rows["exec_id"].to_numpy(np.int64)),
         "Module": rows["module"].to_numpy(object),
         "API": rows["api"].to_numpy(object),
         "Start Time": int_str(rows["start"].to_numpy(np.int64)),
         "Duration(ns)": int_str(rows["dur"].to_numpy(np.int64)),
     })
-    return AI_STACK_TIME, df
 
 
 def _stack_args(iter_id: np.ndarray, start: np.ndarray, end: np.ndarray):
@@ -237,7 +247,15 @@ def ai_stack_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] | N
     runtime API), 3 Task Scheduler (each task, name = op name)."""
     if not has_stack_data(scope):
         return None
-    meta = thread_meta(app_pid, "AI Stack Time", STACK_THREADS)
+    return ai_stack_meta(app_pid), T.assemble_stream(ai_stack_layers(scope, app_pid))[1]
+
+
+def ai_stack_meta(app_pid: int) -> list[str]:
+    return thread_meta(app_pid, "AI Stack Time", STACK_THREADS)
+
+
+def ai_stack_layers(scope: Scope, app_pid: int) -> list[T.Layer]:
+    """The AI Stack Time events of every execution in scope (no metadata)."""
     ex = scope.execs
     layers = []
     for name, b, e in (("Input", "in_b", "in_e"), ("Infer", "begin_local", "end_local"),
@@ -256,7 +274,7 @@ def ai_stack_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] | N
         name = np.where(t["op_name"].to_numpy(object) == NA, kind, t["op_name"].to_numpy(object))
         layers.append(x_events(name, app_pid, np.full(len(t), 3), t["start_local"], t["dur_ns"],
                                _stack_args(t["exec_id"], t["start_local"], t["end_local"])))
-    return meta, T.assemble_stream(layers)[1]  # rendered chunk by chunk when written
+    return layers  # rendered chunk by chunk when written
 
 
 # --- ge ----------------------------------------------------------------------------------------
@@ -264,14 +282,31 @@ def ai_stack_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] | N
 def ge_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] | None:
     """Process ``GE``, a lane per thread: Input / Infer / Output of every execution.  Written
     with task_time data only (GE copies or node launch APIs in scope)."""
+    if not has_ge_data(scope):
+        return None
+    return ge_meta(app_pid, scope.execs["thread_id"].unique()), \
+        T.assemble_stream(ge_layers(scope, app_pid))[1]
+
+
+def has_ge_data(scope: Scope) -> bool:
     ex = scope.execs
     a = scope.apis
     launches = len(a) and bool(((a["level"] == L.LEVEL_NODE) & (a["type"] == L.NODE_LAUNCH))
                                .any())
-    if len(ex) == 0 or not (launches or (ex["in_b"] >= 0).any() or (ex["out_b"] >= 0).any()):
-        return None
-    threads = sorted(int(t) for t in ex["thread_id"].unique())
-    meta = thread_meta(app_pid, "GE", [(t, f"Thread {t}") for t in threads])
+    return len(ex) > 0 and bool(launches or (ex["in_b"] >= 0).any()
+                                or (ex["out_b"] >= 0).any())
+
+
+def ge_meta(app_pid: int, threads) -> list[str]:
+    return thread_meta(app_pid, "GE", [(t, f"Thread {t}")
+                                       for t in sorted(int(t) for t in threads)])
+
+
+def ge_layers(scope: Scope, app_pid: int) -> list[T.Layer]:
+    """The GE events of every execution in scope (no metadata)."""
+    ex = scope.execs
+    if len(ex) == 0:
+        return []
     mname = np.array([scope.model_names.get(int(m), NA) for m in ex["model_id"]], dtype=object)
     args = ('{"Model Name": ' + T.jstr(mname) + ', "Model Id": '
             + int_str(ex["model_id"].to_numpy(np.int64)) + '}')
@@ -283,7 +318,7 @@ def ge_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] | None:
         sub = ex[ok]
         layers.append(x_events(np.full(len(sub), name, dtype=object), app_pid, sub["thread_id"],
                                sub[b], sub[e] - sub[b], args[ok]))
-    return meta, T.assemble_stream(layers)[1]
+    return layers
 
 
 # --- runtime_api -------------------------------------------------------------------------------
@@ -291,6 +326,13 @@ def ge_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] | None:
 def runtime_api(scope: Scope, app_pid: int) -> Table | None:
     """Per (Name, Stream ID, thread): Time = Σ duration ns, Time(%) of the file's total
     (rounded to 3), Avg rounded to 3; rows by Time descending (ties: Name, Stream, thread)."""
+    agg = runtime_agg(scope)
+    return None if agg is None else runtime_api_of(agg, app_pid)
+
+
+def runtime_agg(scope: Scope) -> pd.DataFrame | None:
+    """Per (name, stream, thread), sorted: time (sum), calls, min, max of the durations --
+    exact, so the aggregates of several windows combine (`combine_runtime`)."""
     rt = scope.runtime
     if len(rt) == 0:
         return None
@@ -299,8 +341,17 @@ def runtime_api(scope: Scope, app_pid: int) -> Table | None:
                       "thread": rt["thread_id"].to_numpy(np.int64),
                       "dur": rt["dur_ns"].to_numpy(np.int64)})
     g = d.groupby(["name", "stream", "thread"], sort=True)["dur"]
-    agg = pd.DataFrame({"time": g.sum(), "calls": g.size(), "min": g.min(), "max": g.max()})
-    agg = agg.reset_index()
+    return pd.DataFrame({"time": g.sum(), "calls": g.size(), "min": g.min(),
+                         "max": g.max()}).reset_index()
+
+
+def combine_runtime(aggs: list[pd.DataFrame]) -> pd.DataFrame:
+    g = pd.concat(aggs, ignore_index=True).groupby(["name", "stream", "thread"], sort=True)
+    return pd.DataFrame({"time": g["time"].sum(), "calls": g["calls"].sum(),
+                         "min": g["min"].min(), "max": g["max"].max()}).reset_index()
+
+
+def runtime_api_of(agg: pd.DataFrame, app_pid: int) -> Table:
     agg = agg.sort_values("time", ascending=False, kind="stable", ignore_index=True)
     total = int(agg["time"].sum())
     time = agg["time"].to_numpy(np.int64)
@@ -325,13 +376,23 @@ def runtime_api_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] 
     rt = scope.runtime
     if len(rt) == 0:
         return None
-    threads = sorted(int(t) for t in rt["thread_id"].unique())
-    meta = thread_meta(app_pid, "Runtime", [(t, f"Thread {t}") for t in threads])
+    return runtime_meta(app_pid, rt["thread_id"].unique()), \
+        T.assemble_stream([runtime_layer(scope, app_pid)])[1]
+
+
+def runtime_meta(app_pid: int, threads) -> list[str]:
+    return thread_meta(app_pid, "Runtime", [(t, f"Thread {t}")
+                                            for t in sorted(int(t) for t in threads)])
+
+
+def runtime_layer(scope: Scope, app_pid: int) -> T.Layer:
+    rt = scope.runtime
+    if len(rt) == 0:
+        return T.Layer()
     thread = rt["thread_id"].to_numpy(np.int64)
     args = lambda idx: list(map('{"Thread Id": %d}'.__mod__, thread[idx].tolist()))  # noqa
-    return meta, T.assemble_stream([x_events(rt["type_name"].to_numpy(object), app_pid,
-                                             thread, rt["begin_local"], rt["dur_ns"],
-                                             args)])[1]
+    return x_events(rt["type_name"].to_numpy(object), app_pid, thread, rt["begin_local"],
+                    rt["dur_ns"], args)
 
 
 # --- thread_group (dynamic shape only) -----------------------------------------------------------

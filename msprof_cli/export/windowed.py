@@ -71,6 +71,9 @@ class _Timeline:
         self.out, self.device_id, self.app_pid = out, device_id, app_pid
         self.pending: int | None = None  # end of the last computing interval so far
         self.held: list[tuple[float, int, str]] = []  # (key, layer position, event)
+        # False once no later window has computing rows (a legacy selection has ended):
+        # nothing is held back for a Free gap that cannot come
+        self.more_rows = True
 
     def window(self, layers: list[T.Layer], rows_start: np.ndarray, rows_end: np.ndarray
                ) -> None:
@@ -89,8 +92,12 @@ class _Timeline:
             self._write(stream, 0, p)
             self._hold(stream, layers, present, p, n)
             self.pending = ce_last
-        elif self.pending is not None:
+        elif self.pending is not None and self.more_rows:
             self._hold(stream, layers, present, 0, n)
+        elif self.pending is not None:
+            self._flush()
+            self.pending = None
+            self._write(stream, 0, n)
         else:
             self._write(stream, 0, n)
 
@@ -135,6 +142,45 @@ class _Timeline:
 def _merged_last_end(start: np.ndarray, end: np.ndarray) -> int:
     s, e = T.merge_intervals(start.astype(np.int64), end.astype(np.int64))
     return int(e[-1])
+
+
+def timeline_window(run, k: int, d, tasks: pd.DataFrame, rows, its: pd.DataFrame,
+                    models: list[int], apis: pd.DataFrame) -> None:
+    """Window k's msprof json layers, in timeline.msprof_layers order, appended to
+    `run.timeline`, and its step_trace json events to `run.step_json` (`run`: a windowed
+    export; `tasks`, `rows`, `its`: what the layout exports of the window, `models`: every
+    model of the step-trace lanes)."""
+    plan, sw, app_pid = run.plan, run.switches, run.app_pid
+    lo_key = -np.inf if k == 0 else float(ts_sort_key(np.array([plan.cuts[k]]))[0])
+    hi_key = np.inf if k == len(plan) - 1 else \
+        float(ts_sort_key(np.array([plan.cuts[k + 1]]))[0])
+    layers = [T.Layer()] * 6
+    # the iterations that may have an event in the window's key range: [start, end]
+    # meets the window widened by 1 µs (a float key spans up to 0.25 µs)
+    near = its[(its["step_start_ns"].to_numpy(np.int64) < _plus(plan.cuts[k + 1]))
+               & (its["step_end_ns"].to_numpy(np.int64) >= _plus(plan.cuts[k], -1))]
+    step = _restrict(T.step_layer(d, near, app_pid, models), lo_key, hi_key)
+    if len(step):  # step_trace json: the step layer alone
+        for chunk in T.EventStream([step]).chunks(0, len(step), W.EVENT_CHUNK):
+            run.step_json.write(chunk)
+    if sw.get("step_trace", True):
+        layers[STEP] = step
+    if sw.get("cann", True):
+        layers[CANN] = T.cann_layer(apis, app_pid)
+    if sw.get("ascend", True):
+        layers[HARDWARE] = T.hardware_layer(d, tasks, app_pid)
+        if sw.get("cann", True) and run.use_flow:
+            layers[FLOW] = T.flow_layer(d, tasks, app_pid)
+    overlap = sw.get("overlap_analyse", True)
+    if overlap:
+        layers[OVERLAP] = T.overlap_layer(d, rows, app_pid, None)
+    if run.tx_layer is not None and sw.get("msproftx", True):
+        layers[TX] = _restrict(run.tx_layer, lo_key, hi_key)
+    if overlap and len(rows):
+        run.timeline.window(layers, rows["start_local"].to_numpy(np.int64),
+                            rows["end_local"].to_numpy(np.int64))
+    else:
+        run.timeline.window(layers, np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
 def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
@@ -278,41 +324,10 @@ class _WindowedExport:
         return dict(self.csv), op_stat
 
     def _timeline(self, k: int, d, rows, apis: pd.DataFrame) -> tuple["_Timeline", JsonStream]:
-        """This window's msprof json layers, in timeline.msprof_layers order, and its
-        step_trace json events (a JobPool job): returns the two outputs' state."""
-        plan, sw, app_pid = self.plan, self.switches, self.app_pid
-        lo_key = -np.inf if k == 0 else float(ts_sort_key(np.array([plan.cuts[k]]))[0])
-        hi_key = np.inf if k == len(plan) - 1 else \
-            float(ts_sort_key(np.array([plan.cuts[k + 1]]))[0])
-        layers = [T.Layer()] * 6
-        # the iterations that may have an event in the window's key range: [start, end]
-        # meets the window widened by 1 µs (a float key spans up to 0.25 µs)
-        its = d.iterations
-        near = its[(its["step_start_ns"].to_numpy(np.int64) < _plus(plan.cuts[k + 1]))
-                   & (its["step_end_ns"].to_numpy(np.int64) >= _plus(plan.cuts[k], -1))]
-        models = sorted(int(x) for x in its["model_id"].unique())
-        step = _restrict(T.step_layer(d, near, app_pid, models), lo_key, hi_key)
-        if len(step):  # step_trace json: the step layer alone
-            for chunk in T.EventStream([step]).chunks(0, len(step), W.EVENT_CHUNK):
-                self.step_json.write(chunk)
-        if sw.get("step_trace", True):
-            layers[STEP] = step
-        if sw.get("cann", True):
-            layers[CANN] = T.cann_layer(apis, app_pid)
-        if sw.get("ascend", True):
-            layers[HARDWARE] = T.hardware_layer(d, d.tasks, app_pid)
-            if sw.get("cann", True) and self.use_flow:
-                layers[FLOW] = T.flow_layer(d, d.tasks, app_pid)
-        overlap = sw.get("overlap_analyse", True)
-        if overlap:
-            layers[OVERLAP] = T.overlap_layer(d, rows, app_pid, None)
-        if self.tx_layer is not None:
-            layers[TX] = _restrict(self.tx_layer, lo_key, hi_key)
-        if overlap and len(rows):
-            self.timeline.window(layers, rows["start_local"].to_numpy(np.int64),
-                                 rows["end_local"].to_numpy(np.int64))
-        else:
-            self.timeline.window(layers, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        """This window's msprof json layers and step_trace json events (a JobPool job):
+        returns the two outputs' state."""
+        models = sorted(int(x) for x in d.iterations["model_id"].unique())
+        timeline_window(self, k, d, d.tasks, rows, d.iterations, models, apis)
         return self.timeline, self.step_json
 
     def finish(self) -> list[Path]:
@@ -445,7 +460,8 @@ def _slim(data: ProfData) -> ProfData:
 
 
 def _meta(plan: WindowPlan, first: ProfData, switches: dict, threads: set[int],
-          stream_ids: set[int], tx_layer: T.Layer | None, step_meta: list[str]) -> list[str]:
+          stream_ids: set[int], tx_layer: T.Layer | None, step_meta: list[str],
+          overlap: bool = True) -> list[str]:
     """The msprof json metadata of the whole export (timeline.msprof_layers order)."""
     dev_id = plan.dev_rd.device_id or 0
     app_pid = plan.dev_rd.app_pid
@@ -454,7 +470,7 @@ def _meta(plan: WindowPlan, first: ProfData, switches: dict, threads: set[int],
         meta += T.cann_meta(app_pid, threads)
     if switches.get("ascend", True) and stream_ids:
         meta += T.hardware_meta(dev_id, app_pid, stream_ids)
-    if switches.get("overlap_analyse", True):
+    if switches.get("overlap_analyse", True) and overlap:
         meta += T.overlap_layer(first.devices[0], first.devices[0].tasks.iloc[:0], app_pid,
                                 None).meta
     if tx_layer is not None:

@@ -170,6 +170,9 @@ class WindowPlan:
     ts_flips: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # ts_track
     iterations: pd.DataFrame | None = None  # the device's iterations, once decoded
     has_apis: bool = False  # the decode keeps at least one host API row
+    host_models: set[int] | None = None  # legacy.host_models of the whole (`models=True`)
+    host_ops: bool = False  # DeviceData.has_host_ops of the whole decode
+    node_info: bool = False  # DeviceData.has_node_info of the whole decode
 
     def __len__(self) -> int:
         return len(self.cuts) - 1
@@ -201,31 +204,59 @@ def _groups(stream: np.ndarray, task: np.ndarray, batch: np.ndarray) -> np.ndarr
 
 
 def _by_occurrence(group: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray,
-                                                             np.ndarray]:
-    """Rows given in time order -> (group, occurrence, time) sorted by (group, occurrence):
-    occurrence = the row's rank among the rows of its group (groupby.cumcount)."""
+                                                             np.ndarray, np.ndarray]:
+    """Rows given in time order -> (group, occurrence, time, row order) sorted by (group,
+    occurrence): occurrence = the row's rank among the rows of its group
+    (groupby.cumcount); row order = the given rows' positions in that order."""
     order = np.argsort(group, kind="stable")
     g = group[order]
     new = np.r_[True, g[1:] != g[:-1]] if len(g) else np.zeros(0, bool)
     first = np.flatnonzero(new)
     occ = np.arange(len(g)) - np.repeat(first, np.diff(np.r_[first, len(g)]))
-    return g, occ, t[order]
+    return g, occ, t[order], order
 
 
-def _launch_flows(host: tuple[np.ndarray, np.ndarray, np.ndarray],
-                  dev: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray,
-                                                                           np.ndarray]:
-    """Sorted begins and ends of the launch -> task flows: the task_track join of
-    dataset.build_device on (stream, task, batch, occurrence), both sides given as
-    `_by_occurrence` triples -- the device rows of a group are its occurrences 0, 1, ... in
-    order, so host row i matches device row lo(group) + occurrence(i)."""
-    hg, ho, ht = host
-    dg, _, dt = dev
+def _matched(host: tuple[np.ndarray, ...], dev: tuple[np.ndarray, ...]
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """The task_track join of dataset.build_device on (stream, task, batch, occurrence),
+    both sides given as `_by_occurrence` tuples -- the device rows of a group are its
+    occurrences 0, 1, ... in order, so host row i matches device row lo(group) +
+    occurrence(i): (host rows with a match, their device rows), positions in those orders."""
+    hg, ho = host[0], host[1]
+    dg = dev[0]
     lo = np.searchsorted(dg, hg, side="left")
     n = np.searchsorted(dg, hg, side="right") - lo
     ok = ho < n
-    a, b = ht[ok], dt[(lo + ho)[ok]]
+    return np.flatnonzero(ok), (lo + ho)[ok]
+
+
+def _launch_flows(host: tuple[np.ndarray, ...], dev: tuple[np.ndarray, ...]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted begins and ends of the launch -> task flows (`_matched` pairs)."""
+    hi, di = _matched(host, dev)
+    a, b = host[2][hi], dev[2][di]
     return np.sort(np.minimum(a, b)), np.sort(np.maximum(a, b))
+
+
+def _host_models(thread: np.ndarray, ts: np.ndarray, me: dict[str, np.ndarray]) -> set[int]:
+    """legacy.host_models from the scan: the models of the launches matched to a device
+    task (`thread`, `ts`: local ns), each the ModelExecute span of its thread enclosing it
+    as dataset.enclose finds it (latest begin <= ts, ts <= its end), NO_MODEL where none
+    does."""
+    from .control_info import NO_MODEL
+
+    models: set[int] = set()
+    for th in np.unique(thread):
+        t = ts[thread == th]
+        on = me["thread"] == th
+        order = np.argsort(me["begin"][on], kind="stable")
+        b, e, m = me["begin"][on][order], me["end"][on][order], me["model"][on][order]
+        i = np.searchsorted(b, t, side="right") - 1
+        inside = (i >= 0) & (t <= e[np.maximum(i, 0)]) if len(b) else np.zeros(len(t), bool)
+        models.update(int(x) for x in np.unique(m[i[inside]]))
+        if not inside.all():
+            models.add(NO_MODEL)
+    return models
 
 
 def _quiet_points(ab: np.ndarray, ae: np.ndarray, ds: np.ndarray, de: np.ndarray,
@@ -267,10 +298,12 @@ def _cuts(quiet: np.ndarray, ds: np.ndarray, target: int) -> tuple[list[int], li
     return cuts + [INT64_MAX], sizes + [len(ds) - last]
 
 
-def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
+def plan_windows(prof: Path, target: int | None = None, models: bool = False
+                 ) -> WindowPlan | None:
     """Scan `prof` and cut it into windows of about `target` device tasks at quiet points,
     or None when it is small or not covered by window mode (then it is decoded whole;
-    `WHY_WHOLE[0]` says why)."""
+    `WHY_WHOLE[0]` says why).  `models`: also find the models of the host-known tasks
+    (`WindowPlan.host_models`, the legacy layout's default model)."""
     target, threshold = window_tasks() if target is None else (target, target)
     if target <= 0:
         return _whole("windows off")
@@ -377,9 +410,11 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
 
     # host launches (task_track): FLIP records are read by every window
     tt = host_records(hd, "task_track", log,
-                      ["timestamp", "device_id", "task_type", "stream_id", "task_id"])
+                      ["timestamp", "device_id", "task_type", "stream_id", "task_id"]
+                      + (["thread_id"] if models else []))
     del tt["_aging"], tt["_file"]
     types = type_info_dict(hd)
+    host_ops = len(tt["stream_id"]) > 0 and bool(types)  # as dataset.build_device
 
     def codes(name: str) -> list[int]:
         return [t for (lvl, t), n in types.items() if lvl == L.LEVEL_RUNTIME and n == name]
@@ -397,6 +432,7 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
     lts = tts[launches]
     del tts
     lstream, ltask = tt["stream_id"][launches], tt["task_id"][launches]  # u16: narrow
+    lthread = tt["thread_id"][launches] if models else None
     mine = mine[launches]
     del tt, flips, launches
     if len(lts) and len(host_flips):
@@ -409,21 +445,36 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
         del order
     else:
         lbatch = np.zeros(len(lts), np.int64)
+    lthread = lthread[mine] if models else None
     lts, lstream, ltask, lbatch = lts[mine], lstream[mine], ltask[mine], lbatch[mine]
     del mine
     order = np.argsort(lts, kind="stable")
     host_occ = _by_occurrence(_groups(lstream[order], ltask[order], lbatch[order]), lts[order])
-    del lts, lstream, ltask, lbatch, order
     flow_lo, flow_hi = _launch_flows(host_occ, dev_occ)
-    del host_occ, dev_occ
+    known: tuple[np.ndarray, np.ndarray] | None = None  # (thread, ts) of the matched launches
+    if models:
+        hi = _matched(host_occ, dev_occ)[0]
+        rows = order[host_occ[3][hi]]
+        known = (lthread[rows].astype(np.int64), lts[rows])
+        del hi, rows, lthread
+    del lts, lstream, ltask, lbatch, order, host_occ, dev_occ
     release()
 
     # host: API spans, node / tensor records
-    a = host_records(hd, "api_event", log, ["begin_time", "end_time"])
+    a = host_records(hd, "api_event", log, ["begin_time", "end_time"]
+                     + (["level", "type", "thread_id", "item_id"] if models else []))
     if (a["end_time"] == np.uint64(L.EVENT_RESERVE)).any():
         return _whole("api begin/end event records")
     ab = a["begin_time"].astype(np.int64) + hoff
     ae = a["end_time"].astype(np.int64) + hoff
+    host_models = None
+    if known is not None:  # the ModelExecute spans the decode keeps (host.decode_apis)
+        me = (a["level"] == L.LEVEL_MODEL) & (a["type"] == L.MODEL_EXECUTE) & (ab > hoff) \
+            & (ae != ab)
+        host_models = _host_models(*known, {
+            "thread": a["thread_id"][me].astype(np.int64), "begin": ab[me], "end": ae[me],
+            "model": a["item_id"][me].astype(np.uint64).astype(np.int64)})
+        del me, known
     del a
     host_index["api_event"] = TimeIndex.build("api_event", False, "begin_time", ab)
     # an API row the decode keeps (decode_apis and load_prof filters): the CANN layer and the
@@ -452,7 +503,8 @@ def plan_windows(prof: Path, target: int | None = None) -> WindowPlan | None:
     return WindowPlan(prof=prof, infos=infos, host_rd=host_rd, dev_rd=dev_rd, cuts=cuts,
                       host_index=host_index, dev_index=dev_index, pmu=pmu, log=plan_log,
                       tasks=tasks, window_tasks=sizes, ts_flips=ts_flips,
-                      has_apis=has_apis)
+                      has_apis=has_apis, host_models=host_models, host_ops=host_ops,
+                      node_info=host_ops and host_index["node_basic_info"].n > 0)
 
 
 def load_window(plan: WindowPlan, k: int):
@@ -478,6 +530,8 @@ def load_window(plan: WindowPlan, k: int):
     del dsel
     d = build_device(plan.dev_rd, dev, host, log)
     del dev
+    # a window without host launch or node records still exports as the whole does
+    d.has_host_ops, d.has_node_info = plan.host_ops, plan.node_info
     if known:
         d.iterations = plan.iterations
     else:

@@ -1,0 +1,364 @@
+"""The legacy layout of a big PROF dir, written window by window (windows.py).
+
+The counterpart of windowed.py for ``device_{id}/summary|timeline``: the files are
+byte-identical to export_legacy's.  What the legacy layout adds to the mindstudio one, and
+how it crosses windows:
+
+* the model / iteration selection is resolved on the first window (the iterations are
+  global; the models of the host-known tasks come from the scan, `WindowPlan.host_models`),
+  and every window exports what the selection keeps (`selection.in_window`);
+* ai_stack_time, runtime_api and ge are built on the GE executions (stack.py): an execution
+  never crosses a cut (no API does), its number per model is carried (`exec_base`);
+  runtime_api keeps exact per-window aggregates; ai_stack_time and ge are written when any
+  window has their data (a window's events are kept until then);
+* task_time json is a lane per stream, the union of the windows' streams;
+* the tuning advice gathers each window's op_summary rows in a RuleState (advice.py) and
+  merges them in window order (no task crosses a cut, so busy intervals never do).
+
+Dynamic-shape host data (thread_group json) make the export start again whole.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from msprof_cli.raw import layouts as L
+
+from . import advice as A
+from . import msproftx as X
+from . import stack
+from . import summaries as S
+from . import timeline as T
+from . import writers as W
+from .communication import device_comm
+from .dataset import HostData, ProfData
+from .fusion import fusion_op, fusion_rows, workspace_kb
+from .legacy import Advice, host_models, task_scheduler_json, task_scheduler_meta, write_advice
+from .memory import release
+from .parallel import JobPool
+from .selection import Selection, in_window, select
+from .streams import CsvStream, JsonStream
+from .windowed import _meta, _slim, _Timeline, timeline_window
+from .windows import NotWindowable, WindowPlan, load_window
+from .writers import SliceNamer, write_csv
+
+JSON_STEMS = ("msprof", "step_trace", "task_time", "ai_stack_time", "runtime_api", "ge")
+
+
+def export_legacy_windows(plan: WindowPlan, *, model_id: int | None, iteration_id: int | None,
+                          iteration_count: int, reports: Path | None, csv_slice_rows: int,
+                          json_slice_events: int, advice: list[Advice] | None = None,
+                          on_window=None) -> list[Path]:
+    """Every file of the legacy layout (csv summaries), window by window.  Raises
+    NotWindowable (nothing left behind) when a window holds what window mode does not
+    cover; the caller then exports whole.  Pipelined as export_mindstudio_windows."""
+    run = _LegacyWindowedExport(plan, (model_id, iteration_id, iteration_count), reports,
+                                csv_slice_rows, json_slice_events)
+    try:
+        for k in range(len(plan)):
+            run.window(k)
+            if on_window is not None:
+                on_window(k)
+        run.collect()
+        return run.finish(advice)
+    except BaseException:
+        run.discard()
+        raise
+
+
+class _LegacyWindowedExport:
+    """The open outputs and the carried state of one windowed legacy export."""
+
+    def __init__(self, plan: WindowPlan, args: tuple[int | None, int | None, int],
+                 reports: Path | None, csv_slice_rows: int, json_slice_events: int) -> None:
+        self.plan, self.args = plan, args
+        self.dev_id = plan.dev_rd.device_id or 0
+        self.app_pid = plan.dev_rd.app_pid
+        self.switches = T.read_reports(reports)
+        self.csv_slice_rows, self.json_slice_events = csv_slice_rows, json_slice_events
+        self.tdir = plan.dev_rd.path / "timeline"
+        self.sdir = plan.dev_rd.path / "summary"
+        self.use_flow = plan.has_apis
+        self.sel: Selection | None = None  # resolved on the first window (_start)
+        self.suffix = ""
+        self.its: pd.DataFrame | None = None  # the selected iterations
+        self.models: list[int] = []
+        self.first: ProfData | None = None  # what is kept of the first window (_slim)
+        self.tx = pd.DataFrame()
+        self.tx_layer: T.Layer | None = None  # in msprof json (switch msproftx)
+        self.workspace: pd.Series | None = None
+        self.json: dict[str, JsonStream] = {}
+        self.csv: dict[str, CsvStream] = {}
+        self.timeline: _Timeline | None = None
+        self.jobs: JobPool | None = None
+        self.prev_op: tuple[int, int] | None = None  # (start, dur) of the last op row
+        self.rules: A.RuleState | None = None
+        self.op_stat: list[pd.DataFrame] = []
+        self.rt_agg: list[pd.DataFrame] = []
+        self.exec_base: dict[int, int] = {}  # per model: executions in the windows so far
+        self.model_apis: list[pd.DataFrame] = []
+        self.threads: set[int] = set()  # CANN lanes
+        self.stream_ids: set[int] = set()  # Ascend Hardware / Task Scheduler lanes
+        self.ge_threads: set[int] = set()
+        self.rt_threads: set[int] = set()
+        self.has_stack = self.has_ge = self.any_tasks = False
+
+    # step_json is where timeline_window writes the step_trace json events
+    @property
+    def step_json(self) -> JsonStream:
+        return self.json["step_trace"]
+
+    def _name(self, where: Path, stem: str, ext: str) -> SliceNamer:
+        return SliceNamer(where, stem, self.suffix, ext)
+
+    def _start(self, data: ProfData) -> None:
+        """The first window: selection, output names, the global small inputs."""
+        d = data.devices[0]
+        its = d.iterations
+        known = self.plan.host_models if self.plan.host_models is not None else host_models(d)
+        self.sel = sel = select(its, known, *self.args)
+        self.suffix = sel.suffix(self.dev_id)
+        if sel.model_id is not None:
+            its = its[(its["model_id"] == sel.model_id) & (its["iteration_id"] >= sel.first)
+                      & (its["iteration_id"] <= sel.last)].reset_index(drop=True)
+        self.its = its
+        self.models = sorted(int(x) for x in its["model_id"].unique())
+        self.first = _slim(data)
+        self.tx = X.markers(data)
+        layer_tx = X.tx_layer(self.tx, self.app_pid, X.process_name(data))
+        if len(layer_tx) and self.switches.get("msproftx", True):
+            self.tx_layer = layer_tx
+        fusion = fusion_rows(data, {})  # the workspace per fused op needs no model ids
+        self.workspace = workspace_kb(fusion) if len(fusion) else None
+        self.rules = A.RuleState(d.rd.ai_core_num, self.workspace)
+        # the streams are made here: their temporary files belong to this process
+        self.json = {stem: JsonStream(self._name(self.tdir, stem, "json"),
+                                      self.json_slice_events) for stem in JSON_STEMS}
+        self.timeline = _Timeline(self.json["msprof"], self.dev_id, self.app_pid)
+
+    def _csv(self, stem: str, header: list[str]) -> None:
+        if stem not in self.csv:
+            self.csv[stem] = CsvStream(self._name(self.sdir, stem, "csv"), header,
+                                       self.csv_slice_rows)
+
+    def window(self, k: int) -> None:
+        data = load_window(self.plan, k)  # while the previous window's jobs run
+        d = data.devices[0]
+        if device_comm(data, d) is not None:
+            raise NotWindowable("HCCL tasks")
+        ht = data.host.tables
+        if ht is not None and ht.aging:
+            raise NotWindowable("dynamic-shape host data (thread_group)")
+        if self.sel is None:
+            self._start(data)
+        t = d.tasks
+        keep = in_window(t["start_local"], t["end_local"], self.sel)
+        tasks = t if keep.all() else t[keep].reset_index(drop=True)
+        rows = S.op_rows(d, tasks)
+        apis = data.host.apis
+        base = dict(self.exec_base)  # the executions before this window, per model
+        me = apis[(apis["level"] == L.LEVEL_MODEL) & (apis["type"] == L.MODEL_EXECUTE)]
+        for m, c in me["item_id"].astype(np.int64).value_counts().items():
+            self.exec_base[int(m)] = self.exec_base.get(int(m), 0) + int(c)
+        self.collect()  # the previous window's files are where this window continues them
+        end = self.sel.end_ns  # tasks starting at or after the selection's end are not kept
+        self.timeline.more_rows = end is None or self.plan.cuts[k] < end
+        if len(tasks):
+            self._csv("task_time", S.TASK_TIME)
+        if d.has_host_ops and len(rows):
+            self._csv("op_summary", S.op_summary_header(d))
+        if d.aicpu is not None and len(d.aicpu):
+            self._csv("aicpu", S.AICPU)
+        self._csv("ai_stack_time", stack.AI_STACK_TIME)
+        pool = JobPool()
+        pool.caller_busy = False  # this process only decodes the next window meanwhile
+        # the jobs bind their inputs now: jobs that wait for a free core fork later
+        pool.submit(lambda d=d, t=tasks, r=rows, a=apis: self._timeline(k, d, t, r, a))
+        pool.submit(lambda d=d, t=tasks, r=rows: self._summaries(d, t, r))
+        pool.submit(lambda x=data, d=d, t=tasks: self._host(x, d, t, base))
+        pool.submit(lambda d=d, t=tasks: self._task_time(d, t))
+        self.jobs = pool
+        if d.has_host_ops and len(rows):
+            self.prev_op = (int(rows["start_local"].to_numpy(np.int64)[-1]),
+                            int(rows["dur_ns"].to_numpy(np.int64)[-1]))
+        if len(apis):
+            self.model_apis.append(apis[(apis["level"] == L.LEVEL_MODEL)])
+            self.threads.update(int(x) for x in apis["thread_id"].unique())
+        self.stream_ids.update(int(s) for s in tasks["stream_id"].unique())
+        self.any_tasks |= len(tasks) > 0
+        del data, d, t, tasks, rows, apis, me
+        release()
+
+    def collect(self) -> None:
+        """Wait for the running window's jobs and take their outputs' state back."""
+        if self.jobs is None:
+            return
+        pool, self.jobs = self.jobs, None
+        (timeline, step_json), (csv, op_stat, rules), host, task_json = pool.results()
+        self.timeline, self.json["msprof"], self.json["step_trace"] = \
+            timeline, timeline.out, step_json
+        self.json["task_time"] = task_json
+        self.csv.update(csv)
+        if op_stat is not None:
+            self.op_stat.append(op_stat)
+        self.rules.merge(rules)
+        json_out, stack_csv, agg, flags, ge_threads, rt_threads = host
+        self.json.update(json_out)
+        self.csv["ai_stack_time"] = stack_csv
+        if agg is not None:
+            self.rt_agg.append(agg)
+        self.has_stack |= flags[0]
+        self.has_ge |= flags[1]
+        self.ge_threads |= ge_threads
+        self.rt_threads |= rt_threads
+
+    # -- the jobs of a window ------------------------------------------------------------
+    def _timeline(self, k: int, d, tasks: pd.DataFrame, rows, apis: pd.DataFrame
+                  ) -> tuple[_Timeline, JsonStream]:
+        """msprof json and step_trace json (a JobPool job)."""
+        timeline_window(self, k, d, tasks, rows, self.its, self.models, apis)
+        return self.timeline, self.step_json
+
+    def _summaries(self, d, tasks: pd.DataFrame, rows):
+        """task_time, op_summary and aicpu rows, op_statistic aggregates and the advice
+        state of the window's op_summary rows (a JobPool job)."""
+        if len(tasks):
+            out = self.csv["task_time"]
+            for lo in range(0, len(tasks), W.CHUNK_ROWS):
+                out.write(S.task_time(d, tasks.iloc[lo:lo + W.CHUNK_ROWS])[1])
+        rules = A.RuleState(d.rd.ai_core_num, self.workspace)
+        if d.has_host_ops and len(rows):
+            out = self.csv["op_summary"]
+            start = rows["start_local"].to_numpy(np.int64)
+            for lo in range(0, len(rows), W.CHUNK_ROWS):
+                hi = min(lo + W.CHUNK_ROWS, len(rows))
+                part = S.op_summary(d, rows, lo, hi)[1]
+                if lo == 0 and self.prev_op is not None:  # the wait after the last window
+                    gap = max(int(start[0]) - self.prev_op[0] - self.prev_op[1], 0)
+                    part.iloc[0, part.columns.get_loc("Task Wait Time(us)")] = \
+                        S.dur_str(np.array([gap]))[0]
+                rules.add(A.OpTable.from_summary(part, d.rd.ai_core_num, start[lo:hi]))
+                out.write(part)
+        op_stat = S.op_statistic_agg(rows) if d.has_node_info and len(rows) else None
+        a = S.aicpu(d, tasks)
+        if a is not None:
+            self.csv["aicpu"].write(a[1])
+        return {k: v for k, v in self.csv.items() if k != "ai_stack_time"}, op_stat, rules
+
+    def _host(self, data: ProfData, d, tasks: pd.DataFrame, base: dict[int, int]):
+        """ai_stack_time (json and csv), runtime_api json and aggregates, ge json of the
+        window's executions (a JobPool job)."""
+        scope = stack.build_scope(data, d, self.sel, tasks, base)
+        app_pid = self.app_pid
+        if len(scope.execs):  # (no host API at all: a Scope of empty frames)
+            self._events("ai_stack_time", stack.ai_stack_layers(scope, app_pid))
+            self._events("ge", stack.ge_layers(scope, app_pid))
+            self.csv["ai_stack_time"].write(stack.ai_stack_rows(scope))
+        self._events("runtime_api", [stack.runtime_layer(scope, app_pid)])
+        flags = (stack.has_stack_data(scope), stack.has_ge_data(scope))
+        ge_threads = set(int(x) for x in scope.execs["thread_id"].unique()) \
+            if len(scope.execs) else set()
+        rt_threads = set(int(x) for x in scope.runtime["thread_id"].unique()) \
+            if len(scope.runtime) else set()
+        json_out = {s: self.json[s] for s in ("ai_stack_time", "runtime_api", "ge")}
+        return (json_out, self.csv["ai_stack_time"], stack.runtime_agg(scope), flags,
+                ge_threads, rt_threads)
+
+    def _task_time(self, d, tasks: pd.DataFrame) -> JsonStream:
+        """task_time json events (a JobPool job)."""
+        if len(tasks):
+            _, events = task_scheduler_json(d, tasks, self.app_pid)
+            self._events("task_time", [], events)
+        return self.json["task_time"]
+
+    def _events(self, stem: str, layers: list[T.Layer], stream: T.EventStream | None = None
+                ) -> None:
+        if stream is None:
+            layers = [lay for lay in layers if len(lay)]
+            if not layers:
+                return
+            stream = T.EventStream(layers)
+        out = self.json[stem]
+        for chunk in stream.chunks(0, len(stream), W.EVENT_CHUNK):
+            out.write(chunk)
+
+    # -- the end -------------------------------------------------------------------------
+    def finish(self, advice: list[Advice] | None) -> list[Path]:
+        self.timeline.finish()
+        app_pid, sw = self.app_pid, self.switches
+        d0 = self.first.devices[0]
+        step_meta = T.step_layer(d0, self.its.drop_duplicates("model_id"), app_pid).meta
+        meta = {
+            "msprof": _meta(self.plan, self.first, sw, self.threads, self.stream_ids,
+                            self.tx_layer, step_meta if sw.get("step_trace", True) else [],
+                            overlap=self.any_tasks),
+            "step_trace": step_meta,
+            "task_time": task_scheduler_meta(app_pid, self.stream_ids),
+            "ai_stack_time": stack.ai_stack_meta(app_pid),
+            "runtime_api": stack.runtime_meta(app_pid, self.rt_threads),
+            "ge": stack.ge_meta(app_pid, self.ge_threads),
+        }
+        if not self.has_stack:
+            self.json.pop("ai_stack_time").discard()
+            self.csv.pop("ai_stack_time").discard()
+        if not self.has_ge:
+            self.json.pop("ge").discard()
+        written: list[Path] = []
+        for stem in JSON_STEMS:
+            if stem in self.json:
+                written += self.json.pop(stem).close(meta[stem])
+        if len(self.tx):  # msprof_tx json: the msproftx layer alone (small)
+            layer = X.tx_layer(self.tx, app_pid, X.process_name(self.first))
+            m, events = T.assemble_stream([layer])
+            written += W.write_events(self._name(self.tdir, "msprof_tx", "json"), m, events,
+                                      len(events), self.json_slice_events)
+        release()  # the last window's heap, before the global summaries
+        for stem in ("op_summary", "task_time", "ai_stack_time"):
+            if stem in self.csv:
+                written += self.csv.pop(stem).close()
+        written += self._rest()
+        if "aicpu" in self.csv:  # a window had AI CPU records: the file, even without rows
+            written += self.csv.pop("aicpu").close(empty_file=True)
+        written.append(write_advice(d0, self.rules, advice))
+        return written
+
+    def _rest(self) -> list[Path]:
+        """The summaries of _DeviceContext.summaries("rest") and the runtime_api summary,
+        from the windows' accumulators and the global small inputs."""
+        out: list[Path] = []
+
+        def emit(stem: str, table) -> None:
+            if table is not None:
+                header, df = table
+                out.extend(write_csv(self._name(self.sdir, stem, "csv"), header, df,
+                                     self.csv_slice_rows))
+
+        if self.rt_agg:
+            emit("runtime_api", stack.runtime_api_of(stack.combine_runtime(self.rt_agg),
+                                                     self.app_pid))
+        if self.op_stat:
+            emit("op_statistic", S.op_statistic(None, S.combine_op_statistic(self.op_stat)))
+        if len(self.its):
+            emit("step_trace", S.step_trace(self.its))
+        # fusion_op: the fusion records against the model spans of every window
+        first = self.first
+        host = first.host
+        models = pd.concat(self.model_apis, ignore_index=True) if self.model_apis \
+            else host.apis.iloc[:0]
+        scope = ProfData(prof=self.plan.prof, host=HostData(rd=host.rd, tables=host.tables,
+                                                            apis=models),
+                         devices=first.devices, log=first.log)
+        emit("fusion_op", fusion_op(fusion_rows(scope, stack.model_names(scope)),
+                                    self.sel.model_id))
+        emit("msprof_tx", X.tx_table(self.tx))
+        return out
+
+    def discard(self) -> None:
+        if self.jobs is not None:
+            self.jobs.cancel()  # no worker writes on after the files are removed
+            self.jobs = None
+        for st in (*self.json.values(), *self.csv.values()):
+            st.discard()
+
