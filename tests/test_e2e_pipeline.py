@@ -210,8 +210,10 @@ def test_database_from_a_collection_matches_the_csvs(prof: Path) -> None:
     assert top[1] / 1000 == pytest.approx(float(stat[0]["Total Time(us)"]), abs=0.01)
 
 
-def test_windowed_mindstudio_export_of_a_collection(prof: Path, tmp_path: Path) -> None:
-    """A real collection cut into windows of 40 tasks gives the files of the whole export."""
+@pytest.mark.parametrize("layout", ["mindstudio", "legacy"])
+def test_windowed_export_of_a_collection(prof: Path, tmp_path: Path, layout: str) -> None:
+    """A real collection cut into windows of 40 tasks gives the files (and the console
+    report) of the whole export, in both layouts."""
     import hashlib
     import os
     import re
@@ -223,14 +225,17 @@ def test_windowed_mindstudio_export_of_a_collection(prof: Path, tmp_path: Path) 
     digests = []
     for name, window in (("whole", "0"), ("windowed", "40")):
         copy = tmp_path / name / prof.name
-        shutil.copytree(prof, copy, ignore=shutil.ignore_patterns("mindstudio_profiler_output"))
+        shutil.copytree(prof, copy, ignore=shutil.ignore_patterns(
+            "mindstudio_profiler_output", "summary", "timeline"))
         env = {**os.environ, WINDOW_TASKS_ENV: window}
-        proc = subprocess.run([*MSPROF, "export", "--output", str(copy), "--layout",
-                               "mindstudio"], capture_output=True, text=True, env=env,
-                              timeout=180)
+        proc = subprocess.run([*MSPROF, "export", "--output", str(copy), "--layout", layout],
+                              capture_output=True, text=True, env=env, timeout=180)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        out = copy / "mindstudio_profiler_output"
-        digests.append({re.sub(r"_\d{14}", "", p.name): hashlib.sha256(p.read_bytes())
-                        .hexdigest() for p in out.iterdir()})
-    assert len(digests[0]) >= 8
+        outs = [copy / "mindstudio_profiler_output"] if layout == "mindstudio" else \
+            [copy / "device_0" / "summary", copy / "device_0" / "timeline"]
+        got = {re.sub(r"_\d{14}", "", f"{d.name}/{p.name}"): hashlib.sha256(p.read_bytes())
+               .hexdigest() for d in outs for p in d.iterdir()}
+        got["console"] = re.sub(r"_\d{14}", "", proc.stdout.replace(str(copy), "PROF"))
+        digests.append(got)
+    assert len(digests[0]) >= 9
     assert digests[1] == digests[0]

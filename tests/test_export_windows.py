@@ -38,27 +38,37 @@ def rich(tmp_path_factory) -> Path:
     return build_prof(tmp_path_factory.mktemp("rich"), n_iter=12)
 
 
-def _export(src: Path, dest: Path, monkeypatch, window: int, **kw) -> dict[str, str]:
+def _export(src: Path, dest: Path, monkeypatch, window: int, layout: str = "mindstudio",
+            **kw) -> dict[str, str]:
+    """sha256 of every output file (and, legacy, of the console advice) by name."""
     monkeypatch.setenv(WN.WINDOW_TASKS_ENV, str(window))
     prof = dest / src.name
     shutil.copytree(src, prof)
-    run_export(prof, layout="mindstudio", quiet=True, **kw)
+    res = run_export(prof, layout=layout, quiet=True, **kw)
     out = {}
-    for p in sorted((prof / OUT).iterdir()):
-        assert not p.name.startswith("."), f"temporary file left: {p.name}"
-        out[re.sub(r"_\d{14}", "", p.name)] = hashlib.sha256(p.read_bytes()).hexdigest()
+    dirs = [prof / OUT] if layout == "mindstudio" else \
+        sorted([*prof.glob("device_*/summary"), *prof.glob("device_*/timeline")])
+    for d in dirs:
+        for p in sorted(d.iterdir()):
+            assert not p.name.startswith("."), f"temporary file left: {p.name}"
+            name = re.sub(r"_\d{14}", "", p.name if layout == "mindstudio"
+                          else str(p.relative_to(prof)))
+            out[name] = hashlib.sha256(p.read_bytes()).hexdigest()
+    for a in res.advice:
+        out["advice " + a.path.name] = a.text
     return out
 
 
 def _windows_used(monkeypatch) -> list[int]:
-    """Record the window count of every windowed export."""
-    seen: list[int] = []
-    real = WD.export_mindstudio_windows
+    """Record the window count of every windowed export (both layouts)."""
+    from msprof_cli.export import windowed_legacy as WL
 
-    def spy(plan, **kw):
-        seen.append(len(plan))
-        return real(plan, **kw)
-    monkeypatch.setattr(WD, "export_mindstudio_windows", spy)
+    seen: list[int] = []
+    for mod, name in ((WD, "export_mindstudio_windows"), (WL, "export_legacy_windows")):
+        def spy(plan, _real=getattr(mod, name), **kw):
+            seen.append(len(plan))
+            return _real(plan, **kw)
+        monkeypatch.setattr(mod, name, spy)
     return seen
 
 
@@ -207,3 +217,83 @@ def test_cuts_about_target_tasks_apart():
     # a rest below a quarter of the target joins the last window
     cuts, sizes = WN._cuts(np.array([305, 995]), ds, 30)
     assert cuts == [WN.INT64_MIN, 305, WN.INT64_MAX] and sizes == [31, 69]
+
+
+# --- the legacy layout (windowed_legacy.py) ----------------------------------------------------
+
+@pytest.mark.parametrize("kw", [{}, {"csv_slice_rows": 700, "json_slice_events": 2500},
+                                {"model_id": 2, "iteration_id": 2, "iteration_count": 3}],
+                         ids=["one-file", "sliced", "selection"])
+def test_windowed_legacy_files_are_byte_identical(big, tmp_path, monkeypatch, kw):
+    """Every legacy file (op_summary, ai_stack_time, runtime_api, ge, task_time json, ...)
+    and the console advice equal the whole export's, for the default model and a selection."""
+    whole = _export(big, tmp_path / "whole", monkeypatch, 0, "legacy", **kw)
+    seen = _windows_used(monkeypatch)
+    monkeypatch.setattr(W, "CHUNK_ROWS", 97)
+    monkeypatch.setattr(W, "EVENT_CHUNK", 61)
+    windowed = _export(big, tmp_path / "win", monkeypatch, 700, "legacy", **kw)
+    assert seen and seen[0] >= 6
+    for stem in ("summary/op_summary", "summary/ai_stack_time",
+                 "timeline/task_time", "timeline/ge", "timeline/ai_stack_time",
+                 "summary/prof_rule_0.json"):
+        assert any(n.startswith("device_0/" + stem) for n in whole), stem
+    assert any(n.startswith("advice ") for n in whole)
+    if "csv_slice_rows" in kw:
+        assert any("_slice_" in n for n in whole)
+    assert windowed == whole
+
+
+def test_windowed_legacy_switches_and_markers(big, rich, tmp_path, monkeypatch):
+    reports = tmp_path / "reports.json"
+    reports.write_text('{"json_process": {"overlap_analyse": false, "cann": false}}')
+    whole = _export(big, tmp_path / "whole", monkeypatch, 0, "legacy", reports=reports)
+    assert _export(big, tmp_path / "win", monkeypatch, 1000, "legacy",
+                   reports=reports) == whole
+    for window in (20, 3):  # msprof_tx, one model per window
+        whole = _export(rich, tmp_path / f"rw{window}", monkeypatch, 0, "legacy")
+        assert any("msprof_tx" in n for n in whole)
+        seen = _windows_used(monkeypatch)
+        assert _export(rich, tmp_path / f"rn{window}", monkeypatch, window, "legacy") == whole
+        assert seen and seen[0] >= 3
+
+
+def test_scan_finds_the_host_models_of_the_whole_decode(big, rich):
+    from msprof_cli.export.legacy import host_models
+
+    for src in (big, rich):
+        plan = WN.plan_windows(src, 50, models=True)
+        assert plan is not None
+        assert plan.host_models == host_models(load_prof(src).devices[0])
+    assert WN.plan_windows(big, 700).host_models is None  # mindstudio: not looked for
+
+
+def test_a_bad_selection_in_window_mode_writes_nothing(big, tmp_path, monkeypatch):
+    from msprof_cli.errors import ExportError
+
+    monkeypatch.setenv(WN.WINDOW_TASKS_ENV, "700")
+    prof = tmp_path / big.name
+    shutil.copytree(big, prof)
+    with pytest.raises(ExportError, match="model id 9 is invalid"):
+        run_export(prof, layout="legacy", quiet=True, model_id=9, iteration_id=1)
+    assert not [p for p in prof.rglob("*") if p.parent.name in ("summary", "timeline")]
+
+
+def test_windowed_legacy_runtime_api_and_markers(tmp_path, tmp_path_factory, monkeypatch):
+    """The device writer's own PROF with runtime APIs, AI CPU and msproftx markers:
+    runtime_api json / csv (aggregates of several windows), ai_stack_time with runtime
+    rows, msprof_tx."""
+    from test_device_records import run
+    from test_export_files import cfg, chunk_with_markers
+
+    src_root = tmp_path_factory.mktemp("rt")
+    src = run(src_root, [chunk_with_markers(8)],
+              cfg(src_root, aicpu="on", runtime_api="on", msproftx="on"))
+    whole = _export(src, tmp_path / "whole", monkeypatch, 0, "legacy")
+    for stem in ("timeline/runtime_api", "summary/runtime_api", "timeline/msprof_tx",
+                 "summary/aicpu"):
+        assert any(n.startswith("device_0/" + stem) for n in whole), stem
+    for window in (7, 25):
+        seen = _windows_used(monkeypatch)
+        got = _export(src, tmp_path / f"w{window}", monkeypatch, window, "legacy")
+        assert seen and seen[0] >= 3
+        assert got == whole

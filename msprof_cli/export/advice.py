@@ -109,6 +109,11 @@ EVIDENCE_FIELDS: dict[str, list[str]] = {
 }
 
 
+# the evidence sums metric values as integers: value x scale (ns of µs times, bytes of KB
+# workspaces, whole block dims; ratios to 1e-6)
+EVIDENCE_SCALE = {"task_wait_time": 1000, "memory_workspace": 1024, "block_dim": 1}
+
+
 def _num_text(v: float) -> str:
     return f"{v:.3f}".rstrip("0").rstrip(".") if np.isfinite(v) else "N/A"
 
@@ -346,7 +351,7 @@ class RuleState:
         self.open_cpu = np.zeros((0, 2), np.int64)
         self.closed: int | None = None
         self.dominant = np.zeros(4, np.int64)  # AI Core time by dominant pipe (ns)
-        self.stats: pd.DataFrame | None = None  # evidence: per op name sums and counts
+        self._stats: list[pd.DataFrame] = []  # evidence: per op name sums and counts
 
     # -- input ---------------------------------------------------------------------------
     def add(self, t: OpTable) -> None:
@@ -421,16 +426,35 @@ class RuleState:
                 self.dominant[k] += int(dur[dominant == k].sum())
 
     def _evidence(self, t: OpTable) -> None:
+        """Per op name: row count, duration and wait (ns) and, per metric, the sum of its
+        values as integers (EVIDENCE_SCALE) and their count -- exact, so the means do not
+        depend on the chunking."""
         df = t.df
         wanted = sorted({f for fs in EVIDENCE_FIELDS.values() for f in fs if f in df})
-        part = pd.DataFrame({f: df[f].to_numpy(np.float64) for f in wanted})
-        part["_n"] = 1
-        part["_dur"] = _ns(df["task_duration"]) if "task_duration" in df else 0
-        part["_wait"] = _ns(df["task_wait_time"]) if "task_wait_time" in df else 0
+        part = {}
         for f in wanted:
-            part["#" + f] = df[f].notna().to_numpy().astype(np.int64)
-        g = part.groupby(df["op_name"].to_numpy(object), sort=False).sum(min_count=0)
-        self.stats = g if self.stats is None else self.stats.add(g, fill_value=0)
+            v = df[f].to_numpy(np.float64)
+            ok = ~np.isnan(v)
+            part[f] = np.where(ok, np.rint(np.nan_to_num(v) * EVIDENCE_SCALE.get(f, 10**6)),
+                               0).astype(np.int64)
+            part["#" + f] = ok.astype(np.int64)
+        part["_n"] = np.ones(len(df), np.int64)
+        part["_dur"] = _ns(df["task_duration"]) if "task_duration" in df \
+            else np.zeros(len(df), np.int64)
+        part["_wait"] = _ns(df["task_wait_time"]) if "task_wait_time" in df \
+            else np.zeros(len(df), np.int64)
+        g = pd.DataFrame(part).groupby(df["op_name"].to_numpy(object), sort=False).sum()
+        self._stats.append(g)
+        if len(self._stats) > 32:  # a few hundred ops per chunk: combined now and then
+            self._stats = [self.stats]
+
+    @property
+    def stats(self) -> pd.DataFrame | None:
+        if not self._stats:
+            return None
+        if len(self._stats) == 1:
+            return self._stats[0]
+        return pd.concat(self._stats).groupby(level=0, sort=False).sum()
 
     def merge(self, later: "RuleState") -> None:
         """Append the state of the rows after this one's (a window's: its tasks start after
@@ -449,9 +473,7 @@ class RuleState:
         for k, v in later.busy.items():
             self.busy[k] += v
         self.dominant += later.dominant
-        if later.stats is not None:
-            self.stats = later.stats if self.stats is None \
-                else self.stats.add(later.stats, fill_value=0)
+        self._stats += later._stats
 
     # -- results -------------------------------------------------------------------------
     def _has(self, *cols: str) -> bool:
@@ -538,8 +560,8 @@ class RuleState:
                         if name not in st.index:
                             continue
                         row = st.loc[name]
-                        means = [float(row[f]) / row["#" + f] if row["#" + f] else np.nan
-                                 for f in fields]
+                        means = [int(row[f]) / int(row["#" + f]) / EVIDENCE_SCALE.get(f, 10**6)
+                                 if row["#" + f] else np.nan for f in fields]
                         parts = [f"{f} {_num_text(m)}" for f, m in zip(fields, means)]
                         n = int(row["_n"])
                         total = int(row["_dur"]) / 1000

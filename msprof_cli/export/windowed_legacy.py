@@ -44,7 +44,7 @@ from .windowed import _meta, _slim, _Timeline, timeline_window
 from .windows import NotWindowable, WindowPlan, load_window
 from .writers import SliceNamer, write_csv
 
-JSON_STEMS = ("msprof", "step_trace", "task_time", "ai_stack_time", "runtime_api", "ge")
+JSON_STEMS = ("msprof", "task_time", "ai_stack_time", "runtime_api", "ge", "step_trace")
 
 
 def export_legacy_windows(plan: WindowPlan, *, model_id: int | None, iteration_id: int | None,
@@ -305,8 +305,10 @@ class _LegacyWindowedExport:
             self.csv.pop("ai_stack_time").discard()
         if not self.has_ge:
             self.json.pop("ge").discard()
+        # written in export_legacy's order: timelines, then summaries
         written: list[Path] = []
-        for stem in JSON_STEMS:
+        for stem in ("msprof", "task_time", "ai_stack_time", "runtime_api", "ge",
+                     "step_trace"):
             if stem in self.json:
                 written += self.json.pop(stem).close(meta[stem])
         if len(self.tx):  # msprof_tx json: the msproftx layer alone (small)
@@ -315,33 +317,33 @@ class _LegacyWindowedExport:
             written += W.write_events(self._name(self.tdir, "msprof_tx", "json"), m, events,
                                       len(events), self.json_slice_events)
         release()  # the last window's heap, before the global summaries
-        for stem in ("op_summary", "task_time", "ai_stack_time"):
+        if "ai_stack_time" in self.csv:
+            written += self.csv.pop("ai_stack_time").close()
+        if self.rt_agg:
+            written += self._emit("runtime_api", stack.runtime_api_of(
+                stack.combine_runtime(self.rt_agg), self.app_pid))
+        written += self._rest()
+        for stem in ("task_time", "op_summary"):
             if stem in self.csv:
                 written += self.csv.pop(stem).close()
-        written += self._rest()
-        if "aicpu" in self.csv:  # a window had AI CPU records: the file, even without rows
-            written += self.csv.pop("aicpu").close(empty_file=True)
         written.append(write_advice(d0, self.rules, advice))
         return written
 
+    def _emit(self, stem: str, table) -> list[Path]:
+        if table is None:
+            return []
+        header, df = table
+        return write_csv(self._name(self.sdir, stem, "csv"), header, df, self.csv_slice_rows)
+
     def _rest(self) -> list[Path]:
-        """The summaries of _DeviceContext.summaries("rest") and the runtime_api summary,
-        from the windows' accumulators and the global small inputs."""
+        """The summaries of _DeviceContext.summaries("rest"), in its order, from the
+        windows' accumulators and the global small inputs."""
         out: list[Path] = []
-
-        def emit(stem: str, table) -> None:
-            if table is not None:
-                header, df = table
-                out.extend(write_csv(self._name(self.sdir, stem, "csv"), header, df,
-                                     self.csv_slice_rows))
-
-        if self.rt_agg:
-            emit("runtime_api", stack.runtime_api_of(stack.combine_runtime(self.rt_agg),
-                                                     self.app_pid))
         if self.op_stat:
-            emit("op_statistic", S.op_statistic(None, S.combine_op_statistic(self.op_stat)))
+            out += self._emit("op_statistic",
+                              S.op_statistic(None, S.combine_op_statistic(self.op_stat)))
         if len(self.its):
-            emit("step_trace", S.step_trace(self.its))
+            out += self._emit("step_trace", S.step_trace(self.its))
         # fusion_op: the fusion records against the model spans of every window
         first = self.first
         host = first.host
@@ -350,9 +352,11 @@ class _LegacyWindowedExport:
         scope = ProfData(prof=self.plan.prof, host=HostData(rd=host.rd, tables=host.tables,
                                                             apis=models),
                          devices=first.devices, log=first.log)
-        emit("fusion_op", fusion_op(fusion_rows(scope, stack.model_names(scope)),
-                                    self.sel.model_id))
-        emit("msprof_tx", X.tx_table(self.tx))
+        out += self._emit("fusion_op", fusion_op(fusion_rows(scope, stack.model_names(scope)),
+                                                 self.sel.model_id))
+        if "aicpu" in self.csv:  # a window had AI CPU records: the file, even without rows
+            out += self.csv.pop("aicpu").close(empty_file=True)
+        out += self._emit("msprof_tx", X.tx_table(self.tx))
         return out
 
     def discard(self) -> None:
