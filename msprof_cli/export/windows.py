@@ -231,11 +231,12 @@ def _matched(host: tuple[np.ndarray, ...], dev: tuple[np.ndarray, ...]
 
 
 def _launch_flows(host: tuple[np.ndarray, ...], dev: tuple[np.ndarray, ...]
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted begins and ends of the launch -> task flows (`_matched` pairs)."""
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sorted begins and ends of the launch -> task flows (`_matched` pairs), and the
+    matched host rows."""
     hi, di = _matched(host, dev)
     a, b = host[2][hi], dev[2][di]
-    return np.sort(np.minimum(a, b)), np.sort(np.maximum(a, b))
+    return np.sort(np.minimum(a, b)), np.sort(np.maximum(a, b)), hi
 
 
 def _host_models(thread: np.ndarray, ts: np.ndarray, me: dict[str, np.ndarray]) -> set[int]:
@@ -450,31 +451,32 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False
     del mine
     order = np.argsort(lts, kind="stable")
     host_occ = _by_occurrence(_groups(lstream[order], ltask[order], lbatch[order]), lts[order])
-    flow_lo, flow_hi = _launch_flows(host_occ, dev_occ)
+    flow_lo, flow_hi, hi = _launch_flows(host_occ, dev_occ)
     known: tuple[np.ndarray, np.ndarray] | None = None  # (thread, ts) of the matched launches
     if models:
-        hi = _matched(host_occ, dev_occ)[0]
         rows = order[host_occ[3][hi]]
         known = (lthread[rows].astype(np.int64), lts[rows])
-        del hi, rows, lthread
-    del lts, lstream, ltask, lbatch, order, host_occ, dev_occ
+        del rows, lthread
+    del lts, lstream, ltask, lbatch, order, host_occ, dev_occ, hi
     release()
 
     # host: API spans, node / tensor records
     a = host_records(hd, "api_event", log, ["begin_time", "end_time"]
-                     + (["level", "type", "thread_id", "item_id"] if models else []))
+                     + (["level", "type"] if models else []))
     if (a["end_time"] == np.uint64(L.EVENT_RESERVE)).any():
         return _whole("api begin/end event records")
     ab = a["begin_time"].astype(np.int64) + hoff
     ae = a["end_time"].astype(np.int64) + hoff
     host_models = None
     if known is not None:  # the ModelExecute spans the decode keeps (host.decode_apis)
-        me = (a["level"] == L.LEVEL_MODEL) & (a["type"] == L.MODEL_EXECUTE) & (ab > hoff) \
-            & (ae != ab)
+        me = np.flatnonzero((a["level"] == L.LEVEL_MODEL) & (a["type"] == L.MODEL_EXECUTE)
+                            & (ab > hoff) & (ae != ab))
+        # thread and model of those records only (a few per step, not per API)
+        mc = host_records(hd, "api_event", log, ["thread_id", "item_id"], select=me)
         host_models = _host_models(*known, {
-            "thread": a["thread_id"][me].astype(np.int64), "begin": ab[me], "end": ae[me],
-            "model": a["item_id"][me].astype(np.uint64).astype(np.int64)})
-        del me, known
+            "thread": mc["thread_id"].astype(np.int64), "begin": ab[me], "end": ae[me],
+            "model": mc["item_id"].astype(np.uint64).astype(np.int64)})
+        del me, mc, known
     del a
     host_index["api_event"] = TimeIndex.build("api_event", False, "begin_time", ab)
     # an API row the decode keeps (decode_apis and load_prof filters): the CANN layer and the
