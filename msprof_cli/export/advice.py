@@ -154,16 +154,32 @@ class OpTable:
     def col(self, name: str) -> pd.Series:
         return self.df[name]
 
-    def names(self, mask: pd.Series | np.ndarray) -> list[str]:
-        """Op names of the masked rows, unique, in first-appearance order (via the op-name
-        codes: iterating a pandas string column row by row is slow)."""
+    def name_codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """(code per row, op names by code) of the op_name column, factorized once."""
         if "_name_codes" not in self.__dict__:
             codes, uniques = pd.factorize(self.df["op_name"].to_numpy(dtype=object))
             self.__dict__["_name_codes"] = codes
             self.__dict__["_name_uniques"] = np.asarray(uniques, dtype=object)
-        codes = self.__dict__["_name_codes"][np.asarray(mask, dtype=bool)]
+        return self.__dict__["_name_codes"], self.__dict__["_name_uniques"]
+
+    def names(self, mask: pd.Series | np.ndarray) -> list[str]:
+        """Op names of the masked rows, unique, in first-appearance order (via the op-name
+        codes: iterating a pandas string column row by row is slow)."""
+        all_codes, uniques = self.name_codes()
+        codes = all_codes[np.asarray(mask, dtype=bool)]
         first = pd.unique(codes[codes >= 0])
-        return [str(n) for n in self.__dict__["_name_uniques"][first]]
+        return [str(n) for n in uniques[first]]
+
+    def task_type_is(self, name: str) -> np.ndarray:
+        """Rows whose Task Type is `name` (the column factorized once)."""
+        if "_type_codes" not in self.__dict__:
+            codes, uniques = pd.factorize(self.df["task_type"].to_numpy(dtype=object))
+            self.__dict__["_type_codes"] = codes
+            self.__dict__["_type_uniques"] = [str(u) for u in uniques]
+        uniques = self.__dict__["_type_uniques"]
+        if name not in uniques:
+            return np.zeros(len(self.df), dtype=bool)
+        return self.__dict__["_type_codes"] == uniques.index(name)
 
 
 NA_NS = np.iinfo(np.int64).min  # a start time that is not a number
@@ -226,7 +242,7 @@ ATOMS: dict[str, tuple[tuple[str, ...], Callable[[OpTable], pd.Series]]] = {
     "vec_ratio<0.8": _cmp("vec_ratio", "<", 0.8),
     "mac_ratio<0.8": _cmp("mac_ratio", "<", 0.8),
     "trans_data": (("op_type",), lambda t: t.col("op_type").astype(str) == "TransData"),
-    "aicpu": (("task_type",), lambda t: t.col("task_type").astype(str) == "AI_CPU"),
+    "aicpu": (("task_type",), lambda t: t.task_type_is("AI_CPU")),
     "int64_input": (("input_data_types",), lambda t: _contains(t.col("input_data_types"),
                                                                "INT64")),
     "strided_slice_grad": ((), lambda t: _contains(t.col("op_name"), "StridedSliceGrad")),
@@ -392,10 +408,9 @@ class RuleState:
         if not ok.any():
             return
         end = start + _ns(dur)
-        kind = t.col("task_type").astype(str).to_numpy()
         self._close(int(start[ok].min()))
-        for name, sel in (("open_core", ok & (kind == "AI_CORE")),
-                          ("open_cpu", ok & (kind == "AI_CPU"))):
+        for name, sel in (("open_core", ok & t.task_type_is("AI_CORE")),
+                          ("open_cpu", ok & t.task_type_is("AI_CPU"))):
             iv = np.column_stack([start[sel], end[sel]])
             setattr(self, name, _merged(np.concatenate([getattr(self, name), iv])))
 
@@ -413,7 +428,7 @@ class RuleState:
 
     def _bottleneck(self, t: OpTable) -> None:
         df = t.df
-        core = (df["task_type"].astype(str) == "AI_CORE").to_numpy()
+        core = t.task_type_is("AI_CORE")
         ratios = np.column_stack([
             df["mac_ratio"].to_numpy(np.float64), df["vec_ratio"].to_numpy(np.float64),
             df["scalar_ratio"].to_numpy(np.float64),
@@ -443,7 +458,12 @@ class RuleState:
             else np.zeros(len(df), np.int64)
         part["_wait"] = _ns(df["task_wait_time"]) if "task_wait_time" in df \
             else np.zeros(len(df), np.int64)
-        g = pd.DataFrame(part).groupby(df["op_name"].to_numpy(object), sort=False).sum()
+        codes, names = t.name_codes()
+        frame = pd.DataFrame(part)
+        if (codes < 0).any():  # rows without an op name (as a groupby by name drops them)
+            frame, codes = frame[codes >= 0], codes[codes >= 0]
+        g = frame.groupby(codes, sort=False).sum()
+        g.index = names[g.index.to_numpy()]
         self._stats.append(g)
         if len(self._stats) > 32:  # a few hundred ops per chunk: combined now and then
             self._stats = [self.stats]

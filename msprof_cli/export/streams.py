@@ -11,12 +11,11 @@ dead process by the next export).
 A Chrome-trace file repeats its metadata events at the head of every slice, and the
 metadata (every thread and stream lane) is only known after the last window: the events go
 to temporary body files, and ``close(meta)`` writes each final file as ``[`` + metadata +
-body + ``]`` (a kernel-side copy of the body).
+body + ``]`` (an in-kernel copy of the body, writers.append_file).
 """
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -151,9 +150,7 @@ class JsonStream:
             for tmp, target in zip(self.slices.tmps, out):
                 with AtomicFile(target) as fh:
                     fh.write("[" + ", ".join(meta) + (", " if meta else ""))
-                    fh.flush()
-                    with open(tmp, "rb") as src:
-                        shutil.copyfileobj(src, fh.buffer, 8 << 20)
+                    W.append_file(fh, tmp)
                     fh.write("]")
         finally:
             self.discard()

@@ -183,6 +183,53 @@ def timeline_window(run, k: int, d, tasks: pd.DataFrame, rows, its: pd.DataFrame
         run.timeline.window(layers, np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
+def write_task_rows(csv: dict[str, CsvStream], d, tasks: pd.DataFrame, rows,
+                    prev_op: tuple[int, int] | None, device_col: str | None = None,
+                    rules=None) -> pd.DataFrame | None:
+    """A window's task_time, op_summary and aicpu rows appended to `csv` (streams opened by
+    the export process), in chunks of CHUNK_ROWS; the wait time of the first op_summary row
+    is the gap after `prev_op` (start, duration of the last row of the windows before).
+    `device_col`: a leading Device_id column (mindstudio); `rules`: an advice.RuleState fed
+    with the op_summary rows as written (legacy).  Returns the op_statistic aggregates."""
+    from . import advice as A
+
+    def put(stem: str, part: pd.DataFrame) -> None:
+        if device_col is not None:
+            part.insert(0, "Device_id", device_col)
+        csv[stem].write(part)
+
+    for lo in range(0, len(tasks), W.CHUNK_ROWS):
+        put("task_time", S.task_time(d, tasks.iloc[lo:lo + W.CHUNK_ROWS])[1])
+    if d.has_host_ops and len(rows):
+        start = rows["start_local"].to_numpy(np.int64)
+        for lo in range(0, len(rows), W.CHUNK_ROWS):
+            hi = min(lo + W.CHUNK_ROWS, len(rows))
+            part = S.op_summary(d, rows, lo, hi)[1]
+            if lo == 0 and prev_op is not None:  # the wait after the last window
+                gap = max(int(start[0]) - prev_op[0] - prev_op[1], 0)
+                part.iloc[0, part.columns.get_loc("Task Wait Time(us)")] = \
+                    S.dur_str(np.array([gap]))[0]
+            if rules is not None:
+                rules.add(A.OpTable.from_summary(part, d.rd.ai_core_num, start[lo:hi]))
+            put("op_summary", part)
+    a = S.aicpu(d, tasks)
+    if a is not None:
+        put("aicpu", a[1])
+    return S.op_statistic_agg(rows) if d.has_node_info and len(rows) else None
+
+
+def window_fusion_rows(plan: WindowPlan, first: ProfData, model_apis: list[pd.DataFrame]
+                       ) -> pd.DataFrame:
+    """fusion.fusion_rows of the whole collection: the fusion records (read whole by every
+    window) against the model API spans of every window."""
+    host = first.host
+    models = pd.concat(model_apis, ignore_index=True) if model_apis else host.apis.iloc[:0]
+    scope = ProfData(prof=plan.prof, host=HostData(rd=host.rd, tables=host.tables,
+                                                   apis=models),
+                     devices=first.devices, log=first.log)
+    return F.fusion_rows(scope, model_names(scope))
+
+
 def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
                               csv_slice_rows: int, json_slice_events: int,
                               on_window=None) -> list[Path]:
@@ -297,30 +344,7 @@ class _WindowedExport:
     def _summaries(self, d, rows) -> tuple[dict[str, CsvStream], pd.DataFrame | None]:
         """The window's task_time, op_summary and aicpu rows (a JobPool job): returns the
         streams as they are now and the op_statistic aggregates."""
-        tasks, dev_id = d.tasks, str(self.dev_id)
-        if len(tasks):
-            out = self.csv["task_time"]
-            for lo in range(0, len(tasks), W.CHUNK_ROWS):
-                part = S.task_time(d, tasks.iloc[lo:lo + W.CHUNK_ROWS])[1]
-                part.insert(0, "Device_id", dev_id)
-                out.write(part)
-        if d.has_host_ops and len(rows):
-            out = self.csv["op_summary"]
-            start = rows["start_local"].to_numpy(np.int64)
-            for lo in range(0, len(rows), W.CHUNK_ROWS):
-                part = S.op_summary(d, rows, lo, min(lo + W.CHUNK_ROWS, len(rows)))[1]
-                if lo == 0 and self.prev_op is not None:  # the wait after the last window
-                    gap = max(int(start[0]) - self.prev_op[0] - self.prev_op[1], 0)
-                    part.iloc[0, part.columns.get_loc("Task Wait Time(us)")] = \
-                        S.dur_str(np.array([gap]))[0]
-                part.insert(0, "Device_id", dev_id)
-                out.write(part)
-        op_stat = S.op_statistic_agg(rows) if d.has_node_info and len(rows) else None
-        a = S.aicpu(d, tasks)
-        if a is not None:
-            df = a[1]
-            df.insert(0, "Device_id", dev_id)
-            self.csv["aicpu"].write(df)
+        op_stat = write_task_rows(self.csv, d, d.tasks, rows, self.prev_op, str(self.dev_id))
         return dict(self.csv), op_stat
 
     def _timeline(self, k: int, d, rows, apis: pd.DataFrame) -> tuple["_Timeline", JsonStream]:
@@ -395,13 +419,7 @@ class _WindowedExport:
         if len(d0.iterations):
             emit("step_trace", _merge([_with_device(dev_id, S.step_trace(d0.iterations))]))
         # fusion_op: the fusion records against the model spans of every window
-        host = first.host
-        models = pd.concat(self.model_apis, ignore_index=True) if self.model_apis \
-            else host.apis.iloc[:0]
-        scope = ProfData(prof=self.plan.prof, host=HostData(rd=host.rd, tables=host.tables,
-                                                            apis=models),
-                         devices=[d0], log=first.log)
-        fusion = F.fusion_op(F.fusion_rows(scope, model_names(scope)))
+        fusion = F.fusion_op(window_fusion_rows(self.plan, first, self.model_apis))
         emit("fusion_op", _with_device(dev_id, fusion) if fusion is not None else None)
         if "aicpu" in self.csv:  # a window had AI CPU records: the file, even without rows
             got = self.csv["aicpu"].close(empty_file=True)

@@ -33,14 +33,15 @@ from . import summaries as S
 from . import timeline as T
 from . import writers as W
 from .communication import device_comm
-from .dataset import HostData, ProfData
+from .dataset import ProfData
 from .fusion import fusion_op, fusion_rows, workspace_kb
 from .legacy import Advice, host_models, task_scheduler_json, task_scheduler_meta, write_advice
 from .memory import release
 from .parallel import JobPool
 from .selection import Selection, in_window, select
 from .streams import CsvStream, JsonStream
-from .windowed import _meta, _slim, _Timeline, timeline_window
+from .windowed import (_meta, _slim, _Timeline, timeline_window, window_fusion_rows,
+                       write_task_rows)
 from .windows import NotWindowable, WindowPlan, load_window
 from .writers import SliceNamer, write_csv
 
@@ -224,28 +225,10 @@ class _LegacyWindowedExport:
     def _summaries(self, d, tasks: pd.DataFrame, rows):
         """task_time, op_summary and aicpu rows, op_statistic aggregates and the advice
         state of the window's op_summary rows (a JobPool job)."""
-        if len(tasks):
-            out = self.csv["task_time"]
-            for lo in range(0, len(tasks), W.CHUNK_ROWS):
-                out.write(S.task_time(d, tasks.iloc[lo:lo + W.CHUNK_ROWS])[1])
         rules = A.RuleState(d.rd.ai_core_num, self.workspace)
-        if d.has_host_ops and len(rows):
-            out = self.csv["op_summary"]
-            start = rows["start_local"].to_numpy(np.int64)
-            for lo in range(0, len(rows), W.CHUNK_ROWS):
-                hi = min(lo + W.CHUNK_ROWS, len(rows))
-                part = S.op_summary(d, rows, lo, hi)[1]
-                if lo == 0 and self.prev_op is not None:  # the wait after the last window
-                    gap = max(int(start[0]) - self.prev_op[0] - self.prev_op[1], 0)
-                    part.iloc[0, part.columns.get_loc("Task Wait Time(us)")] = \
-                        S.dur_str(np.array([gap]))[0]
-                rules.add(A.OpTable.from_summary(part, d.rd.ai_core_num, start[lo:hi]))
-                out.write(part)
-        op_stat = S.op_statistic_agg(rows) if d.has_node_info and len(rows) else None
-        a = S.aicpu(d, tasks)
-        if a is not None:
-            self.csv["aicpu"].write(a[1])
-        return {k: v for k, v in self.csv.items() if k != "ai_stack_time"}, op_stat, rules
+        csv = {k: v for k, v in self.csv.items() if k != "ai_stack_time"}
+        op_stat = write_task_rows(csv, d, tasks, rows, self.prev_op, rules=rules)
+        return csv, op_stat, rules
 
     def _host(self, data: ProfData, d, tasks: pd.DataFrame, base: dict[int, int]):
         """ai_stack_time (json and csv), runtime_api json and aggregates, ge json of the
@@ -345,15 +328,8 @@ class _LegacyWindowedExport:
         if len(self.its):
             out += self._emit("step_trace", S.step_trace(self.its))
         # fusion_op: the fusion records against the model spans of every window
-        first = self.first
-        host = first.host
-        models = pd.concat(self.model_apis, ignore_index=True) if self.model_apis \
-            else host.apis.iloc[:0]
-        scope = ProfData(prof=self.plan.prof, host=HostData(rd=host.rd, tables=host.tables,
-                                                            apis=models),
-                         devices=first.devices, log=first.log)
-        out += self._emit("fusion_op", fusion_op(fusion_rows(scope, stack.model_names(scope)),
-                                                 self.sel.model_id))
+        out += self._emit("fusion_op", fusion_op(
+            window_fusion_rows(self.plan, self.first, self.model_apis), self.sel.model_id))
         if "aicpu" in self.csv:  # a window had AI CPU records: the file, even without rows
             out += self.csv.pop("aicpu").close(empty_file=True)
         out += self._emit("msprof_tx", X.tx_table(self.tx))
