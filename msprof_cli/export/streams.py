@@ -11,7 +11,7 @@ dead process by the next export).
 A Chrome-trace file repeats its metadata events at the head of every slice, and the
 metadata (every thread and stream lane) is only known after the last window: the events go
 to temporary body files, and ``close(meta)`` writes each final file as ``[`` + metadata +
-body + ``]`` (an in-kernel copy of the body, writers.append_file).
+body + ``]`` (a buffered copy of the body, writers.append_file).
 """
 from __future__ import annotations
 

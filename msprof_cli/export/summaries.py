@@ -122,8 +122,15 @@ def wait_times(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
 
 
 def quoted_shapes(v: np.ndarray) -> np.ndarray:
+    """Shapes in quotes, N/A as is; formatted once per distinct value (ops repeat their
+    shapes every iteration)."""
     v = np.asarray(v, dtype=object)
-    return np.where(v == NA, NA, '"' + v.astype(str).astype(object) + '"')
+    codes, uniq = pd.factorize(v)
+    if (codes < 0).any():  # missing values: str() of each, as written before
+        return np.where(v == NA, NA, '"' + v.astype(str).astype(object) + '"')
+    uniq = np.asarray(uniq, dtype=object)
+    text = np.where(uniq == NA, NA, '"' + uniq.astype(str).astype(object) + '"')
+    return np.asarray(text, dtype=object)[codes]
 
 
 def op_summary_header(dev: DeviceData) -> list[str]:

