@@ -297,3 +297,23 @@ def test_windowed_legacy_runtime_api_and_markers(tmp_path, tmp_path_factory, mon
         got = _export(src, tmp_path / f"w{window}", monkeypatch, window, "legacy")
         assert seen and seen[0] >= 3
         assert got == whole
+
+
+def test_dynamic_shape_data_is_exported_whole_in_the_legacy_layout(tmp_path, monkeypatch):
+    """thread_group json (dynamic-shape host data) is not windowed: the scan sends the
+    legacy export to the whole path at once (mindstudio has no thread_group: windowed)."""
+    from test_device_records import make_chunk, run
+    from test_export_files import cfg
+
+    prof = run(tmp_path, [make_chunk(6)], cfg(tmp_path))
+    for p in (prof / "host" / "data").iterdir():
+        if p.name.startswith("unaging."):
+            p.rename(p.with_name("aging." + p.name[len("unaging."):]))
+    assert WN.plan_windows(prof, 5, models=True) is None
+    assert WN.WHY_WHOLE[0] == "dynamic-shape host data"
+    assert WN.plan_windows(prof, 5) is not None
+    whole = _export(prof, tmp_path / "whole", monkeypatch, 0, "legacy")
+    assert any("thread_group" in n for n in whole)
+    seen = _windows_used(monkeypatch)
+    assert _export(prof, tmp_path / "win", monkeypatch, 5, "legacy") == whole
+    assert seen == []

@@ -465,6 +465,8 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False
                      + (["level", "type"] if models else []))
     if (a["end_time"] == np.uint64(L.EVENT_RESERVE)).any():
         return _whole("api begin/end event records")
+    if models and a["_aging"].any():  # the legacy thread_group json: exported whole
+        return _whole("dynamic-shape host data")
     ab = a["begin_time"].astype(np.int64) + hoff
     ae = a["end_time"].astype(np.int64) + hoff
     host_models = None
@@ -486,6 +488,8 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False
     ae.sort()
     for kind in ("node_basic_info", "tensor_info"):
         c = host_records(hd, kind, log, ["timestamp"])
+        if models and kind == "node_basic_info" and c["_aging"].any():
+            return _whole("dynamic-shape host data")
         host_index[kind] = TimeIndex.build(kind, False, "timestamp",
                                            c["timestamp"].astype(np.int64) + hoff)
         del c
