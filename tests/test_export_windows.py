@@ -317,3 +317,80 @@ def test_dynamic_shape_data_is_exported_whole_in_the_legacy_layout(tmp_path, mon
     seen = _windows_used(monkeypatch)
     assert _export(prof, tmp_path / "win", monkeypatch, 5, "legacy") == whole
     assert seen == []
+
+
+# --- several devices (legacy: device by device, HCCL data included) --------------------------
+
+@pytest.fixture(scope="module")
+def two_devices(tmp_path_factory) -> Path:
+    """Data parallel on two devices: hccl_info steps, HCCL op executions on every step."""
+    return gen_prof.generate(6000, tmp_path_factory.mktemp("two"), devices=2,
+                             batch_tasks=1500, quiet=True)
+
+
+@pytest.mark.parametrize("window", [700, 50])
+def test_windowed_legacy_of_several_devices_with_hccl(two_devices, tmp_path, monkeypatch,
+                                                      window):
+    """Each device is windowed on its own (hccl json, the Communication layer and the
+    Overlap Analysis with communication in msprof json), byte-identical to the whole export
+    of both devices; mindstudio (devices mixed in its files) stays whole."""
+    whole = _export(two_devices, tmp_path / "whole", monkeypatch, 0, "legacy")
+    for dev in (0, 1):
+        assert any(n.startswith(f"device_{dev}/timeline/hccl") for n in whole)
+    seen = _windows_used(monkeypatch)
+    got = _export(two_devices, tmp_path / "win", monkeypatch, window, "legacy")
+    assert len(seen) == 2 and min(seen) >= 4
+    assert got == whole
+    msprof = next(n for n in got if n.startswith("device_1/timeline/msprof"))
+    assert msprof
+    assert WN.plan_windows(two_devices, window) is None  # mindstudio: one device only
+
+
+def test_scan_cuts_outside_hccl_executions(two_devices):
+    """No cut falls inside an HCCL op execution nor in a computing gap that holds one."""
+    from msprof_cli.export.hccl import rank_steps
+    from msprof_cli.export.host import decode_hccl
+    from msprof_cli.export.rawread import DecodeLog
+
+    plan = WN.plan_windows(two_devices, 50, models=True, device=1)
+    assert plan is not None and len(plan) > 10
+    steps = rank_steps(decode_hccl(two_devices / "host" / "data", DecodeLog()), 1,
+                       plan.host_rd.offset_ns)
+    g = steps.groupby("op")
+    s, e = g["start_local"].min().to_numpy(), g["end_local"].max().to_numpy()
+    tasks = load_prof(two_devices).devices[1].tasks
+    ends = np.sort(tasks["end_local"].to_numpy(np.int64))
+    starts = np.sort(tasks["start_local"].to_numpy(np.int64))
+    for c in plan.cuts[1:-1]:
+        assert not ((s < c) & (e >= c)).any()
+        lce = ends[np.searchsorted(ends, c) - 1]
+        fcs = starts[np.searchsorted(starts, c)]
+        assert not ((e > lce) & (s < fcs)).any()
+
+
+def test_host_batches_count_the_flips_of_their_own_device():
+    """A FLIP of device 1 does not move device 0's launches to a new batch (before, every
+    device's flips counted: ~40 % of the tasks of a 2-device run lost their host info once
+    task ids rolled over)."""
+    from msprof_cli.export.dataset import host_batches
+
+    tt = pd.DataFrame({"ts_ns": [30, 10, 20, 40, 50], "stream_id": [3, 3, 3, 3, 3],
+                       "task_id": [7, 5, 6, 8, 9], "device_id": [0, 0, 1, 1, 0]})
+    flips = pd.DataFrame({"ts_ns": [25], "stream_id": [3], "task_id": [0], "device_id": [1]})
+    assert host_batches(tt, flips).tolist() == [0, 0, 0, 1, 0]
+    flips0 = flips.assign(device_id=0)
+    # rows in file order, batches by time: ts 30 and 50 come after device 0's flip at 25
+    assert host_batches(tt, flips0).tolist() == [1, 0, 0, 0, 1]
+
+
+def test_two_devices_past_task_id_rollover_keep_their_host_info(tmp_path):
+    """Task ids roll over (flips) on both devices: every task still finds its launch."""
+    prof = gen_prof.generate(150_000, tmp_path, devices=2, batch_tasks=50_000, quiet=True)
+    data = load_prof(prof)
+    assert len(data.devices) == 2
+    for dev in data.devices:
+        t = dev.tasks
+        assert t["batch_id"].max() >= 1  # rolled over
+        assert bool(t["host_known"].all())
+        names = t["op_name"].astype(str)
+        assert not names.str.fullmatch(r"\d{12,}").any()  # no unresolved hash as a name

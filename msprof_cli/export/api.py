@@ -210,42 +210,56 @@ def _export_windows(prof: Path, result: ExportResult, layout: str,
                     csv_slice_rows: int, json_slice_events: int, stage) -> list[Path] | None:
     """The files of a PROF dir too big to decode whole, window by window (windows.py,
     windowed.py, windowed_legacy.py); None when the PROF dir is decoded whole instead."""
-    from .windows import NotWindowable, plan_windows
+    from .windows import NotWindowable, device_ids, plan_windows
 
-    stage(f"Scanning {prof.name}")
-    plan = plan_windows(prof, models=layout == "legacy")
-    release()  # the scan's sorted times and join keys (~0.8 GB of heap at 10M tasks) go back
-    if plan is None:
-        return None
-    n = len(plan)
-    what = f"{layout} files of {prof.name}"
-    stage(f"Writing {what}: window 1/{n}", advance=1)
-    on_window = lambda k: stage(f"Writing {what}: window {min(k + 2, n)}/{n}")  # noqa: E731
+    # the legacy layout exports each device on its own (its files read the host data and
+    # that device's): a several-device PROF dir is windowed device by device, HCCL data
+    # included; mindstudio files mix the devices: one device only
+    devices = device_ids(prof) if layout == "legacy" else [None]
+    files: list[Path] = []
     advice: list[Advice] = []
-    try:
-        if layout == "legacy":
-            from .windowed_legacy import export_legacy_windows
+    warnings: list[str] = []
+    for dev in devices:
+        where = prof.name if dev is None or len(devices) == 1 else f"{prof.name} device {dev}"
+        stage(f"Scanning {where}")
+        plan = plan_windows(prof, models=layout == "legacy",
+                            device=dev if len(devices) > 1 else None)
+        release()  # the scan's sorted times and join keys (~0.8 GB of heap at 10M) go back
+        if plan is None:
+            # a device that is not windowed: every device is exported whole (the files
+            # written so far are written again, with the same bytes)
+            return None
+        n = len(plan)
+        what = f"{layout} files of {where}"
+        stage(f"Writing {what}: window 1/{n}", advance=1 if dev == devices[0] else 0)
+        on_window = lambda k, n=n, what=what: stage(  # noqa: E731
+            f"Writing {what}: window {min(k + 2, n)}/{n}")
+        try:
+            if layout == "legacy":
+                from .windowed_legacy import export_legacy_windows
 
-            model_id, iteration_id, iteration_count = selection
-            files = export_legacy_windows(
-                plan, model_id=model_id, iteration_id=iteration_id,
-                iteration_count=iteration_count, reports=reports,
-                csv_slice_rows=csv_slice_rows, json_slice_events=json_slice_events,
-                advice=advice, on_window=on_window)
-        else:
-            from .windowed import export_mindstudio_windows
+                model_id, iteration_id, iteration_count = selection
+                files += export_legacy_windows(
+                    plan, model_id=model_id, iteration_id=iteration_id,
+                    iteration_count=iteration_count, reports=reports,
+                    csv_slice_rows=csv_slice_rows, json_slice_events=json_slice_events,
+                    advice=advice, on_window=on_window)
+            else:
+                from .windowed import export_mindstudio_windows
 
-            files = export_mindstudio_windows(
-                plan, reports=reports, csv_slice_rows=csv_slice_rows,
-                json_slice_events=json_slice_events, on_window=on_window)
-    except NotWindowable:
+                files += export_mindstudio_windows(
+                    plan, reports=reports, csv_slice_rows=csv_slice_rows,
+                    json_slice_events=json_slice_events, on_window=on_window)
+        except NotWindowable:
+            release()
+            return None  # nothing of this device was left behind: the whole export writes
+        warnings += [w for w in plan.log.warnings if w not in warnings]
+        del plan
         release()
-        return None  # nothing was left behind: the whole export writes every file
-    for w in plan.log.warnings:
+    for w in warnings:
         print(f"[WARNING] {w}", file=sys.stderr)
-    result.warnings.extend(plan.log.warnings)
+    result.warnings.extend(warnings)
     result.advice.extend(advice)
-    release()
     return files
 
 

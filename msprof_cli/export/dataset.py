@@ -64,6 +64,7 @@ class ProfData:
     host: HostData
     devices: list[DeviceData]
     log: DecodeLog
+    rank_ids: list[int] | None = None  # every device id, when `devices` are only some
 
 
 def enclose(records: pd.DataFrame, spans: pd.DataFrame, ts_col: str, payload: list[str]
@@ -115,7 +116,7 @@ def _host_task_info(host: HostTables) -> pd.DataFrame:
     tt["rt_name"] = type_names(np.full(len(tt), L.LEVEL_RUNTIME), tt["rt_type"].to_numpy(),
                                host.types)
     is_flip = tt["rt_name"] == "FLIP_TASK"
-    flips = tt[is_flip][["ts_ns", "stream_id", "task_id"]].rename(columns={})
+    flips = tt[is_flip][["ts_ns", "stream_id", "task_id", "device_id"]]
     tt = tt[~is_flip & (tt["rt_name"] != "MAINTENANCE")].reset_index(drop=True)
     apis = host.apis
     nodes = apis[apis["level"] == L.LEVEL_NODE]
@@ -141,9 +142,28 @@ def _host_task_info(host: HostTables) -> pd.DataFrame:
     else:
         for c in TENSOR_COLS:
             tt[c] = np.nan
-    tt["batch_id"] = assign_batches(tt.sort_values("ts_ns", kind="stable"), flips, "ts_ns") \
-        if len(flips) else 0
+    tt["batch_id"] = host_batches(tt, flips)
     return tt
+
+
+def host_batches(tt: pd.DataFrame, flips: pd.DataFrame) -> np.ndarray:
+    """Batch id of each task_track launch: the FLIP records of its device and stream passed
+    (device.assign_batches on the launches in time order; a device's flips do not move
+    another device's launches)."""
+    out = np.zeros(len(tt), np.int64)
+    if len(tt) == 0 or len(flips) == 0:
+        return out
+    dev = tt["device_id"].to_numpy(np.int64)
+    fdev = flips["device_id"].to_numpy(np.int64)
+    for d in np.unique(dev):
+        rows = np.flatnonzero(dev == d)
+        f = flips[fdev == d]
+        if len(f) == 0:
+            continue
+        sub = tt.iloc[rows]
+        order = np.argsort(sub["ts_ns"].to_numpy(np.int64), kind="stable")
+        out[rows[order]] = assign_batches(sub.iloc[order], f, "ts_ns")
+    return out
 
 
 def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: DecodeLog,
@@ -165,6 +185,9 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         tt = tt.sort_values("ts_ns", kind="stable")
         tt["occ"] = tt.groupby(["stream_id", "task_id", "batch_id"], sort=False).cumcount()
         tasks["occ"] = tasks.groupby(["stream_id", "task_id", "batch_id"], sort=False).cumcount()
+        # the u64 kernel-name hash stays exact for tasks without a launch (a left merge
+        # would turn a plain u64 column holding NaN into float64: unresolvable names)
+        tt = tt.astype({"kernel_name": "UInt64"})
         tasks = tasks.merge(tt.drop(columns=["device_id"]), how="left",
                             on=["stream_id", "task_id", "batch_id", "occ"])
         tasks["host_known"] = tasks["thread_id"].notna()

@@ -39,25 +39,24 @@ def _names(values: np.ndarray, table: dict[int, str]) -> np.ndarray:
     return np.array([table.get(int(u), str(int(u))) for u in uniq], dtype=object)[inv]
 
 
-def _all_steps(data: ProfData, dev: DeviceData) -> pd.DataFrame:
-    """This device's hccl_info records in time order, with local start/end, the op execution
-    number `op` (0, 1, ... in order of the op's first step) and `name` / `op_name` resolved."""
-    ht = data.host.tables
-    h = getattr(ht, "hccl", None) if ht is not None else None
-    if h is None or len(h) == 0:
-        return pd.DataFrame()
-    ranks = sorted(d.device_id for d in data.devices)
-    if dev.device_id not in ranks:
-        return pd.DataFrame()
-    h = h[h["local_rank"].to_numpy(np.int64) == ranks.index(dev.device_id)]
+def rank_ids(data: ProfData) -> list[int]:
+    """The device ids of the PROF dir in rank order (a window's ProfData holds one device;
+    it carries the whole list)."""
+    return data.rank_ids if data.rank_ids is not None \
+        else sorted(d.device_id for d in data.devices)
+
+
+def rank_steps(h: pd.DataFrame, rank: int, offset_ns: int) -> pd.DataFrame:
+    """The hccl_info records of one rank (`local_rank`) in time order, with local start /
+    end / duration and the op execution number `op` (0, 1, ... in order of the op's first
+    step): per cclTag in time order, a new execution at stage 0 or after another tag."""
+    h = h[h["local_rank"].to_numpy(np.int64) == rank]
     if len(h) == 0:
         return pd.DataFrame()
-    off = data.host.rd.offset_ns if data.host.rd else 0
-    start = h["ts_ns"].to_numpy(np.int64) + off
+    start = h["ts_ns"].to_numpy(np.int64) + offset_ns
     dur = np.rint(h["duration_estimated"].to_numpy(np.float64) * 1000).astype(np.int64)
     h = h.assign(start_local=start, dur_ns=dur, end_local=start + dur)
     h = h.sort_values(["start_local"], kind="stable", ignore_index=True)
-    # op executions: per cclTag in time order, a new one at stage 0 or after another tag
     by_tag = h.sort_values(["ccl_tag", "start_local"], kind="stable")
     tag = by_tag["ccl_tag"].to_numpy(np.uint64)
     new = by_tag["stage"].to_numpy(np.int64) == 0
@@ -68,8 +67,25 @@ def _all_steps(data: ProfData, dev: DeviceData) -> pd.DataFrame:
     # renumber executions by (first step start, tag order) so `op` follows time
     key = pd.DataFrame({"g": grp, "first": first}).drop_duplicates("g") \
         .sort_values(["first", "g"], kind="stable")
-    rank = pd.Series(np.arange(len(key)), index=key["g"].to_numpy())
-    h["op"] = rank.reindex(grp).to_numpy(np.int64)
+    rank_of = pd.Series(np.arange(len(key)), index=key["g"].to_numpy())
+    h["op"] = rank_of.reindex(grp).to_numpy(np.int64)
+    return h
+
+
+def _all_steps(data: ProfData, dev: DeviceData) -> pd.DataFrame:
+    """This device's hccl_info records in time order (`rank_steps`), with `name` /
+    `op_name` resolved."""
+    ht = data.host.tables
+    h = getattr(ht, "hccl", None) if ht is not None else None
+    if h is None or len(h) == 0:
+        return pd.DataFrame()
+    ranks = rank_ids(data)
+    if dev.device_id not in ranks:
+        return pd.DataFrame()
+    off = data.host.rd.offset_ns if data.host.rd else 0
+    h = rank_steps(h, ranks.index(dev.device_id), off)
+    if len(h) == 0:
+        return h
     h["name"] = resolve(h["item_id"].to_numpy(np.uint64), ht.hashes)
     h["op_name"] = resolve(h["ccl_tag"].to_numpy(np.uint64), ht.hashes)
     return h
@@ -136,9 +152,16 @@ def hccl_json(data: ProfData, dev: DeviceData, sel: Selection, app_pid: int
     h = hccl_records(data, dev, sel)
     if len(h) == 0:
         return None
-    planes = sorted(int(p) for p in h["plane_id"].unique())
-    meta = thread_meta(app_pid, "HCCL", [(p, f"Plane {p}") for p in planes])
-    _, events = T.assemble([x_events(h["name"].to_numpy(object), app_pid,
-                                     h["plane_id"].to_numpy(np.int64), h["start_local"],
-                                     h["dur_ns"], step_args(h))])
-    return meta, events
+    _, events = T.assemble([hccl_layer(h, step_args(h), app_pid)])
+    return hccl_meta(app_pid, h["plane_id"].unique()), events
+
+
+def hccl_meta(app_pid: int, planes) -> list[str]:
+    return thread_meta(app_pid, "HCCL", [(p, f"Plane {p}")
+                                         for p in sorted(int(p) for p in planes)])
+
+
+def hccl_layer(h: pd.DataFrame, args: np.ndarray, app_pid: int) -> T.Layer:
+    """One X per step (`h`: hccl_records rows, `args`: their step_args)."""
+    return x_events(h["name"].to_numpy(object), app_pid, h["plane_id"].to_numpy(np.int64),
+                    h["start_local"], h["dur_ns"], args)

@@ -491,7 +491,26 @@ def overlap_layer(dev: DeviceData, rows: pd.DataFrame, app_pid: int,
     return Layer(m, keys=ts_sort_key(b), render=render)
 
 
-def communication_layer(dev: DeviceData, comm: CommData | None, app_pid: int) -> Layer:
+def comm_lanes(comm: CommData) -> tuple[list[str], list[int]]:
+    """The Communication process's lanes: group names and plane ids, sorted (`lanes` of
+    `communication_layer`: a window's events take the lanes of the whole export)."""
+    ops, steps = comm.ops, comm.steps
+    return (sorted(str(g) for g in ops["group"].unique()) if len(ops) else [],
+            sorted(int(p) for p in steps["plane_id"].unique()) if len(steps) else [])
+
+
+def comm_meta(device_id: int, app_pid: int, lanes: tuple[list[str], list[int]]
+              ) -> list[str]:
+    """Metadata of the Communication process with `lanes` (groups, planes)."""
+    groups, planes = lanes
+    threads = [(i, f"Group {g} Communication", i) for i, g in enumerate(groups)] + \
+        [(PLANE_TID_BASE + p, f"Plane {p}", PLANE_TID_BASE + p) for p in planes]
+    return process_meta(pid_of(app_pid, SORT_COMMUNICATION, device_id), "Communication",
+                        f"NPU {device_id}", SORT_COMMUNICATION, threads)
+
+
+def communication_layer(dev: DeviceData, comm: CommData | None, app_pid: int,
+                        lanes: tuple[list[str], list[int]] | None = None) -> Layer:
     """Process ``Communication`` (label NPU n, sort 17): per communication group a lane
     ``Group {group} Communication`` (tid 0, 1, … by group name) with one X per HCCL op
     execution, and per plane a lane ``Plane {id}`` (tid 1000 + plane) with one X per
@@ -500,11 +519,8 @@ def communication_layer(dev: DeviceData, comm: CommData | None, app_pid: int) ->
         return Layer()
     pid = pid_of(app_pid, SORT_COMMUNICATION, dev.device_id)
     ops, steps = comm.ops, comm.steps
-    groups = sorted(str(g) for g in ops["group"].unique()) if len(ops) else []
-    planes = sorted(int(p) for p in steps["plane_id"].unique()) if len(steps) else []
-    threads = [(i, f"Group {g} Communication", i) for i, g in enumerate(groups)] + \
-        [(PLANE_TID_BASE + p, f"Plane {p}", PLANE_TID_BASE + p) for p in planes]
-    m = process_meta(pid, "Communication", f"NPU {dev.device_id}", SORT_COMMUNICATION, threads)
+    groups, planes = lanes if lanes is not None else comm_lanes(comm)
+    m = comm_meta(dev.device_id, app_pid, (groups, planes))
     head = '{"name": %s, "pid": ' + str(pid) + ', "tid": %d, "ts": "%d.%03d", "dur": %r, '
     ev: list[np.ndarray] = []
     keys: list[np.ndarray] = []

@@ -42,7 +42,7 @@ from .writers import SliceNamer, write_csv
 from msprof_cli.raw import layouts as L
 
 # fixed positions of the msprof json layers (timeline.msprof_layers order, one device)
-STEP, CANN, HARDWARE, FLOW, OVERLAP, TX = range(6)
+STEP, CANN, HARDWARE, FLOW, COMM, OVERLAP, TX = range(7)
 
 
 def _plus(t: int, sign: int = 1, margin: int = 1000) -> int:
@@ -145,16 +145,18 @@ def _merged_last_end(start: np.ndarray, end: np.ndarray) -> int:
 
 
 def timeline_window(run, k: int, d, tasks: pd.DataFrame, rows, its: pd.DataFrame,
-                    models: list[int], apis: pd.DataFrame) -> None:
+                    models: list[int], apis: pd.DataFrame, comm: T.CommData | None = None,
+                    lanes: tuple[list[str], list[int]] | None = None) -> None:
     """Window k's msprof json layers, in timeline.msprof_layers order, appended to
     `run.timeline`, and its step_trace json events to `run.step_json` (`run`: a windowed
     export; `tasks`, `rows`, `its`: what the layout exports of the window, `models`: every
-    model of the step-trace lanes)."""
+    model of the step-trace lanes; `comm`: the window's HCCL data, on the Communication
+    `lanes` of the whole export)."""
     plan, sw, app_pid = run.plan, run.switches, run.app_pid
     lo_key = -np.inf if k == 0 else float(ts_sort_key(np.array([plan.cuts[k]]))[0])
     hi_key = np.inf if k == len(plan) - 1 else \
         float(ts_sort_key(np.array([plan.cuts[k + 1]]))[0])
-    layers = [T.Layer()] * 6
+    layers = [T.Layer()] * 7
     # the iterations that may have an event in the window's key range: [start, end]
     # meets the window widened by 1 µs (a float key spans up to 0.25 µs)
     near = its[(its["step_start_ns"].to_numpy(np.int64) < _plus(plan.cuts[k + 1]))
@@ -171,9 +173,11 @@ def timeline_window(run, k: int, d, tasks: pd.DataFrame, rows, its: pd.DataFrame
         layers[HARDWARE] = T.hardware_layer(d, tasks, app_pid)
         if sw.get("cann", True) and run.use_flow:
             layers[FLOW] = T.flow_layer(d, tasks, app_pid)
+    if comm is not None and sw.get("communication", True):
+        layers[COMM] = T.communication_layer(d, comm, app_pid, lanes)
     overlap = sw.get("overlap_analyse", True)
     if overlap:
-        layers[OVERLAP] = T.overlap_layer(d, rows, app_pid, None)
+        layers[OVERLAP] = T.overlap_layer(d, rows, app_pid, comm)
     if run.tx_layer is not None and sw.get("msproftx", True):
         layers[TX] = _restrict(run.tx_layer, lo_key, hi_key)
     if overlap and len(rows):
@@ -485,7 +489,7 @@ def _slim(data: ProfData) -> ProfData:
 
 def _meta(plan: WindowPlan, first: ProfData, switches: dict, threads: set[int],
           stream_ids: set[int], tx_layer: T.Layer | None, step_meta: list[str],
-          overlap: bool = True) -> list[str]:
+          overlap: bool = True, comm_meta: list[str] | None = None) -> list[str]:
     """The msprof json metadata of the whole export (timeline.msprof_layers order)."""
     dev_id = plan.dev_rd.device_id or 0
     app_pid = plan.dev_rd.app_pid
@@ -494,6 +498,8 @@ def _meta(plan: WindowPlan, first: ProfData, switches: dict, threads: set[int],
         meta += T.cann_meta(app_pid, threads)
     if switches.get("ascend", True) and stream_ids:
         meta += T.hardware_meta(dev_id, app_pid, stream_ids)
+    if comm_meta and switches.get("communication", True):
+        meta += comm_meta
     if switches.get("overlap_analyse", True) and overlap:
         meta += T.overlap_layer(first.devices[0], first.devices[0].tasks.iloc[:0], app_pid,
                                 None).meta

@@ -35,6 +35,7 @@ from . import writers as W
 from .communication import device_comm
 from .dataset import ProfData
 from .fusion import fusion_op, fusion_rows, workspace_kb
+from .hccl import hccl_layer, hccl_meta
 from .legacy import Advice, host_models, task_scheduler_json, task_scheduler_meta, write_advice
 from .memory import release
 from .parallel import JobPool
@@ -45,7 +46,8 @@ from .windowed import (_meta, _slim, _Timeline, drive, timeline_window, window_f
 from .windows import NotWindowable, WindowPlan, load_window
 from .writers import SliceNamer, write_csv
 
-JSON_STEMS = ("msprof", "task_time", "ai_stack_time", "runtime_api", "ge", "step_trace")
+JSON_STEMS = ("msprof", "task_time", "ai_stack_time", "runtime_api", "ge", "step_trace",
+              "hccl")
 
 
 def export_legacy_windows(plan: WindowPlan, *, model_id: int | None, iteration_id: int | None,
@@ -96,6 +98,11 @@ class _LegacyWindowedExport:
         self.ge_threads: set[int] = set()
         self.rt_threads: set[int] = set()
         self.has_stack = self.has_ge = self.any_tasks = False
+        # HCCL: the Communication lanes (groups, planes) and the hccl json planes
+        self.has_comm = self.any_comm_ops = False
+        self.comm_groups: set[str] = set()
+        self.comm_planes: set[int] = set()
+        self.hccl_planes: set[int] = set()
 
     # step_json is where timeline_window writes the step_trace json events
     @property
@@ -138,8 +145,6 @@ class _LegacyWindowedExport:
     def window(self, k: int) -> None:
         data = load_window(self.plan, k)  # while the previous window's jobs run
         d = data.devices[0]
-        if device_comm(data, d) is not None:
-            raise NotWindowable("HCCL tasks")
         ht = data.host.tables
         if ht is not None and ht.aging:
             raise NotWindowable("dynamic-shape host data (thread_group)")
@@ -150,6 +155,20 @@ class _LegacyWindowedExport:
         tasks = t if keep.all() else t[keep].reset_index(drop=True)
         rows = S.op_rows(d, tasks)
         apis = data.host.apis
+        # HCCL data: hccl_info is read whole by every window (its op executions are
+        # numbered over the collection); the window exports what starts in it
+        comm = device_comm(data, d, self.sel)
+        comm_w, lanes = None, None
+        if comm is not None:
+            lanes = T.comm_lanes(comm)
+            self.has_comm = True
+            self.comm_groups.update(lanes[0])
+            self.comm_planes.update(lanes[1])
+            if len(comm.steps):
+                self.hccl_planes.update(int(p) for p in comm.steps["plane_id"].unique())
+            comm_w = _in_window(comm, *self.plan.bounds(k))
+            self.any_comm_ops |= len(comm.ops) > 0
+        del comm
         base = dict(self.exec_base)  # the executions before this window, per model
         me = apis[(apis["level"] == L.LEVEL_MODEL) & (apis["type"] == L.MODEL_EXECUTE)]
         for m, c in me["item_id"].astype(np.int64).value_counts().items():
@@ -167,10 +186,11 @@ class _LegacyWindowedExport:
         pool = JobPool()
         pool.caller_busy = False  # this process only decodes the next window meanwhile
         # the jobs bind their inputs now: jobs that wait for a free core fork later
-        pool.submit(lambda d=d, t=tasks, r=rows, a=apis: self._timeline(k, d, t, r, a))
+        pool.submit(lambda d=d, t=tasks, r=rows, a=apis, c=comm_w, ln=lanes:
+                    self._timeline(k, d, t, r, a, c, ln))
         pool.submit(lambda d=d, t=tasks, r=rows: self._summaries(d, t, r))
         pool.submit(lambda x=data, d=d, t=tasks: self._host(x, d, t, base))
-        pool.submit(lambda d=d, t=tasks: self._task_time(d, t))
+        pool.submit(lambda d=d, t=tasks, c=comm_w: self._task_time(d, t, c))
         self.jobs = pool
         if d.has_host_ops and len(rows):
             self.prev_op = (int(rows["start_local"].to_numpy(np.int64)[-1]),
@@ -188,10 +208,11 @@ class _LegacyWindowedExport:
         if self.jobs is None:
             return
         pool, self.jobs = self.jobs, None
-        (timeline, step_json), (csv, op_stat, rules), host, task_json = pool.results()
+        (timeline, step_json), (csv, op_stat, rules), host, (task_json, hccl_json) = \
+            pool.results()
         self.timeline, self.json["msprof"], self.json["step_trace"] = \
             timeline, timeline.out, step_json
-        self.json["task_time"] = task_json
+        self.json["task_time"], self.json["hccl"] = task_json, hccl_json
         self.csv.update(csv)
         if op_stat is not None:
             self.op_stat.append(op_stat)
@@ -207,10 +228,10 @@ class _LegacyWindowedExport:
         self.rt_threads |= rt_threads
 
     # -- the jobs of a window ------------------------------------------------------------
-    def _timeline(self, k: int, d, tasks: pd.DataFrame, rows, apis: pd.DataFrame
-                  ) -> tuple[_Timeline, JsonStream]:
+    def _timeline(self, k: int, d, tasks: pd.DataFrame, rows, apis: pd.DataFrame,
+                  comm: T.CommData | None, lanes) -> tuple[_Timeline, JsonStream]:
         """msprof json and step_trace json (a JobPool job)."""
-        timeline_window(self, k, d, tasks, rows, self.its, self.models, apis)
+        timeline_window(self, k, d, tasks, rows, self.its, self.models, apis, comm, lanes)
         return self.timeline, self.step_json
 
     def _summaries(self, d, tasks: pd.DataFrame, rows):
@@ -240,12 +261,15 @@ class _LegacyWindowedExport:
         return (json_out, self.csv["ai_stack_time"], stack.runtime_agg(scope), flags,
                 ge_threads, rt_threads)
 
-    def _task_time(self, d, tasks: pd.DataFrame) -> JsonStream:
-        """task_time json events (a JobPool job)."""
+    def _task_time(self, d, tasks: pd.DataFrame, comm: T.CommData | None
+                   ) -> tuple[JsonStream, JsonStream]:
+        """task_time json and hccl json events (a JobPool job)."""
         if len(tasks):
             _, events = task_scheduler_json(d, tasks, self.app_pid)
             self._events("task_time", [], events)
-        return self.json["task_time"]
+        if comm is not None and len(comm.steps):
+            self._events("hccl", [hccl_layer(comm.steps, comm.step_args, self.app_pid)])
+        return self.json["task_time"], self.json["hccl"]
 
     def _events(self, stem: str, layers: list[T.Layer], stream: T.EventStream | None = None
                 ) -> None:
@@ -267,12 +291,16 @@ class _LegacyWindowedExport:
         meta = {
             "msprof": _meta(self.plan, self.first, sw, self.threads, self.stream_ids,
                             self.tx_layer, step_meta if sw.get("step_trace", True) else [],
-                            overlap=self.any_tasks),
+                            overlap=self.any_tasks or self.any_comm_ops,
+                            comm_meta=T.comm_meta(self.dev_id, app_pid, (
+                                sorted(self.comm_groups), sorted(self.comm_planes)))
+                            if self.has_comm else None),
             "step_trace": step_meta,
             "task_time": task_scheduler_meta(app_pid, self.stream_ids),
             "ai_stack_time": stack.ai_stack_meta(app_pid),
             "runtime_api": stack.runtime_meta(app_pid, self.rt_threads),
             "ge": stack.ge_meta(app_pid, self.ge_threads),
+            "hccl": hccl_meta(app_pid, self.hccl_planes),
         }
         if not self.has_stack:
             self.json.pop("ai_stack_time").discard()
@@ -282,7 +310,7 @@ class _LegacyWindowedExport:
         # written in export_legacy's order: timelines, then summaries
         written: list[Path] = []
         for stem in ("msprof", "task_time", "ai_stack_time", "runtime_api", "ge",
-                     "step_trace"):
+                     "step_trace", "hccl"):
             if stem in self.json:
                 written += self.json.pop(stem).close(meta[stem])
         if len(self.tx):  # msprof_tx json: the msproftx layer alone (small)
@@ -333,3 +361,13 @@ class _LegacyWindowedExport:
         for st in (*self.json.values(), *self.csv.values()):
             st.discard()
 
+
+def _in_window(comm: T.CommData, lo: int, hi: int) -> T.CommData:
+    """The op executions and steps of `comm` that start in [lo, hi)."""
+    o = comm.ops["start_local"].to_numpy(np.int64)
+    st = comm.steps["start_local"].to_numpy(np.int64) if len(comm.steps) \
+        else np.zeros(0, np.int64)
+    ok_o, ok_s = (o >= lo) & (o < hi), (st >= lo) & (st < hi)
+    return T.CommData(ops=comm.ops[ok_o].reset_index(drop=True),
+                      steps=comm.steps[ok_s].reset_index(drop=True) if len(comm.steps)
+                      else comm.steps, step_args=comm.step_args[ok_s])

@@ -173,6 +173,7 @@ class WindowPlan:
     host_models: set[int] | None = None  # legacy.host_models of the whole (`models=True`)
     host_ops: bool = False  # DeviceData.has_host_ops of the whole decode
     node_info: bool = False  # DeviceData.has_node_info of the whole decode
+    rank_ids: list[int] = field(default_factory=list)  # every device id of the PROF dir
 
     def __len__(self) -> int:
         return len(self.cuts) - 1
@@ -261,11 +262,15 @@ def _host_models(thread: np.ndarray, ts: np.ndarray, me: dict[str, np.ndarray]) 
 
 
 def _quiet_points(ab: np.ndarray, ae: np.ndarray, ds: np.ndarray, de: np.ndarray,
-                  flow_lo: np.ndarray, flow_hi: np.ndarray) -> np.ndarray:
+                  flow_lo: np.ndarray, flow_hi: np.ndarray,
+                  comm: tuple[np.ndarray, ...] | None = None) -> np.ndarray:
     """Sorted quiet points (all arguments sorted local ns: API begins / ends, task starts /
     ends, launch -> task flow begins / ends): API begins (a step begins with a host API;
     without host APIs, the task starts) where nothing is open, no flow is pending, and the
-    float sort key of the last end before is smaller (a window's events all sort first)."""
+    float sort key of the last end before is smaller (a window's events all sort first).
+    `comm`: (HCCL op execution starts, ends, computing task starts, ends): no execution is
+    open either, and none lies in the computing gap around the point (the Overlap Analysis
+    Free gap across a cut is then plain, as between two windows without HCCL)."""
     cand = ab if len(ab) else ds
     quiet = np.zeros(len(cand), bool)
     for lo in range(0, len(cand), 1 << 22):
@@ -279,9 +284,31 @@ def _quiet_points(ab: np.ndarray, ae: np.ndarray, ds: np.ndarray, de: np.ndarray
         q &= _count_before(flow_lo, c) == _count_before(flow_hi, c)
         last = np.maximum(np.where(ended_api > 0, ae[np.maximum(ended_api - 1, 0)], 0),
                           np.where(ended > 0, de[np.maximum(ended - 1, 0)], 0))
+        if comm is not None and len(comm[0]):
+            q &= _comm_quiet(c, *comm)
+            cended = _count_before(comm[1], c)
+            last = np.maximum(last, np.where(cended > 0, comm[1][np.maximum(cended - 1, 0)],
+                                             0))
         q &= ts_sort_key(last) < ts_sort_key(c)
         quiet[lo + at] = q
     return np.unique(cand[quiet])
+
+
+def _comm_quiet(c: np.ndarray, ms: np.ndarray, me: np.ndarray, cs: np.ndarray,
+                ce: np.ndarray) -> np.ndarray:
+    """No HCCL op execution [ms, me] open at c, and none in the computing gap (last
+    computing end before c, first computing start from c on)."""
+    ok = _count_before(ms, c) == _count_before(me, c)
+    n_ce, n_cs = _count_before(ce, c), _count_before(cs, c)
+    n_me, n_ms = _count_before(me, c), _count_before(ms, c)
+    big = np.iinfo(np.int64).max
+    gap_lo = np.where(n_ce > 0, ce[np.maximum(n_ce - 1, 0)], -big)
+    gap_hi = np.where(n_cs < len(cs), cs[np.minimum(n_cs, len(cs) - 1)], big)
+    comm_before = np.where(n_me > 0, me[np.maximum(n_me - 1, 0)], -big)
+    comm_after = np.where(n_ms < len(ms), ms[np.minimum(n_ms, len(ms) - 1)], big)
+    # a gap exists only between two computing intervals
+    in_gap = (n_ce > 0) & (n_cs < len(cs))
+    return ok & (~in_gap | ((comm_before <= gap_lo) & (comm_after >= gap_hi)))
 
 
 def _cuts(quiet: np.ndarray, ds: np.ndarray, target: int) -> tuple[list[int], list[int]]:
@@ -299,12 +326,21 @@ def _cuts(quiet: np.ndarray, ds: np.ndarray, target: int) -> tuple[list[int], li
     return cuts + [INT64_MAX], sizes + [len(ds) - last]
 
 
-def plan_windows(prof: Path, target: int | None = None, models: bool = False
-                 ) -> WindowPlan | None:
+def device_ids(prof: Path) -> list[int]:
+    """The device ids of the result dirs of `prof`, sorted."""
+    return sorted(int(i.device_id) for i in map(read_result_dir, result_dirs(prof))
+                  if i.device_id is not None)
+
+
+def plan_windows(prof: Path, target: int | None = None, models: bool = False,
+                 device: int | None = None) -> WindowPlan | None:
     """Scan `prof` and cut it into windows of about `target` device tasks at quiet points,
     or None when it is small or not covered by window mode (then it is decoded whole;
     `WHY_WHOLE[0]` says why).  `models`: also find the models of the host-known tasks
-    (`WindowPlan.host_models`, the legacy layout's default model)."""
+    (`WindowPlan.host_models`, the legacy layout's default model).  `device`: plan the
+    windows of that device of a several-device PROF dir, HCCL data included (the legacy
+    layout exports each device on its own); None: the PROF dir must hold one device, and
+    HCCL data make it export whole."""
     target, threshold = window_tasks() if target is None else (target, target)
     if target <= 0:
         return _whole("windows off")
@@ -312,18 +348,35 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False
     infos = [read_result_dir(d) for d in dirs]
     host_rd = next((i for i in infos if i.device_id is None), None)
     devs = [i for i in infos if i.device_id is not None]
-    if host_rd is None or len(devs) != 1 or not host_rd.data_dir.is_dir():
+    if device is None:
+        dev_rd = devs[0] if len(devs) == 1 else None
+    else:
+        dev_rd = next((i for i in devs if i.device_id == device), None)
+    if host_rd is None or dev_rd is None or not host_rd.data_dir.is_dir():
         return _whole("not one host and one device directory")
-    dev_rd = devs[0]
     hd, dd = host_rd.data_dir, dev_rd.data_dir
     hwts_files = data_files(dd, _device_regex("hwts"), DecodeLog())
     size = sum(p.stat().st_size for p in hwts_files)
     if size // L.DEVICE_DTYPES["hwts"].itemsize // 2 <= threshold:
         return _whole("small")
-    if _files_exist(dd, _device_regex("l2_cache")) or _files_exist(hd, _host_regex("hccl_info")):
-        return _whole("l2_cache or hccl_info data")
+    if _files_exist(dd, _device_regex("l2_cache")):
+        return _whole("l2_cache data")
     log = DecodeLog()
     hoff, doff = np.int64(host_rd.offset_ns), np.int64(dev_rd.offset_ns)
+    ranks = sorted(int(i.device_id) for i in devs)
+    comm_spans = None  # (starts, ends) of the device's HCCL op executions (hccl_info)
+    if _files_exist(hd, _host_regex("hccl_info")):
+        if device is None:
+            return _whole("hccl_info data")
+        from .hccl import rank_steps
+        from .host import decode_hccl
+
+        steps = rank_steps(decode_hccl(hd, log), ranks.index(dev_rd.device_id), int(hoff))
+        if len(steps):
+            g = steps.groupby("op", sort=False)
+            comm_spans = (np.sort(g["start_local"].min().to_numpy(np.int64)),
+                          np.sort(g["end_local"].max().to_numpy(np.int64)))
+        del steps
 
     # device: task starts and ends (hwts, AI CPU, ts memcpy) and, for the launch join, each
     # task's (stream, task) -- clean data has one start record per task, its end follows
@@ -331,6 +384,7 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False
     # (the whole columns and their concatenation were the scan's peak)
     device_records(dd, "hwts", log, ["flags"])
     times, starts, ends, streams, task_ids = [], [], [], [], []
+    memcpy_at = -1  # the ts memcpy tasks' entry of starts / ends: not computing
     for f in data_files(dd, _device_regex("hwts"), DecodeLog()):
         hw = read_files([f], L.DEVICE_DTYPES["hwts"], DecodeLog(),
                         ["flags", "syscnt", "stream_id", "task_id"])
@@ -367,6 +421,7 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False
         if mc.any():
             mv = _reviewed(ts, mc, L.TS_TRACK_MEMCPY)
             state = mv["task_state"]
+            memcpy_at = len(starts)
             starts.append(t[mc][state == 0])
             ends.append(t[mc][state == 1])
             streams.append(mv["stream_id"][state == 0].astype(np.int64) & STREAM_MASK)
@@ -385,6 +440,11 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False
         task_ids.append(ac["task_id"][ok].astype(np.int64))
         dev_index["aicpu"] = TimeIndex.build("aicpu", True, "run_start_tick", t0)
     del ac
+    comm = None
+    if comm_spans is not None:  # computing = op_summary tasks: all but the ts memcpy ones
+        comm = (*comm_spans,
+                np.sort(np.concatenate([a for k, a in enumerate(starts) if k != memcpy_at])),
+                np.sort(np.concatenate([a for k, a in enumerate(ends) if k != memcpy_at])))
     de = np.sort(np.concatenate(ends))
     del ends
     ds = np.concatenate(starts)
@@ -426,29 +486,24 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False
     tts += hoff
     host_index = {"task_track": TimeIndex.build("task_track", False, "timestamp", tts,
                                                 np.flatnonzero(flips))}
+    on_dev = (tt.pop("device_id") & 0x0FFF) == (dev_rd.device_id or 0)
+    flips &= on_dev  # as dataset.host_batches: this device's launches and flips only
     host_flips = pd.DataFrame({"ts_ns": tts[flips],
                                "stream_id": tt["stream_id"][flips].astype(np.int64),
                                "task_id": tt["task_id"][flips].astype(np.int64)})
-    mine = launches & ((tt.pop("device_id") & 0x0FFF) == (dev_rd.device_id or 0))
-    lts = tts[launches]
-    del tts
-    lstream, ltask = tt["stream_id"][launches], tt["task_id"][launches]  # u16: narrow
-    lthread = tt["thread_id"][launches] if models else None
-    mine = mine[launches]
-    del tt, flips, launches
-    if len(lts) and len(host_flips):
-        # positional, as dataset._host_task_info: the batches of the launches in time order
-        # given to the launches in file order
+    mine = launches & on_dev
+    lts = tts[mine]
+    del tts, on_dev
+    lstream, ltask = tt["stream_id"][mine], tt["task_id"][mine]  # u16: narrow
+    lthread = tt["thread_id"][mine] if models else None
+    del tt, flips, launches, mine
+    lbatch = np.zeros(len(lts), np.int64)
+    if len(lts) and len(host_flips):  # the launches in time order (stable)
         order = np.argsort(lts, kind="stable")
-        lbatch = assign_batches(pd.DataFrame({"stream_id": lstream[order],
-                                              "task_id": ltask[order], "ts": lts[order]}),
-                                host_flips, "ts")
+        lbatch[order] = assign_batches(pd.DataFrame({"stream_id": lstream[order],
+                                                     "task_id": ltask[order],
+                                                     "ts": lts[order]}), host_flips, "ts")
         del order
-    else:
-        lbatch = np.zeros(len(lts), np.int64)
-    lthread = lthread[mine] if models else None
-    lts, lstream, ltask, lbatch = lts[mine], lstream[mine], ltask[mine], lbatch[mine]
-    del mine
     order = np.argsort(lts, kind="stable")
     host_occ = _by_occurrence(_groups(lstream[order], ltask[order], lbatch[order]), lts[order])
     flow_lo, flow_hi, hi = _launch_flows(host_occ, dev_occ)
@@ -500,7 +555,7 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False
     if tasks <= threshold:
         return _whole("small")
 
-    cuts, sizes = _cuts(_quiet_points(ab, ae, ds, de, flow_lo, flow_hi), ds, target)
+    cuts, sizes = _cuts(_quiet_points(ab, ae, ds, de, flow_lo, flow_hi, comm), ds, target)
     if len(cuts) < 3:  # one window: no quiet point where a cut would help
         return _whole("no quiet point")
     plan_log = DecodeLog()
@@ -510,6 +565,7 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False
                       host_index=host_index, dev_index=dev_index, pmu=pmu, log=plan_log,
                       tasks=tasks, window_tasks=sizes, ts_flips=ts_flips,
                       has_apis=has_apis, host_models=host_models, host_ops=host_ops,
+                      rank_ids=ranks,
                       node_info=host_ops and host_index["node_basic_info"].n > 0)
 
 
@@ -548,4 +604,4 @@ def load_window(plan: WindowPlan, k: int):
         raise NotWindowable("; ".join(log.warnings) or "damaged records")
     tables.tensors = tables.tensors.iloc[:0]
     tables.apis = tables.apis.iloc[:0]
-    return ProfData(prof=plan.prof, host=host, devices=[d], log=log)
+    return ProfData(prof=plan.prof, host=host, devices=[d], log=log, rank_ids=plan.rank_ids)
