@@ -215,15 +215,15 @@ def _export_windows(prof: Path, result: ExportResult, layout: str,
     # the legacy layout exports each device on its own (its files read the host data and
     # that device's): a several-device PROF dir is windowed device by device, HCCL data
     # included; mindstudio files mix the devices: one device only
-    devices = device_ids(prof) if layout == "legacy" else [None]
+    devices: list[int | None] = (device_ids(prof) or [None]) if layout == "legacy" \
+        else [None]
     files: list[Path] = []
     advice: list[Advice] = []
     warnings: list[str] = []
     for dev in devices:
         where = prof.name if dev is None or len(devices) == 1 else f"{prof.name} device {dev}"
         stage(f"Scanning {where}")
-        plan = plan_windows(prof, models=layout == "legacy",
-                            device=dev if len(devices) > 1 else None)
+        plan = plan_windows(prof, models=layout == "legacy", device=dev)
         release()  # the scan's sorted times and join keys (~0.8 GB of heap at 10M) go back
         if plan is None:
             # a device that is not windowed: every device is exported whole (the files
