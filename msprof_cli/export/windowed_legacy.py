@@ -13,9 +13,12 @@ how it crosses windows:
   window has their data (a window's events are kept until then);
 * task_time json is a lane per stream, the union of the windows' streams;
 * the tuning advice gathers each window's op_summary rows in a RuleState (advice.py) and
-  merges them in window order (no task crosses a cut, so busy intervals never do).
+  merges them in window order (no task crosses a cut, so busy intervals never do);
+* HCCL data (several devices: api.py exports them one by one): the scan cuts outside the
+  op executions and the computing gaps that hold one, so each window's Communication,
+  Overlap Analysis and hccl json events are its own.
 
-Dynamic-shape host data (thread_group json) make the export start again whole.
+Dynamic-shape host data (thread_group json) make the export go whole.
 """
 from __future__ import annotations
 
@@ -155,20 +158,7 @@ class _LegacyWindowedExport:
         tasks = t if keep.all() else t[keep].reset_index(drop=True)
         rows = S.op_rows(d, tasks)
         apis = data.host.apis
-        # HCCL data: hccl_info is read whole by every window (its op executions are
-        # numbered over the collection); the window exports what starts in it
-        comm = device_comm(data, d, self.sel)
-        comm_w, lanes = None, None
-        if comm is not None:
-            lanes = T.comm_lanes(comm)
-            self.has_comm = True
-            self.comm_groups.update(lanes[0])
-            self.comm_planes.update(lanes[1])
-            if len(comm.steps):
-                self.hccl_planes.update(int(p) for p in comm.steps["plane_id"].unique())
-            comm_w = _in_window(comm, *self.plan.bounds(k))
-            self.any_comm_ops |= len(comm.ops) > 0
-        del comm
+        comm_w, lanes = self._comm(data, d, k)
         base = dict(self.exec_base)  # the executions before this window, per model
         me = apis[(apis["level"] == L.LEVEL_MODEL) & (apis["type"] == L.MODEL_EXECUTE)]
         for m, c in me["item_id"].astype(np.int64).value_counts().items():
@@ -202,6 +192,22 @@ class _LegacyWindowedExport:
         self.any_tasks |= len(tasks) > 0
         del data, d, t, tasks, rows, apis, me
         release()
+
+    def _comm(self, data: ProfData, d, k: int) -> tuple[T.CommData | None, tuple | None]:
+        """The HCCL data of window k and the Communication lanes of the export: hccl_info
+        is read whole by every window (its op executions are numbered over the
+        collection), a window exports the executions and steps that start in it."""
+        comm = device_comm(data, d, self.sel)
+        if comm is None:
+            return None, None
+        lanes = T.comm_lanes(comm)
+        self.has_comm = True
+        self.comm_groups.update(lanes[0])
+        self.comm_planes.update(lanes[1])
+        if len(comm.steps):
+            self.hccl_planes.update(int(p) for p in comm.steps["plane_id"].unique())
+        self.any_comm_ops |= len(comm.ops) > 0
+        return _in_window(comm, *self.plan.bounds(k)), lanes
 
     def collect(self) -> None:
         """Wait for the running window's jobs and take their outputs' state back."""
