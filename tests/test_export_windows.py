@@ -394,3 +394,20 @@ def test_two_devices_past_task_id_rollover_keep_their_host_info(tmp_path):
         assert bool(t["host_known"].all())
         names = t["op_name"].astype(str)
         assert not names.str.fullmatch(r"\d{12,}").any()  # no unresolved hash as a name
+
+
+def test_a_device_that_cannot_be_windowed_sends_every_device_whole(tmp_path, monkeypatch):
+    """Device 1 has l2_cache data (not windowed), device 0 has none: device 0 is written
+    window by window first, then every device is exported whole -- the files of a whole
+    export, none left over."""
+    src = gen_prof.generate(3000, tmp_path / "src", devices=2, l2=True, batch_tasks=1500,
+                            quiet=True)
+    for p in (src / "device_0" / "data").glob("l2_cache*"):
+        p.unlink()
+    assert WN.plan_windows(src, 300, models=True, device=0) is not None
+    assert WN.plan_windows(src, 300, models=True, device=1) is None
+    whole = _export(src, tmp_path / "whole", monkeypatch, 0, "legacy")
+    assert any("device_1/summary/l2_cache" in n for n in whole)
+    seen = _windows_used(monkeypatch)
+    assert _export(src, tmp_path / "win", monkeypatch, 300, "legacy") == whole
+    assert len(seen) == 1  # device 0 only
