@@ -411,3 +411,25 @@ def test_a_device_that_cannot_be_windowed_sends_every_device_whole(tmp_path, mon
     seen = _windows_used(monkeypatch)
     assert _export(src, tmp_path / "win", monkeypatch, 300, "legacy") == whole
     assert len(seen) == 1  # device 0 only
+
+
+def test_several_devices_check_the_selection_of_every_device_first(two_devices, tmp_path,
+                                                                   monkeypatch):
+    """A selection error of the second device is raised before the first device's files
+    are written (as the whole export raises it before writing anything)."""
+    from msprof_cli.errors import ExportError
+    from msprof_cli.export.dataset import load_prof as load
+    from msprof_cli.export.windows import check_selection
+
+    its = load(two_devices).devices[1].iterations
+    last = int(its[its["model_id"] == 1]["iteration_id"].max())
+    with pytest.raises(ExportError, match="is invalid for model id 1"):
+        check_selection(two_devices, 1, last, 2)
+    check_selection(two_devices, 1, last, 1)
+    monkeypatch.setenv(WN.WINDOW_TASKS_ENV, "700")
+    prof = tmp_path / two_devices.name
+    shutil.copytree(two_devices, prof)
+    with pytest.raises(ExportError):
+        run_export(prof, layout="legacy", quiet=True, model_id=1, iteration_id=last,
+                   iteration_count=2)
+    assert not [p for p in prof.rglob("*") if p.parent.name in ("summary", "timeline")]

@@ -210,13 +210,15 @@ def _export_windows(prof: Path, result: ExportResult, layout: str,
                     csv_slice_rows: int, json_slice_events: int, stage) -> list[Path] | None:
     """The files of a PROF dir too big to decode whole, window by window (windows.py,
     windowed.py, windowed_legacy.py); None when the PROF dir is decoded whole instead."""
-    from .windows import NotWindowable, device_ids, plan_windows
+    from .windows import NotWindowable, check_selection, device_ids, plan_windows
 
     # the legacy layout exports each device on its own (its files read the host data and
     # that device's): a several-device PROF dir is windowed device by device, HCCL data
     # included; mindstudio files mix the devices: one device only
     devices: list[int | None] = (device_ids(prof) or [None]) if layout == "legacy" \
         else [None]
+    if len(devices) > 1:
+        check_selection(prof, *selection)
     files: list[Path] = []
     advice: list[Advice] = []
     warnings: list[str] = []

@@ -166,6 +166,19 @@ def host_batches(tt: pd.DataFrame, flips: pd.DataFrame) -> np.ndarray:
     return out
 
 
+def device_iterations(rd: ResultDirInfo, steps: pd.DataFrame) -> pd.DataFrame:
+    """The step-trace iterations of a device in local ns, those that start after the
+    collection began."""
+    its = iterations(steps)
+    reduce_cols = [c for c in its.columns if c.startswith("reduce_")]  # AllReduce pairs
+    for c in ["step_start_ns", "step_end_ns", "fp_ns", "bp_ns"] + reduce_cols:
+        v = its[c].to_numpy(np.int64)
+        its[c] = np.where(v >= 0, v + rd.offset_ns, -1) if c not in ("step_start_ns",
+                                                                       "step_end_ns") \
+            else v + rd.offset_ns
+    return its[its["step_start_ns"] >= rd.begin_local_ns].reset_index(drop=True)
+
+
 def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: DecodeLog,
                  host_info: pd.DataFrame | None = None) -> DeviceData:
     """`host_info`: `_host_task_info` of the host tables when the caller already has it
@@ -284,14 +297,7 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         del j
     else:
         out["pmu_ok"] = np.zeros(len(out), dtype=bool)
-    its = iterations(dev.steps)
-    reduce_cols = [c for c in its.columns if c.startswith("reduce_")]  # AllReduce pairs
-    for c in ["step_start_ns", "step_end_ns", "fp_ns", "bp_ns"] + reduce_cols:
-        v = its[c].to_numpy(np.int64)
-        its[c] = np.where(v >= 0, v + rd.offset_ns, -1) if c not in ("step_start_ns",
-                                                                       "step_end_ns") \
-            else v + rd.offset_ns
-    its = its[its["step_start_ns"] >= rd.begin_local_ns].reset_index(drop=True)
+    its = device_iterations(rd, dev.steps)
     return DeviceData(rd=rd, tasks=out, iterations=its, has_host_ops=has_host,
                       has_node_info=has_node, pmu_events=rd.pmu_events if dev.pmu is not None
                       else [], aicpu=dev.aicpu, l2=dev.l2)

@@ -326,6 +326,26 @@ def _cuts(quiet: np.ndarray, ds: np.ndarray, target: int) -> tuple[list[int], li
     return cuts + [INT64_MAX], sizes + [len(ds) - last]
 
 
+def check_selection(prof: Path, model_id: int | None, iteration_id: int | None,
+                    iteration_count: int) -> None:
+    """Raise the selection error of any device before a device-by-device export writes
+    anything (as the whole export does): each device's iterations from its step-trace
+    records only.  A device without step trace is checked by its own export."""
+    from .dataset import device_iterations
+    from .selection import select
+
+    if model_id is None and iteration_id is None:
+        return  # the default selection cannot fail
+    none = np.zeros(0, np.int64)
+    for rd in map(read_result_dir, result_dirs(prof)):
+        if rd.device_id is None:
+            continue
+        steps = decode_device(rd, DecodeLog(), select={"hwts": none, "aicpu": none}).steps
+        its = device_iterations(rd, steps)
+        if len(its):
+            select(its, set(), model_id, iteration_id, iteration_count)
+
+
 def device_ids(prof: Path) -> list[int]:
     """The device ids of the result dirs of `prof`, sorted."""
     return sorted(int(i.device_id) for i in map(read_result_dir, result_dirs(prof))
