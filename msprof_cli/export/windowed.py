@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from . import advice as A
 from . import fusion as F
 from . import msproftx as X
 from . import summaries as S
@@ -195,8 +196,6 @@ def write_task_rows(csv: dict[str, CsvStream], d, tasks: pd.DataFrame, rows,
     is the gap after `prev_op` (start, duration of the last row of the windows before).
     `device_col`: a leading Device_id column (mindstudio); `rules`: an advice.RuleState fed
     with the op_summary rows as written (legacy).  Returns the op_statistic aggregates."""
-    from . import advice as A
-
     def put(stem: str, part: pd.DataFrame) -> None:
         if device_col is not None:
             part.insert(0, "Device_id", device_col)

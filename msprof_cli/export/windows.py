@@ -14,11 +14,15 @@ is carried explicitly:
   indexes the PMU records by (stream, task, occurrence) and a window looks its candidate
   tasks up with occurrence numbers carried from the windows before (`PmuIndex`).
 
+A PROF dir with several devices is planned one device at a time (`plan_windows(device=…)`,
+the legacy layout); HCCL op executions (hccl_info) then never cross a cut nor lie in the
+computing gap around one.
+
 Window mode is used only on data whose whole-file checks (magic numbers, rolling counters,
 log types, truncated tails) found nothing to report, so no record dropped by a check can
-shift a window's joins; otherwise, and for what it does not cover yet (several devices,
-l2_cache, hccl_info, api begin/end event records), the export decodes the PROF dir whole
-(`plan_windows` returns None).
+shift a window's joins; otherwise, and for what it does not cover yet (the mindstudio
+layout of several devices or of HCCL data, l2_cache, api begin/end event records, legacy
+dynamic-shape data), the export decodes the PROF dir whole (`plan_windows` returns None).
 """
 from __future__ import annotations
 
