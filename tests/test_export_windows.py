@@ -66,7 +66,7 @@ def _windows_used(monkeypatch) -> list[int]:
     seen: list[int] = []
     for mod, name in ((WD, "export_mindstudio_windows"), (WL, "export_legacy_windows")):
         def spy(plan, _real=getattr(mod, name), **kw):
-            seen.append(len(plan))
+            seen.append(len(plan[0]) if isinstance(plan, list) else len(plan))
             return _real(plan, **kw)
         monkeypatch.setattr(mod, name, spy)
     return seen
@@ -341,9 +341,7 @@ def test_windowed_legacy_of_several_devices_with_hccl(two_devices, tmp_path, mon
     got = _export(two_devices, tmp_path / "win", monkeypatch, window, "legacy")
     assert len(seen) == 2 and min(seen) >= 4
     assert got == whole
-    msprof = next(n for n in got if n.startswith("device_1/timeline/msprof"))
-    assert msprof
-    assert WN.plan_windows(two_devices, window) is None  # mindstudio: one device only
+    assert WN.plan_windows(two_devices, window) is None  # one device only, or given
 
 
 def test_scan_cuts_outside_hccl_executions(two_devices):
@@ -433,3 +431,34 @@ def test_several_devices_check_the_selection_of_every_device_first(two_devices, 
         run_export(prof, layout="legacy", quiet=True, model_id=1, iteration_id=last,
                    iteration_count=2)
     assert not [p for p in prof.rglob("*") if p.parent.name in ("summary", "timeline")]
+
+
+@pytest.mark.parametrize("kw", [{"window": 700}, {"window": 50},
+                                {"window": 300, "csv_slice_rows": 900,
+                                 "json_slice_events": 3000}],
+                         ids=["700", "50", "sliced"])
+def test_windowed_mindstudio_of_several_devices(two_devices, tmp_path, monkeypatch, kw):
+    """All devices are cut at the same points (plan_all_devices); the msprof json merges
+    them by time (a Free carry per device), the CSVs stay device-major (the later devices'
+    rows kept until the first's are written), communication_statistic included."""
+    kw = dict(kw)
+    window = kw.pop("window")
+    whole = _export(two_devices, tmp_path / "whole", monkeypatch, 0, **kw)
+    assert any(n.startswith("communication_statistic") for n in whole)
+    seen = _windows_used(monkeypatch)
+    monkeypatch.setattr(W, "CHUNK_ROWS", 97)
+    monkeypatch.setattr(W, "EVENT_CHUNK", 61)
+    got = _export(two_devices, tmp_path / "win", monkeypatch, window, **kw)
+    assert len(seen) == 1 and seen[0] >= 4
+    if kw:
+        assert any("_slice_" in n for n in whole)
+    assert got == whole
+
+
+def test_plan_all_devices_cuts_every_device_at_the_same_points(two_devices, big):
+    plans = WN.plan_all_devices(two_devices, 700)
+    assert plans is not None and len(plans) == 2
+    assert plans[0].cuts == plans[1].cuts and len(plans[0]) >= 4
+    assert sum(plans[0].window_tasks) == plans[0].tasks + plans[1].tasks
+    assert [p.dev_rd.device_id for p in plans] == [0, 1]
+    assert WN.plan_all_devices(big, 700) is None and WN.WHY_WHOLE[0] == "not several devices"

@@ -213,10 +213,13 @@ def _export_windows(prof: Path, result: ExportResult, layout: str,
     from .windows import NotWindowable, check_selection, device_ids, plan_windows
 
     # the legacy layout exports each device on its own (its files read the host data and
-    # that device's): a several-device PROF dir is windowed device by device, HCCL data
-    # included; mindstudio files mix the devices: one device only
-    devices: list[int | None] = (device_ids(prof) or [None]) if layout == "legacy" \
-        else [None]
+    # that device's): a several-device PROF dir is windowed device by device; mindstudio
+    # files mix the devices: all devices at once, with the same cuts
+    ids = device_ids(prof)
+    if layout == "mindstudio" and len(ids) > 1:
+        return _export_all_devices(prof, result, reports, csv_slice_rows, json_slice_events,
+                                   stage)
+    devices: list[int | None] = ids or [None]
     if len(devices) > 1:
         check_selection(prof, *selection)
     files: list[Path] = []
@@ -262,6 +265,37 @@ def _export_windows(prof: Path, result: ExportResult, layout: str,
         print(f"[WARNING] {w}", file=sys.stderr)
     result.warnings.extend(warnings)
     result.advice.extend(advice)
+    return files
+
+
+def _export_all_devices(prof: Path, result: ExportResult, reports: Path | None,
+                        csv_slice_rows: int, json_slice_events: int, stage
+                        ) -> list[Path] | None:
+    """The mindstudio files of several devices, windows cut for all devices at once."""
+    from .windowed import export_mindstudio_windows
+    from .windows import NotWindowable, plan_all_devices
+
+    stage(f"Scanning {prof.name}")
+    plans = plan_all_devices(prof)
+    release()
+    if plans is None:
+        return None
+    n = len(plans[0])
+    what = f"mindstudio files of {prof.name}"
+    stage(f"Writing {what}: window 1/{n}", advance=1)
+    try:
+        files = export_mindstudio_windows(
+            plans, reports=reports, csv_slice_rows=csv_slice_rows,
+            json_slice_events=json_slice_events,
+            on_window=lambda k: stage(f"Writing {what}: window {min(k + 2, n)}/{n}"))
+    except NotWindowable:
+        release()
+        return None
+    warnings = list(dict.fromkeys(w for p in plans for w in p.log.warnings))
+    for w in warnings:
+        print(f"[WARNING] {w}", file=sys.stderr)
+    result.warnings.extend(warnings)
+    release()
     return files
 
 

@@ -16,6 +16,7 @@ body + ``]`` (a buffered copy of the body, writers.append_file).
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 
 import pandas as pd
@@ -155,6 +156,38 @@ class JsonStream:
         finally:
             self.discard()
         return out
+
+    def discard(self) -> None:
+        self.slices.discard()
+
+
+class DeferredRows:
+    """CSV rows of a device after the first, kept (pickled chunk frames in a temporary
+    file) until the rows of the devices before are written: the mindstudio CSVs are
+    device-major while the windows come in time order.  `replay` appends them to the
+    output stream; like the streams, it keeps no file open between writes (pickles)."""
+
+    def __init__(self, paths: SliceNamer) -> None:
+        self.slices = _Slices(paths)
+        self.parts = 0
+
+    def write(self, df: pd.DataFrame) -> None:
+        if not self.slices.tmps:
+            self.slices.new()
+        try:
+            with open(self.slices.tmps[-1], "ab") as fh:
+                pickle.dump(df, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        except OSError as exc:
+            raise W._write_error(self.slices.paths.single(), exc) from None
+        self.parts += 1
+
+    def replay(self, out: CsvStream) -> None:
+        """Write the kept rows to `out`, then remove the temporary file."""
+        if self.parts:
+            with open(self.slices.tmps[-1], "rb") as fh:
+                for _ in range(self.parts):
+                    out.write(pickle.load(fh))
+        self.discard()
 
     def discard(self) -> None:
         self.slices.discard()

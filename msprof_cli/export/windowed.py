@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from . import advice as A
+from . import communication as C
 from . import fusion as F
 from . import msproftx as X
 from . import summaries as S
@@ -35,15 +36,21 @@ from .parallel import JobPool
 from .mindstudio import OUTPUT_DIR, _merge, _stamp, _with_device
 from .readme import readme_text
 from .stack import model_names
-from .streams import CsvStream, JsonStream
+from .streams import CsvStream, DeferredRows, JsonStream
 from .windows import INT64_MAX, INT64_MIN, NotWindowable, WindowPlan, load_window
 from . import writers as W
 from .writers import SliceNamer, write_csv
 
 from msprof_cli.raw import layouts as L
 
-# fixed positions of the msprof json layers (timeline.msprof_layers order, one device)
-STEP, CANN, HARDWARE, FLOW, COMM, OVERLAP, TX = range(7)
+def layer_slots(n: int) -> dict[str, list[int] | int]:
+    """Fixed positions of the msprof json layers of `n` devices, in timeline.msprof_layers
+    order: step trace per device, CANN, Ascend Hardware, HostToDevice, Communication and
+    Overlap Analysis per device, msproftx (`size` = the number of positions)."""
+    per = lambda base: [base + j for j in range(n)]  # noqa: E731
+    return {"step": per(0), "cann": n, "hardware": per(n + 1), "flow": per(2 * n + 1),
+            "comm": per(3 * n + 1), "overlap": per(4 * n + 1), "tx": 5 * n + 1,
+            "size": 5 * n + 2}
 
 
 def _plus(t: int, sign: int = 1, margin: int = 1000) -> int:
@@ -66,41 +73,45 @@ def _restrict(layer: T.Layer, lo: float, hi: float) -> T.Layer:
 
 class _Timeline:
     """msprof json across windows: sorted events written at once, except those held back
-    behind a pending Free gap (see the module doc)."""
+    behind a pending Free gap (see the module doc) -- one per device (`overlap_at`: the
+    position of each device's Overlap Analysis layer, `layer_slots`)."""
 
-    def __init__(self, out: JsonStream, device_id: int, app_pid: int) -> None:
-        self.out, self.device_id, self.app_pid = out, device_id, app_pid
-        self.pending: int | None = None  # end of the last computing interval so far
+    def __init__(self, out: JsonStream, device_ids: list[int], app_pid: int,
+                 overlap_at: list[int]) -> None:
+        self.out, self.device_ids, self.app_pid = out, device_ids, app_pid
+        self.overlap_at = overlap_at
+        self.pending: dict[int, int] = {}  # device position -> end of its last computing
         self.held: list[tuple[float, int, str]] = []  # (key, layer position, event)
         # False once no later window has computing rows (a legacy selection has ended):
         # nothing is held back for a Free gap that cannot come
         self.more_rows = True
 
-    def window(self, layers: list[T.Layer], rows_start: np.ndarray, rows_end: np.ndarray
+    def window(self, layers: list[T.Layer], busy: list[tuple[np.ndarray, np.ndarray]]
                ) -> None:
+        """`busy`: per device, the starts and ends of the window's computing rows."""
         present = [k for k, lay in enumerate(layers) if len(lay)]
         stream = T.EventStream([layers[k] for k in present])
         n = len(stream)
-        if len(rows_start):
-            first_start = int(rows_start.min())
-            if self.pending is not None:
-                self._insert_free(first_start)
-            self._flush()
-            ce_last = int(_merged_last_end(rows_start, rows_end))
-            fkey = float(ts_sort_key(np.array([ce_last]))[0])
-            # events with a key below the Free start's are final now
-            p = sum(int(np.count_nonzero(layers[k].keys < fkey)) for k in present)
-            self._write(stream, 0, p)
-            self._hold(stream, layers, present, p, n)
-            self.pending = ce_last
-        elif self.pending is not None and self.more_rows:
+        with_rows = [j for j, (s, _) in enumerate(busy) if len(s)]
+        for j in with_rows:
+            if j in self.pending:
+                self._insert_free(j, int(busy[j][0].min()))
+        new = {j: int(_merged_last_end(*busy[j])) for j in with_rows}
+        if self.pending and self.more_rows:  # a device still waits for its computing
+            self.pending.update(new)
             self._hold(stream, layers, present, 0, n)
-        elif self.pending is not None:
-            self._flush()
-            self.pending = None
+            return
+        self.pending = {}
+        self._flush()
+        if not new:
             self._write(stream, 0, n)
-        else:
-            self._write(stream, 0, n)
+            return
+        # events with a key below the first Free start are final now
+        fkey = min(float(ts_sort_key(np.array([v]))[0]) for v in new.values())
+        p = sum(int(np.count_nonzero(layers[k].keys < fkey)) for k in present)
+        self._write(stream, 0, p)
+        self._hold(stream, layers, present, p, n)
+        self.pending = new
 
     def _write(self, stream: T.EventStream, lo: int, hi: int) -> None:
         for chunk in stream.chunks(lo, hi, W.EVENT_CHUNK):
@@ -121,15 +132,15 @@ class _Timeline:
         texts = [e for chunk in stream.chunks(lo, hi, W.EVENT_CHUNK) for e in chunk]
         self.held.extend(zip(keys.tolist(), layer_pos.tolist(), texts))
 
-    def _insert_free(self, first_start: int) -> None:
-        begin = self.pending
+    def _insert_free(self, j: int, first_start: int) -> None:
+        begin = self.pending.pop(j)
         fkey = float(ts_sort_key(np.array([begin]))[0])
-        ev = T.free_event(self.device_id, self.app_pid, begin, first_start)
-        # the Free lane comes after every event of its key in the layers up to Overlap
+        ev = T.free_event(self.device_ids[j], self.app_pid, begin, first_start)
+        # the Free lane comes after every event of its key in the layers up to its Overlap
+        at_layer = self.overlap_at[j]
         at = next((i for i, (k, lp, _) in enumerate(self.held)
-                   if k > fkey or (k == fkey and lp > OVERLAP)), len(self.held))
-        self.held.insert(at, (fkey, OVERLAP, ev))
-        self.pending = None
+                   if k > fkey or (k == fkey and lp > at_layer)), len(self.held))
+        self.held.insert(at, (fkey, at_layer, ev))
 
     def _flush(self) -> None:
         for lo in range(0, len(self.held), W.EVENT_CHUNK):
@@ -145,47 +156,49 @@ def _merged_last_end(start: np.ndarray, end: np.ndarray) -> int:
     return int(e[-1])
 
 
-def timeline_window(run, k: int, d, tasks: pd.DataFrame, rows, its: pd.DataFrame,
-                    models: list[int], apis: pd.DataFrame, comm: T.CommData | None = None,
-                    lanes: tuple[list[str], list[int]] | None = None) -> None:
+def timeline_window(run, k: int, devs: list[tuple], apis: pd.DataFrame) -> None:
     """Window k's msprof json layers, in timeline.msprof_layers order, appended to
     `run.timeline`, and its step_trace json events to `run.step_json` (`run`: a windowed
-    export; `tasks`, `rows`, `its`: what the layout exports of the window, `models`: every
-    model of the step-trace lanes; `comm`: the window's HCCL data, on the Communication
-    `lanes` of the whole export)."""
+    export).  `devs`: per device (device, tasks, rows, iterations, models, comm, lanes):
+    what the layout exports of the window, every model of its step-trace lanes, its HCCL
+    data of the window (or None) on the Communication `lanes` of the whole export."""
     plan, sw, app_pid = run.plan, run.switches, run.app_pid
     lo_key = -np.inf if k == 0 else float(ts_sort_key(np.array([plan.cuts[k]]))[0])
     hi_key = np.inf if k == len(plan) - 1 else \
         float(ts_sort_key(np.array([plan.cuts[k + 1]]))[0])
-    layers = [T.Layer()] * 7
-    # the iterations that may have an event in the window's key range: [start, end]
-    # meets the window widened by 1 µs (a float key spans up to 0.25 µs)
-    near = its[(its["step_start_ns"].to_numpy(np.int64) < _plus(plan.cuts[k + 1]))
-               & (its["step_end_ns"].to_numpy(np.int64) >= _plus(plan.cuts[k], -1))]
-    step = _restrict(T.step_layer(d, near, app_pid, models), lo_key, hi_key)
-    if len(step):  # step_trace json: the step layer alone
-        for chunk in T.EventStream([step]).chunks(0, len(step), W.EVENT_CHUNK):
+    slot = layer_slots(len(devs))
+    layers = [T.Layer()] * slot["size"]
+    steps = []
+    for j, (d, tasks, rows, its, models, comm, lanes) in enumerate(devs):
+        # the iterations that may have an event in the window's key range: [start, end]
+        # meets the window widened by 1 µs (a float key spans up to 0.25 µs)
+        near = its[(its["step_start_ns"].to_numpy(np.int64) < _plus(plan.cuts[k + 1]))
+                   & (its["step_end_ns"].to_numpy(np.int64) >= _plus(plan.cuts[k], -1))]
+        steps.append(_restrict(T.step_layer(d, near, app_pid, models), lo_key, hi_key))
+        if sw.get("step_trace", True):
+            layers[slot["step"][j]] = steps[-1]
+        if sw.get("ascend", True):
+            layers[slot["hardware"][j]] = T.hardware_layer(d, tasks, app_pid)
+            if sw.get("cann", True) and run.use_flow:
+                layers[slot["flow"][j]] = T.flow_layer(d, tasks, app_pid)
+        if comm is not None and sw.get("communication", True):
+            layers[slot["comm"][j]] = T.communication_layer(d, comm, app_pid, lanes)
+        if sw.get("overlap_analyse", True):
+            layers[slot["overlap"][j]] = T.overlap_layer(d, rows, app_pid, comm)
+    steps = [lay for lay in steps if len(lay)]
+    if steps:  # step_trace json: the step layers alone
+        stream = T.EventStream(steps)
+        for chunk in stream.chunks(0, len(stream), W.EVENT_CHUNK):
             run.step_json.write(chunk)
-    if sw.get("step_trace", True):
-        layers[STEP] = step
     if sw.get("cann", True):
-        layers[CANN] = T.cann_layer(apis, app_pid)
-    if sw.get("ascend", True):
-        layers[HARDWARE] = T.hardware_layer(d, tasks, app_pid)
-        if sw.get("cann", True) and run.use_flow:
-            layers[FLOW] = T.flow_layer(d, tasks, app_pid)
-    if comm is not None and sw.get("communication", True):
-        layers[COMM] = T.communication_layer(d, comm, app_pid, lanes)
-    overlap = sw.get("overlap_analyse", True)
-    if overlap:
-        layers[OVERLAP] = T.overlap_layer(d, rows, app_pid, comm)
+        layers[slot["cann"]] = T.cann_layer(apis, app_pid)
     if run.tx_layer is not None and sw.get("msproftx", True):
-        layers[TX] = _restrict(run.tx_layer, lo_key, hi_key)
-    if overlap and len(rows):
-        run.timeline.window(layers, rows["start_local"].to_numpy(np.int64),
-                            rows["end_local"].to_numpy(np.int64))
-    else:
-        run.timeline.window(layers, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        layers[slot["tx"]] = _restrict(run.tx_layer, lo_key, hi_key)
+    none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    busy = [(rows["start_local"].to_numpy(np.int64), rows["end_local"].to_numpy(np.int64))
+            if sw.get("overlap_analyse", True) and len(rows) else none
+            for _, _, rows, _, _, _, _ in devs]
+    run.timeline.window(layers, busy)
 
 
 def write_task_rows(csv: dict[str, CsvStream], d, tasks: pd.DataFrame, rows,
@@ -233,7 +246,8 @@ def window_fusion_rows(plan: WindowPlan, first: ProfData, model_apis: list[pd.Da
     return F.fusion_rows(scope, model_names(scope))
 
 
-def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
+def export_mindstudio_windows(plan: WindowPlan | list[WindowPlan], *,
+                              reports: Path | None = None,
                               csv_slice_rows: int, json_slice_events: int,
                               on_window=None) -> list[Path]:
     """Every file of the mindstudio layout (csv summaries), window by window.  Raises
@@ -243,8 +257,9 @@ def export_mindstudio_windows(plan: WindowPlan, *, reports: Path | None = None,
     Pipelined: a window's CSV rows and its timeline are written by two forked jobs while
     this process decodes the next window; a window's jobs start once the previous
     window's are done (they continue its files)."""
-    run = _WindowedExport(plan, reports, csv_slice_rows, json_slice_events)
-    return drive(run, len(plan), on_window, run.finish)
+    plans = plan if isinstance(plan, list) else [plan]
+    run = _WindowedExport(plans, reports, csv_slice_rows, json_slice_events)
+    return drive(run, len(plans[0]), on_window, run.finish)
 
 
 def drive(run, n: int, on_window, finish) -> list[Path]:
@@ -263,13 +278,16 @@ def drive(run, n: int, on_window, finish) -> list[Path]:
 
 
 class _WindowedExport:
-    """The open outputs and the carried state of one windowed export."""
+    """The open outputs and the carried state of one windowed export (one device, or the
+    devices of `plan_all_devices` with the same cuts)."""
 
-    def __init__(self, plan: WindowPlan, reports: Path | None, csv_slice_rows: int,
+    def __init__(self, plans: list[WindowPlan], reports: Path | None, csv_slice_rows: int,
                  json_slice_events: int) -> None:
-        self.plan = plan
+        self.plans = plans
+        self.plan = plan = plans[0]  # the host side and the cuts
         self.out_dir = plan.prof / OUTPUT_DIR
-        self.dev_id = plan.dev_rd.device_id or 0
+        self.dev_ids = [p.dev_rd.device_id or 0 for p in plans]
+        self.host_dev = self.dev_ids[0]  # host API rows carry the first device's number
         self.app_pid = plan.dev_rd.app_pid
         self.switches = T.read_reports(reports)
         self.csv_slice_rows, self.json_slice_events = csv_slice_rows, json_slice_events
@@ -277,66 +295,91 @@ class _WindowedExport:
         self.step_json = JsonStream(self.name("step_trace", "json"), json_slice_events)
         self.jobs: JobPool | None = None  # the running window's jobs
         self.csv: dict[str, CsvStream] = {}  # task_time, op_summary, aicpu, opened on use
-        self.timeline = _Timeline(self.msprof, self.dev_id, self.app_pid)
+        # the rows of the devices after the first, kept until the first's are written
+        self.deferred: dict[tuple[str, int], DeferredRows] = {}
+        n = len(plans)
+        self.timeline = _Timeline(self.msprof, self.dev_ids, self.app_pid,
+                                  layer_slots(n)["overlap"])
         self.step_meta: list[str] = []
         self.tx_layer: T.Layer | None = None
         self.first: ProfData | None = None  # what is kept of the first window (_slim)
-        self.prev_op: tuple[int, int] | None = None  # (start, dur) of the last op row
-        self.op_stat: list[pd.DataFrame] = []
+        self.prev_op: list[tuple[int, int] | None] = [None] * n  # (start, dur) of last row
+        self.op_stat: list[list[pd.DataFrame]] = [[] for _ in range(n)]
+        self.comm_rows: list[list[pd.DataFrame]] = [[] for _ in range(n)]
+        self.comm_lanes: list[tuple[list[str], list[int]] | None] = [None] * n
+        self.any_comm_ops = [False] * n
         self.api_cols: list[pd.DataFrame] = []
         self.api_acc = _ApiGroups()
         self.model_apis: list[pd.DataFrame] = []
         self.threads: set[int] = set()
-        self.stream_ids: set[int] = set()
+        self.stream_ids: list[set[int]] = [set() for _ in range(n)]
         self.use_flow = plan.has_apis  # as msprof_layers: flows only with host API rows
 
     def name(self, stem: str, ext: str) -> SliceNamer:
         return SliceNamer(self.out_dir, stem, f"_{_stamp()}", ext)
 
-    def _csv(self, stem: str, header: list[str]) -> CsvStream:
+    def _csv(self, stem: str, header: list[str], j: int) -> None:
         if stem not in self.csv:
             self.csv[stem] = CsvStream(self.name(stem, "csv"), ["Device_id"] + header,
                                        self.csv_slice_rows)
-        return self.csv[stem]
+        if j and (stem, j) not in self.deferred:
+            self.deferred[stem, j] = DeferredRows(self.name(f"{stem}_device_{j}", "csv"))
+
+    def _start(self, data: ProfData) -> None:
+        """The first window: what is kept of it, the step-trace metadata, the markers."""
+        headers = {tuple(S.op_summary_header(d)) for d in data.devices if d.has_host_ops}
+        if len(headers) > 1:  # devices with different PMU columns: merged whole
+            raise NotWindowable("op_summary headers differ between devices")
+        self.first = _slim(data)
+        # the step layer's metadata depends on the models only; its events (a few hundred
+        # MB of text at 10M tasks) are made per window
+        self.step_meta = [m for d in data.devices for m in T.step_layer(
+            d, d.iterations.drop_duplicates("model_id"), self.app_pid).meta]
+        tx = X.markers(data)
+        if len(tx) and self.switches.get("msproftx", True):
+            self.tx_layer = X.tx_layer(tx, self.app_pid, X.process_name(data))
 
     def window(self, k: int) -> None:
-        data = load_window(self.plan, k)  # while the previous window's jobs run
-        d = data.devices[0]
-        if device_comm(data, d) is not None:
-            raise NotWindowable("HCCL tasks")
-        rows = S.op_rows(d)
+        data = load_window(self.plans if len(self.plans) > 1 else self.plan, k)
         if self.first is None:
-            self.first = _slim(data)
-            # the step layer's metadata depends on the models only; its events (a few
-            # hundred MB of text at 10M tasks) are made per window
-            self.step_meta = T.step_layer(d, d.iterations.drop_duplicates("model_id"),
-                                          self.app_pid).meta
-            tx = X.markers(data)
-            if len(tx) and self.switches.get("msproftx", True):
-                self.tx_layer = X.tx_layer(tx, self.app_pid, X.process_name(data))
+            self._start(data)
+        lo, hi = self.plan.bounds(k)
+        devs = []
+        for j, d in enumerate(data.devices):
+            comm, lanes = device_comm(data, d), None
+            if comm is not None:  # hccl_info is read whole: what starts in the window
+                lanes = T.comm_lanes(comm)
+                self.comm_lanes[j] = lanes
+                self.any_comm_ops[j] |= len(comm.ops) > 0
+                comm = comm_in_window(comm, lo, hi)
+                self.comm_rows[j].append(comm.ops)
+            models = sorted(int(x) for x in d.iterations["model_id"].unique())
+            devs.append((d, d.tasks, S.op_rows(d), d.iterations, models, comm, lanes))
         self.collect()  # the previous window's files are where this window continues them
         # the streams are made here: their temporary files belong to this process
-        if len(d.tasks):
-            self._csv("task_time", S.TASK_TIME)
-        if d.has_host_ops and len(rows):
-            self._csv("op_summary", S.op_summary_header(d))
-        if d.aicpu is not None and len(d.aicpu):
-            self._csv("aicpu", S.AICPU)
+        for j, (d, tasks, rows, *_rest) in enumerate(devs):
+            if len(tasks):
+                self._csv("task_time", S.TASK_TIME, j)
+            if d.has_host_ops and len(rows):
+                self._csv("op_summary", S.op_summary_header(d), j)
+            if d.aicpu is not None and len(d.aicpu):
+                self._csv("aicpu", S.AICPU, j)
         apis = data.host.apis
         pool = JobPool()
         pool.caller_busy = False  # this process only decodes the next window meanwhile
-        pool.submit(lambda: self._summaries(d, rows))
-        pool.submit(lambda: self._timeline(k, d, rows, apis))
+        pool.submit(lambda: self._summaries(devs))
+        pool.submit(lambda: self._timeline(k, devs, apis))
         self.jobs = pool
-        if d.has_host_ops and len(rows):
-            self.prev_op = (int(rows["start_local"].to_numpy(np.int64)[-1]),
-                            int(rows["dur_ns"].to_numpy(np.int64)[-1]))
+        for j, (d, tasks, rows, *_rest) in enumerate(devs):
+            if d.has_host_ops and len(rows):
+                self.prev_op[j] = (int(rows["start_local"].to_numpy(np.int64)[-1]),
+                                   int(rows["dur_ns"].to_numpy(np.int64)[-1]))
+            self.stream_ids[j].update(int(s) for s in tasks["stream_id"].unique())
         if len(apis):
             self.api_cols.append(self.api_acc.add(apis))
             self.model_apis.append(apis[(apis["level"] == L.LEVEL_MODEL)])
             self.threads.update(int(t) for t in apis["thread_id"].unique())
-        self.stream_ids.update(int(s) for s in d.tasks["stream_id"].unique())
-        del data, d, rows, apis
+        del data, devs, apis
         release()
 
     def collect(self) -> None:
@@ -344,30 +387,51 @@ class _WindowedExport:
         if self.jobs is None:
             return
         pool, self.jobs = self.jobs, None
-        (csv, op_stat), (timeline, step_json) = pool.results()
+        (csv, deferred, op_stats), (timeline, step_json) = pool.results()
         self.csv.update(csv)
-        if op_stat is not None:
-            self.op_stat.append(op_stat)
+        self.deferred.update(deferred)
+        for j, op_stat in enumerate(op_stats):
+            if op_stat is not None:
+                self.op_stat[j].append(op_stat)
         self.timeline, self.msprof, self.step_json = timeline, timeline.out, step_json
 
-    def _summaries(self, d, rows) -> tuple[dict[str, CsvStream], pd.DataFrame | None]:
-        """The window's task_time, op_summary and aicpu rows (a JobPool job): returns the
-        streams as they are now and the op_statistic aggregates."""
-        op_stat = write_task_rows(self.csv, d, d.tasks, rows, self.prev_op, str(self.dev_id))
-        return dict(self.csv), op_stat
+    def _summaries(self, devs: list[tuple]):
+        """The window's task_time, op_summary and aicpu rows of every device (a JobPool
+        job): returns the outputs as they are now and the op_statistic aggregates."""
+        op_stats = []
+        for j, (d, tasks, rows, *_rest) in enumerate(devs):
+            out = self.csv if j == 0 else {stem: self.deferred[stem, j]
+                                           for stem, jj in self.deferred if jj == j}
+            op_stats.append(write_task_rows(out, d, tasks, rows, self.prev_op[j],
+                                            str(self.dev_ids[j])))
+        return dict(self.csv), dict(self.deferred), op_stats
 
-    def _timeline(self, k: int, d, rows, apis: pd.DataFrame) -> tuple["_Timeline", JsonStream]:
+    def _timeline(self, k: int, devs: list[tuple], apis: pd.DataFrame
+                  ) -> tuple["_Timeline", JsonStream]:
         """This window's msprof json layers and step_trace json events (a JobPool job):
         returns the two outputs' state."""
-        models = sorted(int(x) for x in d.iterations["model_id"].unique())
-        timeline_window(self, k, d, d.tasks, rows, d.iterations, models, apis)
+        timeline_window(self, k, devs, apis)
         return self.timeline, self.step_json
+
+    def _close_csv(self, stem: str, empty_file: bool = False) -> list[Path]:
+        """The device-major file: the first device's rows, then each later device's."""
+        out = self.csv[stem]
+        for j in range(1, len(self.plans)):
+            if (stem, j) in self.deferred:
+                self.deferred.pop((stem, j)).replay(out)
+        return out.close(empty_file=empty_file)
 
     def finish(self) -> list[Path]:
         self.timeline.finish()
-        step_meta = self.step_meta if self.switches.get("step_trace", True) else []
-        meta = _meta(self.plan, self.first, self.switches, self.threads, self.stream_ids,
-                     self.tx_layer, step_meta)
+        sw = self.switches
+        step_meta = self.step_meta if sw.get("step_trace", True) else []
+        first = self.first
+        n = len(self.plans)
+        overlap = [bool(self.stream_ids[j]) or self.any_comm_ops[j] for j in range(n)]
+        comm_meta = [T.comm_meta(self.dev_ids[j], self.app_pid, self.comm_lanes[j])
+                     if self.comm_lanes[j] is not None else None for j in range(n)]
+        meta = _meta(self.plan, first, sw, self.threads, self.stream_ids, self.tx_layer,
+                     step_meta, overlap, comm_meta)
         written: list[Path] = []
         timelines: list[str] = []
         if self.tx_layer is not None:  # msprof_tx json: the msproftx layer alone (small)
@@ -384,7 +448,7 @@ class _WindowedExport:
         summaries: set[str] = set()
         for stem in ("task_time", "op_summary"):
             if stem in self.csv:
-                got = self.csv[stem].close()
+                got = self._close_csv(stem)
                 written += got
                 if got:
                     summaries.add(stem)
@@ -399,7 +463,6 @@ class _WindowedExport:
     def _rest(self, summaries: set[str]) -> list[Path]:
         """The summaries of mindstudio._rest, in its order, from the windows' accumulators."""
         out: list[Path] = []
-        dev_id = self.dev_id
 
         def emit(stem: str, table) -> None:
             if table is None:
@@ -417,34 +480,39 @@ class _WindowedExport:
             dur = apis["dur"].to_numpy()[order]
             del apis, order
             names, levels = self.api_acc.tables()
-            emit("api_statistic", _with_device(dev_id, S.api_statistic_of(codes, dur, names,
-                                                                          levels)))
+            emit("api_statistic", _with_device(self.host_dev, S.api_statistic_of(
+                codes, dur, names, levels)))
             del codes, dur
-        if self.op_stat:  # windows with node info (has_node_info) and op rows
-            emit("op_statistic", _merge([_with_device(dev_id, S.op_statistic(
-                None, S.combine_op_statistic(self.op_stat)))]))
+        ids = self.dev_ids
         first = self.first
-        d0 = first.devices[0]
-        if len(d0.iterations):
-            emit("step_trace", _merge([_with_device(dev_id, S.step_trace(d0.iterations))]))
+        # windows with node info (has_node_info) and op rows
+        emit("op_statistic", _merge([_with_device(ids[j], S.op_statistic(
+            None, S.combine_op_statistic(st))) for j, st in enumerate(self.op_stat) if st]))
+        emit("step_trace", _merge([_with_device(ids[j], S.step_trace(d.iterations))
+                                   for j, d in enumerate(first.devices)
+                                   if len(d.iterations)]))
         # fusion_op: the fusion records against the model spans of every window
         fusion = F.fusion_op(window_fusion_rows(self.plan, first, self.model_apis))
-        emit("fusion_op", _with_device(dev_id, fusion) if fusion is not None else None)
+        emit("fusion_op", _with_device(self.host_dev, fusion) if fusion is not None else None)
         if "aicpu" in self.csv:  # a window had AI CPU records: the file, even without rows
-            got = self.csv["aicpu"].close(empty_file=True)
+            got = self._close_csv("aicpu", empty_file=True)
             out.extend(got)
             if got:
                 summaries.add("aicpu")
+        emit("communication_statistic", _merge([
+            _with_device(ids[j], C.communication_statistic(pd.concat(rows, ignore_index=True)))
+            for j, rows in enumerate(self.comm_rows)
+            if rows and sum(len(r) for r in rows)]))
         tx = X.markers(first)
         if len(tx):
-            emit("msprof_tx", _with_device(dev_id, X.tx_table(tx, merged=True)))
+            emit("msprof_tx", _with_device(self.host_dev, X.tx_table(tx, merged=True)))
         return out
 
     def discard(self) -> None:
         if self.jobs is not None:
             self.jobs.cancel()  # no worker writes on after the files are removed
             self.jobs = None
-        for st in (self.msprof, self.step_json, *self.csv.values()):
+        for st in (self.msprof, self.step_json, *self.csv.values(), *self.deferred.values()):
             st.discard()
 
 
@@ -477,31 +545,49 @@ def _single_layer(paths: SliceNamer, layer: T.Layer, slice_events: int) -> list[
 def _slim(data: ProfData) -> ProfData:
     """What the export keeps of the first window after it: iterations, name dictionaries,
     fusion / graph / msproftx records -- not its task, launch or node tables."""
-    d = data.devices[0]
-    dev = replace(d, tasks=d.tasks.iloc[:0].copy(), aicpu=None, l2=None)
+    devs = [replace(d, tasks=d.tasks.iloc[:0].copy(), aicpu=None, l2=None)
+            for d in data.devices]
     ht = data.host.tables
     tables = replace(ht, task_track=ht.task_track.iloc[:0], node_basic=ht.node_basic.iloc[:0],
                      tensors=ht.tensors.iloc[:0], apis=ht.apis.iloc[:0])
     host = HostData(rd=data.host.rd, tables=tables, apis=data.host.apis.iloc[:0].copy())
-    return ProfData(prof=data.prof, host=host, devices=[dev], log=data.log)
+    return ProfData(prof=data.prof, host=host, devices=devs, log=data.log,
+                    rank_ids=data.rank_ids)
+
+
+def comm_in_window(comm: T.CommData, lo: int, hi: int) -> T.CommData:
+    """The op executions and steps of `comm` that start in [lo, hi)."""
+    o = comm.ops["start_local"].to_numpy(np.int64)
+    st = comm.steps["start_local"].to_numpy(np.int64) if len(comm.steps) \
+        else np.zeros(0, np.int64)
+    ok_o, ok_s = (o >= lo) & (o < hi), (st >= lo) & (st < hi)
+    return T.CommData(ops=comm.ops[ok_o].reset_index(drop=True),
+                      steps=comm.steps[ok_s].reset_index(drop=True) if len(comm.steps)
+                      else comm.steps, step_args=comm.step_args[ok_s])
 
 
 def _meta(plan: WindowPlan, first: ProfData, switches: dict, threads: set[int],
-          stream_ids: set[int], tx_layer: T.Layer | None, step_meta: list[str],
-          overlap: bool = True, comm_meta: list[str] | None = None) -> list[str]:
-    """The msprof json metadata of the whole export (timeline.msprof_layers order)."""
-    dev_id = plan.dev_rd.device_id or 0
+          stream_ids: list[set[int]], tx_layer: T.Layer | None, step_meta: list[str],
+          overlap: list[bool], comm_meta: list[list[str] | None]) -> list[str]:
+    """The msprof json metadata of the whole export (timeline.msprof_layers order; per
+    device: its streams, whether it has an Overlap Analysis layer, its Communication
+    metadata or None)."""
     app_pid = plan.dev_rd.app_pid
+    devs = first.devices
     meta: list[str] = list(step_meta)
     if switches.get("cann", True) and threads:
         meta += T.cann_meta(app_pid, threads)
-    if switches.get("ascend", True) and stream_ids:
-        meta += T.hardware_meta(dev_id, app_pid, stream_ids)
-    if comm_meta and switches.get("communication", True):
-        meta += comm_meta
-    if switches.get("overlap_analyse", True) and overlap:
-        meta += T.overlap_layer(first.devices[0], first.devices[0].tasks.iloc[:0], app_pid,
-                                None).meta
+    if switches.get("ascend", True):
+        for d, streams in zip(devs, stream_ids):
+            if streams:
+                meta += T.hardware_meta(d.device_id, app_pid, streams)
+    if switches.get("communication", True):
+        for cm in comm_meta:
+            meta += cm or []
+    if switches.get("overlap_analyse", True):
+        for d, on in zip(devs, overlap):
+            if on:
+                meta += T.overlap_layer(d, d.tasks.iloc[:0], app_pid, None).meta
     if tx_layer is not None:
         meta += tx_layer.meta
     return meta

@@ -44,8 +44,8 @@ from .memory import release
 from .parallel import JobPool
 from .selection import Selection, in_window, select
 from .streams import CsvStream, JsonStream
-from .windowed import (_meta, _slim, _Timeline, drive, timeline_window, window_fusion_rows,
-                       write_task_rows)
+from .windowed import (_meta, _slim, _Timeline, comm_in_window, drive, layer_slots,
+                       timeline_window, window_fusion_rows, write_task_rows)
 from .windows import NotWindowable, WindowPlan, load_window
 from .writers import SliceNamer, write_csv
 
@@ -138,7 +138,8 @@ class _LegacyWindowedExport:
         # the streams are made here: their temporary files belong to this process
         self.json = {stem: JsonStream(self._name(self.tdir, stem, "json"),
                                       self.json_slice_events) for stem in JSON_STEMS}
-        self.timeline = _Timeline(self.json["msprof"], self.dev_id, self.app_pid)
+        self.timeline = _Timeline(self.json["msprof"], [self.dev_id], self.app_pid,
+                                  layer_slots(1)["overlap"])
 
     def _csv(self, stem: str, header: list[str]) -> None:
         if stem not in self.csv:
@@ -207,7 +208,7 @@ class _LegacyWindowedExport:
         if len(comm.steps):
             self.hccl_planes.update(int(p) for p in comm.steps["plane_id"].unique())
         self.any_comm_ops |= len(comm.ops) > 0
-        return _in_window(comm, *self.plan.bounds(k)), lanes
+        return comm_in_window(comm, *self.plan.bounds(k)), lanes
 
     def collect(self) -> None:
         """Wait for the running window's jobs and take their outputs' state back."""
@@ -237,7 +238,8 @@ class _LegacyWindowedExport:
     def _timeline(self, k: int, d, tasks: pd.DataFrame, rows, apis: pd.DataFrame,
                   comm: T.CommData | None, lanes) -> tuple[_Timeline, JsonStream]:
         """msprof json and step_trace json (a JobPool job)."""
-        timeline_window(self, k, d, tasks, rows, self.its, self.models, apis, comm, lanes)
+        timeline_window(self, k, [(d, tasks, rows, self.its, self.models, comm, lanes)],
+                        apis)
         return self.timeline, self.step_json
 
     def _summaries(self, d, tasks: pd.DataFrame, rows):
@@ -295,12 +297,12 @@ class _LegacyWindowedExport:
         d0 = self.first.devices[0]
         step_meta = T.step_layer(d0, self.its.drop_duplicates("model_id"), app_pid).meta
         meta = {
-            "msprof": _meta(self.plan, self.first, sw, self.threads, self.stream_ids,
+            "msprof": _meta(self.plan, self.first, sw, self.threads, [self.stream_ids],
                             self.tx_layer, step_meta if sw.get("step_trace", True) else [],
-                            overlap=self.any_tasks or self.any_comm_ops,
-                            comm_meta=T.comm_meta(self.dev_id, app_pid, (
+                            [self.any_tasks or self.any_comm_ops],
+                            [T.comm_meta(self.dev_id, app_pid, (
                                 sorted(self.comm_groups), sorted(self.comm_planes)))
-                            if self.has_comm else None),
+                             if self.has_comm else None]),
             "step_trace": step_meta,
             "task_time": task_scheduler_meta(app_pid, self.stream_ids),
             "ai_stack_time": stack.ai_stack_meta(app_pid),
@@ -367,13 +369,3 @@ class _LegacyWindowedExport:
         for st in (*self.json.values(), *self.csv.values()):
             st.discard()
 
-
-def _in_window(comm: T.CommData, lo: int, hi: int) -> T.CommData:
-    """The op executions and steps of `comm` that start in [lo, hi)."""
-    o = comm.ops["start_local"].to_numpy(np.int64)
-    st = comm.steps["start_local"].to_numpy(np.int64) if len(comm.steps) \
-        else np.zeros(0, np.int64)
-    ok_o, ok_s = (o >= lo) & (o < hi), (st >= lo) & (st < hi)
-    return T.CommData(ops=comm.ops[ok_o].reset_index(drop=True),
-                      steps=comm.steps[ok_s].reset_index(drop=True) if len(comm.steps)
-                      else comm.steps, step_args=comm.step_args[ok_s])

@@ -178,6 +178,8 @@ class WindowPlan:
     host_ops: bool = False  # DeviceData.has_host_ops of the whole decode
     node_info: bool = False  # DeviceData.has_node_info of the whole decode
     rank_ids: list[int] = field(default_factory=list)  # every device id of the PROF dir
+    quiet: np.ndarray | None = None  # plan_all_devices: the device's quiet points ...
+    starts: np.ndarray | None = None  # ... and its task starts, until the common cuts
 
     def __len__(self) -> int:
         return len(self.cuts) - 1
@@ -318,16 +320,22 @@ def _comm_quiet(c: np.ndarray, ms: np.ndarray, me: np.ndarray, cs: np.ndarray,
 def _cuts(quiet: np.ndarray, ds: np.ndarray, target: int) -> tuple[list[int], list[int]]:
     """Window bounds (INT64_MIN, quiet points ..., INT64_MAX) about `target` task starts
     (`ds`, sorted) apart, and the tasks per window; a small rest joins the last window."""
-    before = _count_before(ds, quiet)
+    return _cuts_by(quiet, _count_before(ds, quiet), len(ds), target)
+
+
+def _cuts_by(quiet: np.ndarray, before: np.ndarray, total: int, target: int
+             ) -> tuple[list[int], list[int]]:
+    """`_cuts` given the tasks before each quiet point and the total (several devices)."""
+    ds_len = total
     cuts, sizes, last = [INT64_MIN], [], 0
     while True:
         i = int(np.searchsorted(before, last + target))
-        if i >= len(quiet) or len(ds) - int(before[i]) < target // 4:
+        if i >= len(quiet) or ds_len - int(before[i]) < target // 4:
             break  # no quiet point further on, or the rest is small: one last window
         cuts.append(int(quiet[i]))
         sizes.append(int(before[i]) - last)
         last = int(before[i])
-    return cuts + [INT64_MAX], sizes + [len(ds) - last]
+    return cuts + [INT64_MAX], sizes + [ds_len - last]
 
 
 def check_selection(prof: Path, model_id: int | None, iteration_id: int | None,
@@ -357,7 +365,7 @@ def device_ids(prof: Path) -> list[int]:
 
 
 def plan_windows(prof: Path, target: int | None = None, models: bool = False,
-                 device: int | None = None) -> WindowPlan | None:
+                 device: int | None = None, _common: bool = False) -> WindowPlan | None:
     """Scan `prof` and cut it into windows of about `target` device tasks at quiet points,
     or None when it is small or not covered by window mode (then it is decoded whole;
     `WHY_WHOLE[0]` says why).  `models`: also find the models of the host-known tasks
@@ -381,7 +389,7 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
     hd, dd = host_rd.data_dir, dev_rd.data_dir
     hwts_files = data_files(dd, _device_regex("hwts"), DecodeLog())
     size = sum(p.stat().st_size for p in hwts_files)
-    if size // L.DEVICE_DTYPES["hwts"].itemsize // 2 <= threshold:
+    if size // L.DEVICE_DTYPES["hwts"].itemsize // 2 <= threshold and not _common:
         return _whole("small")
     if _files_exist(dd, _device_regex("l2_cache")):
         return _whole("l2_cache data")
@@ -576,56 +584,104 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
         return _whole("decode warnings")  # the whole decode reports them, exact joins
     release()
     tasks = len(ds)
-    if tasks <= threshold:
+    if tasks <= threshold and not _common:
         return _whole("small")
 
-    cuts, sizes = _cuts(_quiet_points(ab, ae, ds, de, flow_lo, flow_hi, comm), ds, target)
-    if len(cuts) < 3:  # one window: no quiet point where a cut would help
+    quiet = _quiet_points(ab, ae, ds, de, flow_lo, flow_hi, comm)
+    cuts, sizes = _cuts(quiet, ds, target)
+    if len(cuts) < 3 and not _common:  # one window: no quiet point where a cut would help
         return _whole("no quiet point")
     plan_log = DecodeLog()
     for i in infos:
         plan_log.warnings.extend(i.warnings)
-    return WindowPlan(prof=prof, infos=infos, host_rd=host_rd, dev_rd=dev_rd, cuts=cuts,
+    plan = WindowPlan(prof=prof, infos=infos, host_rd=host_rd, dev_rd=dev_rd, cuts=cuts,
                       host_index=host_index, dev_index=dev_index, pmu=pmu, log=plan_log,
                       tasks=tasks, window_tasks=sizes, ts_flips=ts_flips,
                       has_apis=has_apis, host_models=host_models, host_ops=host_ops,
                       rank_ids=ranks,
                       node_info=host_ops and host_index["node_basic_info"].n > 0)
+    if _common:  # plan_all_devices cuts all devices at once
+        plan.quiet, plan.starts = quiet, ds
+    return plan
 
 
-def load_window(plan: WindowPlan, k: int):
+def plan_all_devices(prof: Path, target: int | None = None) -> list[WindowPlan] | None:
+    """The plans of every device of a several-device PROF dir with the same cuts (the
+    mindstudio layout mixes the devices in each file): the quiet points of all devices
+    (the same candidates: the host API begins), about `target` tasks of all devices
+    apart; None when one device is not covered or the whole is small."""
+    target_, threshold = window_tasks() if target is None else (target, target)
+    if target_ <= 0:
+        return _whole("windows off")
+    ids = device_ids(prof)
+    if len(ids) < 2:
+        return _whole("not several devices")
+    plans: list[WindowPlan] = []
+    for dev in ids:
+        plan = plan_windows(prof, target_, device=dev, _common=True)
+        if plan is None:
+            return None
+        plans.append(plan)
+        release()
+    if sum(p.tasks for p in plans) <= threshold:
+        return _whole("small")
+    quiet = plans[0].quiet
+    for p in plans[1:]:
+        quiet = np.intersect1d(quiet, p.quiet, assume_unique=True)
+    before = sum(_count_before(p.starts, quiet) for p in plans)
+    cuts, sizes = _cuts_by(quiet, before, sum(p.tasks for p in plans), target_)
+    if len(cuts) < 3:
+        return _whole("no quiet point")
+    for p in plans:
+        p.cuts, p.window_tasks = cuts, sizes
+        p.quiet = p.starts = None
+    return plans
+
+
+def load_window(plan: WindowPlan | list[WindowPlan], k: int):
     """ProfData of window k: the rows of the whole decode whose start lies in the window
-    (host API rows by begin, device tasks by start), all step-trace iterations."""
-    from .dataset import HostData, ProfData, _named_apis, attach_pmu, build_device
+    (host API rows by begin, device tasks by start), all step-trace iterations.  With the
+    plans of several devices (plan_all_devices, same cuts): every device of the window."""
+    from .dataset import (HostData, ProfData, _host_task_info, _named_apis, attach_pmu,
+                          build_device)
 
-    lo, hi = plan.bounds(k)
+    plans = plan if isinstance(plan, list) else [plan]
+    first = plans[0]
+    lo, hi = first.bounds(k)
     log = DecodeLog()
-    hsel = {kind: ix.select(lo, hi, plan.host_rd) for kind, ix in plan.host_index.items()}
-    tables = decode_host(plan.host_rd.data_dir, log, select=hsel)
+    hsel = {kind: ix.select(lo, hi, first.host_rd) for kind, ix in first.host_index.items()}
+    tables = decode_host(first.host_rd.data_dir, log, select=hsel)
     del hsel
-    apis = _named_apis(tables, plan.host_rd)
-    apis = apis[apis["begin_local"] >= plan.host_rd.begin_local_ns].reset_index(drop=True)
-    host = HostData(rd=plan.host_rd, tables=tables, apis=apis)
-    # the step-trace records are read by the first window only: every window has the
-    # iterations of the whole collection, decoded once
-    known = plan.iterations is not None
-    dsel = {kind: ix.select(lo, hi, plan.dev_rd,
-                            plan.ts_flips if known and kind == "ts_track" else None)
-            for kind, ix in plan.dev_index.items()}
-    dev = decode_device(plan.dev_rd, log, select=dsel)
-    del dsel
-    d = build_device(plan.dev_rd, dev, host, log)
-    del dev
-    # a window without host launch or node records still exports as the whole does
-    d.has_host_ops, d.has_node_info = plan.host_ops, plan.node_info
-    if known:
-        d.iterations = plan.iterations
-    else:
-        plan.iterations = d.iterations
-    if plan.pmu is not None:
-        attach_pmu(d, plan.pmu)
+    apis = _named_apis(tables, first.host_rd)
+    apis = apis[apis["begin_local"] >= first.host_rd.begin_local_ns].reset_index(drop=True)
+    host = HostData(rd=first.host_rd, tables=tables, apis=apis)
+    host_info = None
+    if len(plans) > 1 and len(tables.task_track) and tables.types:
+        host_info = _host_task_info(tables)  # once for every device (as load_prof)
+    devices = []
+    for p in plans:
+        # the step-trace records are read by the first window only: every window has the
+        # iterations of the whole collection, decoded once
+        known = p.iterations is not None
+        dsel = {kind: ix.select(lo, hi, p.dev_rd,
+                                p.ts_flips if known and kind == "ts_track" else None)
+                for kind, ix in p.dev_index.items()}
+        dev = decode_device(p.dev_rd, log, select=dsel)
+        del dsel
+        d = build_device(p.dev_rd, dev, host, log, host_info)
+        del dev
+        # a window without host launch or node records still exports as the whole does
+        d.has_host_ops, d.has_node_info = p.host_ops, p.node_info
+        if known:
+            d.iterations = p.iterations
+        else:
+            p.iterations = d.iterations
+        if p.pmu is not None:
+            attach_pmu(d, p.pmu)
+        devices.append(d)
     if log.warnings or log.bad_records or log.lost_records:
         raise NotWindowable("; ".join(log.warnings) or "damaged records")
     tables.tensors = tables.tensors.iloc[:0]
     tables.apis = tables.apis.iloc[:0]
-    return ProfData(prof=plan.prof, host=host, devices=[d], log=log, rank_ids=plan.rank_ids)
+    return ProfData(prof=first.prof, host=host, devices=devices, log=log,
+                    rank_ids=first.rank_ids)
