@@ -616,6 +616,11 @@ def plan_all_devices(prof: Path, target: int | None = None) -> list[WindowPlan] 
     ids = device_ids(prof)
     if len(ids) < 2:
         return _whole("not several devices")
+    # the hwts records (two per task) of all devices, before any scan
+    size = sum(p.stat().st_size for d in result_dirs(prof) if d.name.startswith("device_")
+               for p in data_files(d / "data", _device_regex("hwts"), DecodeLog()))
+    if size // L.DEVICE_DTYPES["hwts"].itemsize // 2 <= threshold:
+        return _whole("small")
     plans: list[WindowPlan] = []
     for dev in ids:
         plan = plan_windows(prof, target_, device=dev, _common=True)
