@@ -394,18 +394,19 @@ def test_two_devices_past_task_id_rollover_keep_their_host_info(tmp_path):
         assert not names.str.fullmatch(r"\d{12,}").any()  # no unresolved hash as a name
 
 
-def test_a_device_that_cannot_be_windowed_sends_every_device_whole(tmp_path, monkeypatch):
-    """Device 1 has l2_cache data (not windowed), device 0 has none: device 0 is written
-    window by window first, then every device is exported whole -- the files of a whole
-    export, none left over."""
-    src = gen_prof.generate(3000, tmp_path / "src", devices=2, l2=True, batch_tasks=1500,
-                            quiet=True)
-    for p in (src / "device_0" / "data").glob("l2_cache*"):
-        p.unlink()
+def test_a_device_that_cannot_be_windowed_sends_every_device_whole(two_devices, tmp_path,
+                                                                  monkeypatch):
+    """Device 1's hwts file has a truncated record (a decode warning: not windowed), device
+    0 is clean: device 0 is written window by window first, then every device is exported
+    whole -- the files of a whole export, none left over."""
+    src = tmp_path / "src" / two_devices.name
+    shutil.copytree(two_devices, src)
+    hwts = sorted((src / "device_1" / "data").glob("hwts*"))[-1]
+    with open(hwts, "ab") as fh:
+        fh.write(b"\0" * 5)
     assert WN.plan_windows(src, 300, models=True, device=0) is not None
     assert WN.plan_windows(src, 300, models=True, device=1) is None
     whole = _export(src, tmp_path / "whole", monkeypatch, 0, "legacy")
-    assert any("device_1/summary/l2_cache" in n for n in whole)
     seen = _windows_used(monkeypatch)
     assert _export(src, tmp_path / "win", monkeypatch, 300, "legacy") == whole
     assert len(seen) == 1  # device 0 only
@@ -462,3 +463,25 @@ def test_plan_all_devices_cuts_every_device_at_the_same_points(two_devices, big)
     assert sum(plans[0].window_tasks) == plans[0].tasks + plans[1].tasks
     assert [p.dev_rd.device_id for p in plans] == [0, 1]
     assert WN.plan_all_devices(big, 700) is None and WN.WHY_WHOLE[0] == "not several devices"
+
+
+@pytest.fixture(scope="module")
+def with_l2(tmp_path_factory) -> Path:
+    """Two devices with l2_cache records (no time of their own: read at the end)."""
+    return gen_prof.generate(6000, tmp_path_factory.mktemp("l2"), devices=2, l2=True,
+                             batch_tasks=1500, quiet=True)
+
+
+@pytest.mark.parametrize("layout,kw", [
+    ("mindstudio", {}), ("legacy", {}),
+    ("legacy", {"model_id": 1, "iteration_id": 2, "iteration_count": 3})],
+    ids=["mindstudio", "legacy", "legacy-selection"])
+def test_windowed_l2_cache(with_l2, tmp_path, monkeypatch, layout, kw):
+    """l2_cache: the records read in chunks after the windows, each named after the first
+    exported task of its (stream, task) pair; a legacy selection keeps its pairs only."""
+    whole = _export(with_l2, tmp_path / "whole", monkeypatch, 0, layout, **kw)
+    assert any("l2_cache" in n for n in whole)
+    seen = _windows_used(monkeypatch)
+    monkeypatch.setattr(W, "CHUNK_ROWS", 97)
+    assert _export(with_l2, tmp_path / "win", monkeypatch, 500, layout, **kw) == whole
+    assert seen and min(seen) >= 4

@@ -91,6 +91,17 @@ def _reviewed(ts: dict[str, np.ndarray], rows: np.ndarray, layout: np.dtype) -> 
     return raw.view(layout)
 
 
+def l2_frame(cols) -> pd.DataFrame:
+    """l2_cache records (device_records columns) as (stream_id, task_id, ev_0..ev_7)."""
+    l2 = pd.DataFrame({
+        "stream_id": cols["stream_id"].astype(np.int64) & STREAM_MASK,
+        "task_id": cols["task_id"].astype(np.int64),
+    })
+    for k in range(8):
+        l2[f"ev_{k}"] = cols["events"][:, k].astype(np.int64)
+    return l2
+
+
 def decode_device(rd: ResultDirInfo, log: DecodeLog, select: dict[str, np.ndarray] | None = None
                   ) -> DeviceTables:
     """`select` (windowed export): per record kind, the records to decode (windows.py); the
@@ -185,13 +196,6 @@ def decode_device(rd: ResultDirInfo, log: DecodeLog, select: dict[str, np.ndarra
                 pmu[f"pmu_{k}"] = ai["pmu"][:, k].astype(np.int64)
             pmu["occ"] = pmu.groupby(["stream_id", "task_id"], sort=False).cumcount()
 
-    l2 = None
-    l2c = device_records(d, "l2_cache", log)
-    if len(l2c["stream_id"]):
-        l2 = pd.DataFrame({
-            "stream_id": l2c["stream_id"].astype(np.int64) & STREAM_MASK,
-            "task_id": l2c["task_id"].astype(np.int64),
-        })
-        for k in range(8):
-            l2[f"ev_{k}"] = l2c["events"][:, k].astype(np.int64)
+    l2c = device_records(d, "l2_cache", log, select=sel.get("l2_cache"))
+    l2 = l2_frame(l2c) if len(l2c["stream_id"]) else None
     return DeviceTables(tasks=tasks, pmu=pmu, steps=steps, flips=flips, aicpu=aicpu, l2=l2)

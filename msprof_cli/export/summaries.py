@@ -360,20 +360,30 @@ def l2_cache(dev: DeviceData, tasks: pd.DataFrame, restrict: bool = False) -> Ta
     l2 = dev.l2
     if l2 is None or len(l2) == 0:
         return None
+    return l2_cache_of(l2, l2_names(tasks), dev.rd.l2_events, restrict)
+
+
+def l2_names(tasks: pd.DataFrame) -> pd.DataFrame:
+    """The op name of each (stream, task) pair: its first task's."""
+    return tasks.drop_duplicates(["stream_id", "task_id"], keep="first")[
+        ["stream_id", "task_id", "op_name"]]
+
+
+def l2_cache_of(l2: pd.DataFrame, names: pd.DataFrame, events: list[int],
+                restrict: bool = False) -> Table | None:
+    """l2_cache rows of the records `l2` (l2_names of the exported tasks; `restrict`: only
+    their pairs, None when none is left).  Row by row, so records can come in chunks."""
     if restrict:
-        keys = tasks[["stream_id", "task_id"]].drop_duplicates()
-        l2 = l2.merge(keys, on=["stream_id", "task_id"], how="inner")
+        l2 = l2.merge(names[["stream_id", "task_id"]], on=["stream_id", "task_id"],
+                      how="inner")
         if len(l2) == 0:
             return None
-    ev = dev.rd.l2_events
-    pos = {e: i for i, e in enumerate(ev[:8])}
+    pos = {e: i for i, e in enumerate(events[:8])}
     n = len(l2)
     req = l2[f"ev_{pos[0x59]}"].to_numpy(np.float64) if 0x59 in pos else np.zeros(n)
     hit = l2[f"ev_{pos[0x5B]}"].to_numpy(np.float64) if 0x5B in pos else np.zeros(n)
     vic = l2[f"ev_{pos[0x5C]}"].to_numpy(np.float64) if 0x5C in pos else np.zeros(n)
     safe = np.where(req == 0, 1, req)
-    names = tasks.drop_duplicates(["stream_id", "task_id"], keep="first")[
-        ["stream_id", "task_id", "op_name"]]
     m = l2.merge(names, on=["stream_id", "task_id"], how="left")
     df = pd.DataFrame({
         "Stream Id": int_str(l2["stream_id"]),

@@ -37,7 +37,7 @@ from .mindstudio import OUTPUT_DIR, _merge, _stamp, _with_device
 from .readme import readme_text
 from .stack import model_names
 from .streams import CsvStream, DeferredRows, JsonStream
-from .windows import INT64_MAX, INT64_MIN, NotWindowable, WindowPlan, load_window
+from .windows import INT64_MAX, INT64_MIN, NotWindowable, WindowPlan, l2_rows, load_window
 from . import writers as W
 from .writers import SliceNamer, write_csv
 
@@ -234,6 +234,46 @@ def write_task_rows(csv: dict[str, CsvStream], d, tasks: pd.DataFrame, rows,
     return S.op_statistic_agg(rows) if d.has_node_info and len(rows) else None
 
 
+class L2Names:
+    """The op name of each (stream, task) pair of the exported tasks: its first task's
+    (summaries.l2_names over the windows so far)."""
+
+    def __init__(self) -> None:
+        self.frame: pd.DataFrame | None = None
+
+    def add(self, tasks: pd.DataFrame) -> None:
+        new = S.l2_names(tasks)
+        self.frame = new if self.frame is None else pd.concat(
+            [self.frame, new], ignore_index=True).drop_duplicates(
+                ["stream_id", "task_id"], keep="first")
+
+
+def write_l2_cache(paths: SliceNamer, plans: list[WindowPlan], names: list[L2Names],
+                   slice_rows: int, device_col: bool = False, restrict: bool = False
+                   ) -> list[Path]:
+    """l2_cache of the devices of `plans` (device-major), their records read in chunks at
+    the end (windows.l2_rows); `restrict`: the legacy iteration window."""
+    header = (["Device_id"] if device_col else []) + S.L2_CACHE
+    out = CsvStream(paths, header, slice_rows)
+    try:
+        for p, nm in zip(plans, names):
+            known = nm.frame if nm.frame is not None else pd.DataFrame({
+                "stream_id": np.zeros(0, np.int64), "task_id": np.zeros(0, np.int64),
+                "op_name": np.zeros(0, object)})
+            for l2 in l2_rows(p, W.CHUNK_ROWS):
+                table = S.l2_cache_of(l2, known, p.dev_rd.l2_events, restrict)
+                if table is None:
+                    continue
+                df = table[1]
+                if device_col:
+                    df.insert(0, "Device_id", str(p.dev_rd.device_id or 0))
+                out.write(df)
+        return out.close()
+    except BaseException:
+        out.discard()
+        raise
+
+
 def window_fusion_rows(plan: WindowPlan, first: ProfData, model_apis: list[pd.DataFrame]
                        ) -> pd.DataFrame:
     """fusion.fusion_rows of the whole collection: the fusion records (read whole by every
@@ -313,6 +353,7 @@ class _WindowedExport:
         self.model_apis: list[pd.DataFrame] = []
         self.threads: set[int] = set()
         self.stream_ids: list[set[int]] = [set() for _ in range(n)]
+        self.l2_names = [L2Names() for _ in range(n)]
         self.use_flow = plan.has_apis  # as msprof_layers: flows only with host API rows
 
     def name(self, stem: str, ext: str) -> SliceNamer:
@@ -375,6 +416,8 @@ class _WindowedExport:
                 self.prev_op[j] = (int(rows["start_local"].to_numpy(np.int64)[-1]),
                                    int(rows["dur_ns"].to_numpy(np.int64)[-1]))
             self.stream_ids[j].update(int(s) for s in tasks["stream_id"].unique())
+            if self.plans[j].l2_records:
+                self.l2_names[j].add(tasks)
         if len(apis):
             self.api_cols.append(self.api_acc.add(apis))
             self.model_apis.append(apis[(apis["level"] == L.LEVEL_MODEL)])
@@ -499,6 +542,12 @@ class _WindowedExport:
             out.extend(got)
             if got:
                 summaries.add("aicpu")
+        if any(p.l2_records for p in self.plans):
+            got = write_l2_cache(self.name("l2_cache", "csv"), self.plans, self.l2_names,
+                                 self.csv_slice_rows, device_col=True)
+            out.extend(got)
+            if got:
+                summaries.add("l2_cache")
         emit("communication_statistic", _merge([
             _with_device(ids[j], C.communication_statistic(pd.concat(rows, ignore_index=True)))
             for j, rows in enumerate(self.comm_rows)

@@ -44,8 +44,8 @@ from .memory import release
 from .parallel import JobPool
 from .selection import Selection, in_window, select
 from .streams import CsvStream, JsonStream
-from .windowed import (_meta, _slim, _Timeline, comm_in_window, drive, layer_slots,
-                       timeline_window, window_fusion_rows, write_task_rows)
+from .windowed import (L2Names, _meta, _slim, _Timeline, comm_in_window, drive, layer_slots,
+                       timeline_window, window_fusion_rows, write_l2_cache, write_task_rows)
 from .windows import NotWindowable, WindowPlan, load_window
 from .writers import SliceNamer, write_csv
 
@@ -101,6 +101,7 @@ class _LegacyWindowedExport:
         self.ge_threads: set[int] = set()
         self.rt_threads: set[int] = set()
         self.has_stack = self.has_ge = self.any_tasks = False
+        self.l2_names = L2Names()
         # HCCL: the Communication lanes (groups, planes) and the hccl json planes
         self.has_comm = self.any_comm_ops = False
         self.comm_groups: set[str] = set()
@@ -191,6 +192,8 @@ class _LegacyWindowedExport:
             self.threads.update(int(x) for x in apis["thread_id"].unique())
         self.stream_ids.update(int(s) for s in tasks["stream_id"].unique())
         self.any_tasks |= len(tasks) > 0
+        if self.plan.l2_records:
+            self.l2_names.add(tasks)
         del data, d, t, tasks, rows, apis, me
         release()
 
@@ -359,6 +362,10 @@ class _LegacyWindowedExport:
             window_fusion_rows(self.plan, self.first, self.model_apis), self.sel.model_id))
         if "aicpu" in self.csv:  # a window had AI CPU records: the file, even without rows
             out += self.csv.pop("aicpu").close(empty_file=True)
+        if self.plan.l2_records:
+            out += write_l2_cache(self._name(self.sdir, "l2_cache", "csv"), [self.plan],
+                                  [self.l2_names], self.csv_slice_rows,
+                                  restrict=self.sel.start_ns is not None)
         out += self._emit("msprof_tx", X.tx_table(self.tx))
         return out
 

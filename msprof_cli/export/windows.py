@@ -20,9 +20,10 @@ computing gap around one.
 
 Window mode is used only on data whose whole-file checks (magic numbers, rolling counters,
 log types, truncated tails) found nothing to report, so no record dropped by a check can
-shift a window's joins; otherwise, and for what it does not cover yet (the mindstudio
-layout of several devices or of HCCL data, l2_cache, api begin/end event records, legacy
-dynamic-shape data), the export decodes the PROF dir whole (`plan_windows` returns None).
+shift a window's joins; otherwise, and for what it does not cover yet (api begin/end event
+records, legacy dynamic-shape data), the export decodes the PROF dir whole (`plan_windows`
+returns None).  l2_cache records carry no time: a window decodes none, the export reads them
+in chunks at the end (`l2_rows`).
 """
 from __future__ import annotations
 
@@ -178,6 +179,7 @@ class WindowPlan:
     host_ops: bool = False  # DeviceData.has_host_ops of the whole decode
     node_info: bool = False  # DeviceData.has_node_info of the whole decode
     rank_ids: list[int] = field(default_factory=list)  # every device id of the PROF dir
+    l2_records: int = 0  # l2_cache records of the device (read by the export at the end)
     quiet: np.ndarray | None = None  # plan_all_devices: the device's quiet points ...
     starts: np.ndarray | None = None  # ... and its task starts, until the common cuts
 
@@ -391,9 +393,10 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
     size = sum(p.stat().st_size for p in hwts_files)
     if size // L.DEVICE_DTYPES["hwts"].itemsize // 2 <= threshold and not _common:
         return _whole("small")
-    if _files_exist(dd, _device_regex("l2_cache")):
-        return _whole("l2_cache data")
     log = DecodeLog()
+    # l2_cache records carry no time: the export reads them in chunks at the end (their
+    # file checks run now, so damaged data still go to the whole export)
+    l2_records = len(device_records(dd, "l2_cache", log, ["task_id"])["task_id"])
     hoff, doff = np.int64(host_rd.offset_ns), np.int64(dev_rd.offset_ns)
     ranks = sorted(int(i.device_id) for i in devs)
     comm_spans = None  # (starts, ends) of the device's HCCL op executions (hccl_info)
@@ -598,7 +601,7 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
                       host_index=host_index, dev_index=dev_index, pmu=pmu, log=plan_log,
                       tasks=tasks, window_tasks=sizes, ts_flips=ts_flips,
                       has_apis=has_apis, host_models=host_models, host_ops=host_ops,
-                      rank_ids=ranks,
+                      rank_ids=ranks, l2_records=l2_records,
                       node_info=host_ops and host_index["node_basic_info"].n > 0)
     if _common:  # plan_all_devices cuts all devices at once
         plan.quiet, plan.starts = quiet, ds
@@ -671,6 +674,7 @@ def load_window(plan: WindowPlan | list[WindowPlan], k: int):
         dsel = {kind: ix.select(lo, hi, p.dev_rd,
                                 p.ts_flips if known and kind == "ts_track" else None)
                 for kind, ix in p.dev_index.items()}
+        dsel["l2_cache"] = np.zeros(0, np.int64)  # read at the end (l2_records)
         dev = decode_device(p.dev_rd, log, select=dsel)
         del dsel
         d = build_device(p.dev_rd, dev, host, log, host_info)
@@ -690,3 +694,14 @@ def load_window(plan: WindowPlan | list[WindowPlan], k: int):
     tables.apis = tables.apis.iloc[:0]
     return ProfData(prof=first.prof, host=host, devices=devices, log=log,
                     rank_ids=first.rank_ids)
+
+
+def l2_rows(plan: WindowPlan, chunk: int):
+    """The device's l2_cache records as frames (device.l2_frame) of `chunk` records, in
+    file order."""
+    from .device import l2_frame
+
+    for lo in range(0, plan.l2_records, chunk):
+        sel = np.arange(lo, min(lo + chunk, plan.l2_records), dtype=np.int64)
+        yield l2_frame(device_records(plan.dev_rd.data_dir, "l2_cache", DecodeLog(),
+                                      select=sel))
