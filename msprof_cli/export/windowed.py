@@ -13,6 +13,13 @@ Two things cross a cut and are carried: the wait time of a window's first op_sum
 interval of one window and the first of the next.  The events from that gap's start on are
 held back (rendered) until the next computing start is known, then written with the Free
 event in its sorted place.
+
+Several devices (windows.plan_all_devices: the same cuts for all): a window decodes every
+device; msprof json merges them by time with a Free carry per device; the CSVs stay
+device-major -- the first device's rows go to the output, the later devices' rows are kept
+(streams.DeferredRows) and appended after it at the end.  HCCL data (Communication layer,
+communication_statistic) and l2_cache (its records read in chunks at the end) are covered.
+The helpers shared with the legacy layout (windowed_legacy.py) live here too.
 """
 from __future__ import annotations
 
