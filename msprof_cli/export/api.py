@@ -210,33 +210,37 @@ def _export_windows(prof: Path, result: ExportResult, layout: str,
                     csv_slice_rows: int, json_slice_events: int, stage) -> list[Path] | None:
     """The files of a PROF dir too big to decode whole, window by window (windows.py,
     windowed.py, windowed_legacy.py); None when the PROF dir is decoded whole instead."""
-    from .windows import NotWindowable, check_selection, device_ids, plan_windows
+    from .windows import (NotWindowable, check_selection, device_ids, plan_all_devices,
+                          plan_windows)
 
     # the legacy layout exports each device on its own (its files read the host data and
     # that device's): a several-device PROF dir is windowed device by device; mindstudio
     # files mix the devices: all devices at once, with the same cuts
     ids = device_ids(prof)
     if layout == "mindstudio" and len(ids) > 1:
-        return _export_all_devices(prof, result, reports, csv_slice_rows, json_slice_events,
-                                   stage)
-    devices: list[int | None] = ids or [None]
-    if len(devices) > 1:
-        check_selection(prof, *selection)
+        units = [(prof.name, lambda: plan_all_devices(prof))]
+    else:
+        devices: list[int | None] = ids or [None]
+        if len(devices) > 1:
+            check_selection(prof, *selection)
+        units = [(prof.name if len(devices) == 1 else f"{prof.name} device {dev}",
+                  lambda dev=dev: plan_windows(prof, models=layout == "legacy", device=dev))
+                 for dev in devices]
     files: list[Path] = []
     advice: list[Advice] = []
     warnings: list[str] = []
-    for dev in devices:
-        where = prof.name if dev is None or len(devices) == 1 else f"{prof.name} device {dev}"
+    for i, (where, scan) in enumerate(units):
         stage(f"Scanning {where}")
-        plan = plan_windows(prof, models=layout == "legacy", device=dev)
+        plan = scan()
         release()  # the scan's sorted times and join keys (~0.8 GB of heap at 10M) go back
         if plan is None:
             # a device that is not windowed: every device is exported whole (the files
             # written so far are written again, with the same bytes)
             return None
-        n = len(plan)
+        plans = plan if isinstance(plan, list) else [plan]
+        n = len(plans[0])
         what = f"{layout} files of {where}"
-        stage(f"Writing {what}: window 1/{n}", advance=1 if dev == devices[0] else 0)
+        stage(f"Writing {what}: window 1/{n}", advance=1 if i == 0 else 0)
         on_window = lambda k, n=n, what=what: stage(  # noqa: E731
             f"Writing {what}: window {min(k + 2, n)}/{n}")
         try:
@@ -257,45 +261,14 @@ def _export_windows(prof: Path, result: ExportResult, layout: str,
                     json_slice_events=json_slice_events, on_window=on_window)
         except NotWindowable:
             release()
-            return None  # nothing of this device was left behind: the whole export writes
-        warnings += [w for w in plan.log.warnings if w not in warnings]
-        del plan
+            return None  # nothing of this unit was left behind: the whole export writes
+        warnings = list(dict.fromkeys(warnings + [w for p in plans for w in p.log.warnings]))
+        del plan, plans
         release()
     for w in warnings:
         print(f"[WARNING] {w}", file=sys.stderr)
     result.warnings.extend(warnings)
     result.advice.extend(advice)
-    return files
-
-
-def _export_all_devices(prof: Path, result: ExportResult, reports: Path | None,
-                        csv_slice_rows: int, json_slice_events: int, stage
-                        ) -> list[Path] | None:
-    """The mindstudio files of several devices, windows cut for all devices at once."""
-    from .windowed import export_mindstudio_windows
-    from .windows import NotWindowable, plan_all_devices
-
-    stage(f"Scanning {prof.name}")
-    plans = plan_all_devices(prof)
-    release()
-    if plans is None:
-        return None
-    n = len(plans[0])
-    what = f"mindstudio files of {prof.name}"
-    stage(f"Writing {what}: window 1/{n}", advance=1)
-    try:
-        files = export_mindstudio_windows(
-            plans, reports=reports, csv_slice_rows=csv_slice_rows,
-            json_slice_events=json_slice_events,
-            on_window=lambda k: stage(f"Writing {what}: window {min(k + 2, n)}/{n}"))
-    except NotWindowable:
-        release()
-        return None
-    warnings = list(dict.fromkeys(w for p in plans for w in p.log.warnings))
-    for w in warnings:
-        print(f"[WARNING] {w}", file=sys.stderr)
-    result.warnings.extend(warnings)
-    release()
     return files
 
 

@@ -42,6 +42,7 @@ from .memory import release
 from .parallel import JobPool
 from .mindstudio import OUTPUT_DIR, _merge, _stamp, _with_device
 from .readme import readme_text
+from .selection import ALL
 from .stack import model_names
 from .streams import CsvStream, DeferredRows, JsonStream
 from .windows import INT64_MAX, INT64_MIN, NotWindowable, WindowPlan, l2_rows, load_window
@@ -394,12 +395,10 @@ class _WindowedExport:
         lo, hi = self.plan.bounds(k)
         devs = []
         for j, d in enumerate(data.devices):
-            comm, lanes = device_comm(data, d), None
-            if comm is not None:  # hccl_info is read whole: what starts in the window
-                lanes = T.comm_lanes(comm)
+            comm, lanes, ops = window_comm(data, d, ALL, lo, hi)
+            if comm is not None:
                 self.comm_lanes[j] = lanes
-                self.any_comm_ops[j] |= len(comm.ops) > 0
-                comm = comm_in_window(comm, lo, hi)
+                self.any_comm_ops[j] |= ops
                 self.comm_rows[j].append(comm.ops)
             models = sorted(int(x) for x in d.iterations["model_id"].unique())
             devs.append((d, d.tasks, S.op_rows(d), d.iterations, models, comm, lanes))
@@ -609,6 +608,17 @@ def _slim(data: ProfData) -> ProfData:
     host = HostData(rd=data.host.rd, tables=tables, apis=data.host.apis.iloc[:0].copy())
     return ProfData(prof=data.prof, host=host, devices=devs, log=data.log,
                     rank_ids=data.rank_ids)
+
+
+def window_comm(data: ProfData, d, sel, lo: int, hi: int
+                ) -> tuple[T.CommData | None, tuple[list[str], list[int]] | None, bool]:
+    """The HCCL data of a window's device: (what starts in [lo, hi), the Communication
+    lanes of the whole export, whether the export has op executions) -- hccl_info is read
+    whole by every window (its op executions are numbered over the collection)."""
+    comm = device_comm(data, d, sel)
+    if comm is None:
+        return None, None, False
+    return comm_in_window(comm, lo, hi), T.comm_lanes(comm), len(comm.ops) > 0
 
 
 def comm_in_window(comm: T.CommData, lo: int, hi: int) -> T.CommData:

@@ -35,7 +35,6 @@ from . import stack
 from . import summaries as S
 from . import timeline as T
 from . import writers as W
-from .communication import device_comm
 from .dataset import ProfData
 from .fusion import fusion_op, fusion_rows, workspace_kb
 from .hccl import hccl_layer, hccl_meta
@@ -44,8 +43,8 @@ from .memory import release
 from .parallel import JobPool
 from .selection import Selection, in_window, select
 from .streams import CsvStream, JsonStream
-from .windowed import (L2Names, _meta, _slim, _Timeline, comm_in_window, drive, layer_slots,
-                       timeline_window, window_fusion_rows, write_l2_cache, write_task_rows)
+from .windowed import (L2Names, _meta, _slim, _Timeline, drive, layer_slots, timeline_window,
+                       window_comm, window_fusion_rows, write_l2_cache, write_task_rows)
 from .windows import NotWindowable, WindowPlan, load_window
 from .writers import SliceNamer, write_csv
 
@@ -102,11 +101,10 @@ class _LegacyWindowedExport:
         self.rt_threads: set[int] = set()
         self.has_stack = self.has_ge = self.any_tasks = False
         self.l2_names = L2Names()
-        # HCCL: the Communication lanes (groups, planes) and the hccl json planes
-        self.has_comm = self.any_comm_ops = False
+        # HCCL: the Communication lanes (groups, planes: also hccl json's lanes)
+        self.any_comm_ops = False
         self.comm_groups: set[str] = set()
         self.comm_planes: set[int] = set()
-        self.hccl_planes: set[int] = set()
 
     # step_json is where timeline_window writes the step_trace json events
     @property
@@ -198,20 +196,13 @@ class _LegacyWindowedExport:
         release()
 
     def _comm(self, data: ProfData, d, k: int) -> tuple[T.CommData | None, tuple | None]:
-        """The HCCL data of window k and the Communication lanes of the export: hccl_info
-        is read whole by every window (its op executions are numbered over the
-        collection), a window exports the executions and steps that start in it."""
-        comm = device_comm(data, d, self.sel)
-        if comm is None:
-            return None, None
-        lanes = T.comm_lanes(comm)
-        self.has_comm = True
-        self.comm_groups.update(lanes[0])
-        self.comm_planes.update(lanes[1])
-        if len(comm.steps):
-            self.hccl_planes.update(int(p) for p in comm.steps["plane_id"].unique())
-        self.any_comm_ops |= len(comm.ops) > 0
-        return comm_in_window(comm, *self.plan.bounds(k)), lanes
+        """The HCCL data of window k (windowed.window_comm); the lanes are gathered."""
+        comm, lanes, ops = window_comm(data, d, self.sel, *self.plan.bounds(k))
+        if comm is not None:
+            self.comm_groups.update(lanes[0])
+            self.comm_planes.update(lanes[1])  # also hccl json's: the selected steps'
+            self.any_comm_ops |= ops
+        return comm, lanes
 
     def collect(self) -> None:
         """Wait for the running window's jobs and take their outputs' state back."""
@@ -305,13 +296,13 @@ class _LegacyWindowedExport:
                             [self.any_tasks or self.any_comm_ops],
                             [T.comm_meta(self.dev_id, app_pid, (
                                 sorted(self.comm_groups), sorted(self.comm_planes)))
-                             if self.has_comm else None]),
+                             if self.comm_groups or self.comm_planes else None]),
             "step_trace": step_meta,
             "task_time": task_scheduler_meta(app_pid, self.stream_ids),
             "ai_stack_time": stack.ai_stack_meta(app_pid),
             "runtime_api": stack.runtime_meta(app_pid, self.rt_threads),
             "ge": stack.ge_meta(app_pid, self.ge_threads),
-            "hccl": hccl_meta(app_pid, self.hccl_planes),
+            "hccl": hccl_meta(app_pid, self.comm_planes),
         }
         if not self.has_stack:
             self.json.pop("ai_stack_time").discard()

@@ -354,7 +354,8 @@ def check_selection(prof: Path, model_id: int | None, iteration_id: int | None,
     for rd in map(read_result_dir, result_dirs(prof)):
         if rd.device_id is None:
             continue
-        steps = decode_device(rd, DecodeLog(), select={"hwts": none, "aicpu": none}).steps
+        steps = decode_device(rd, DecodeLog(), select={"hwts": none, "aicpu": none,
+                                                       "l2_cache": none}).steps
         its = device_iterations(rd, steps)
         if len(its):
             select(its, set(), model_id, iteration_id, iteration_count)
