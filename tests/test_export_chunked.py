@@ -247,14 +247,19 @@ def test_job_pool_serial_runs_at_submit(monkeypatch):
     assert pool.results() == [os.getpid()]
 
 
-@pytest.mark.parametrize("damage", [False, True])
+@pytest.mark.parametrize("damage", [False, True, "two devices"])
 def test_tensor_info_decoded_by_a_worker_equals_serial(tmp_path, monkeypatch, damage):
-    """load_prof decodes tensor_info in a forked worker when it is big: the tables and the
-    warnings (same order) equal the serial decode's, also with damaged host files."""
+    """load_prof decodes tensor_info in a forked worker when it is big, and the worker joins
+    it to the launches while this process joins the rest: the tables and the warnings (same
+    order) equal the serial decode's, also with damaged host files and several devices."""
     from msprof_cli.export import dataset as D
     from tests.reliability_fixtures import golden
 
-    prof = golden(tmp_path)
+    if damage == "two devices":
+        prof = gen_prof.generate(1500, tmp_path, devices=2, batch_tasks=700, quiet=True)
+        damage = False
+    else:
+        prof = golden(tmp_path)
     data = prof / "host" / "data"
     if damage:  # truncated tails before, in and after tensor_info's place in the order
         for name in ("unaging.api_event.data.slice_0", "unaging.additional.tensor_info.slice_0"):

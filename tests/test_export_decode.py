@@ -50,6 +50,26 @@ def test_float_str_is_python_repr() -> None:
     assert list(fmt.float_str(np.array(vals))) == [str(v) for v in vals]
 
 
+@pytest.mark.parametrize("case", ["repeating", "distinct", "short"])
+def test_dur_text_is_repr_of_microseconds(case: str) -> None:
+    """Timeline durations print as the repr of their µs float, via a table of the distinct
+    values when they repeat, directly otherwise."""
+    from msprof_cli.export.timeline import dur_text
+
+    rng = np.random.default_rng(7)
+    n = {"repeating": 5000, "distinct": 5000, "short": 10}[case]
+    hi = 40 if case == "repeating" else 10**15
+    ns = rng.integers(0, hi, n) * 125 + rng.integers(0, 2, n)
+    ns[:3] = [0, 1, 10**17 + 3]
+    assert dur_text(ns) == [repr(int(v) / 1000.0) for v in ns]
+
+
+def test_obj_full_shares_one_value() -> None:
+    out = fmt.obj_full(5, "N/A")
+    assert out.dtype == object and out.tolist() == ["N/A"] * 5
+    assert len({id(v) for v in out}) == 1
+
+
 def test_us_str_exact_on_16_digit_values() -> None:
     ns = np.array([1700000000001031000, 1700000000001299375, 5, 1700000000001299001])
     assert list(fmt.us_str(ns)) == ["1700000000001031.000", "1700000000001299.375", "0.005",

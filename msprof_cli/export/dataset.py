@@ -20,8 +20,9 @@ from msprof_cli.raw.profdir import result_dirs
 
 from .control_info import NO_MODEL, ResultDirInfo, read_result_dir
 from .device import DeviceTables, assign_batches, decode_device
-from .host import (NA, HostTables, decode_host, resolve, tensors_frame, tensors_job,
-                   type_names)
+from .fmt import obj_full
+from .host import (NA, HostTables, decode_apis, decode_host, decode_tensors, pack_frame,
+                   resolve, type_names, unpack_frame)
 from .memory import release
 from .parallel import JobPool, parallel_available
 from .rawread import DecodeLog, _host_regex, device_records
@@ -99,10 +100,11 @@ def _named_apis(host: HostTables, rd: ResultDirInfo) -> pd.DataFrame:
     a["type_name"] = type_names(a["level"].to_numpy(), a["type"].to_numpy(), host.types)
     item = a["item_id"].to_numpy(np.uint64)
     lvl = a["level"].to_numpy()
-    resolved = resolve(item, host.hashes)
-    item_str = np.where(lvl == L.LEVEL_MODEL, item.astype(str).astype(object),
-                        np.where(np.isin(lvl, [L.LEVEL_NODE, L.LEVEL_HCCL, L.LEVEL_ACL]), resolved,
-                                 "0"))
+    item_str = obj_full(len(a), "0")
+    named = np.isin(lvl, [L.LEVEL_NODE, L.LEVEL_HCCL, L.LEVEL_ACL])
+    item_str[named] = resolve(item[named], host.hashes)
+    model = lvl == L.LEVEL_MODEL  # the model id printed (str of only these: 0.3 s at 1M)
+    item_str[model] = item[model].astype(str).astype(object)
     a["item_name"] = item_str
     a["begin_local"] = a["begin_ns"] + rd.offset_ns
     a["end_local"] = a["end_ns"] + rd.offset_ns
@@ -110,7 +112,21 @@ def _named_apis(host: HostTables, rd: ResultDirInfo) -> pd.DataFrame:
     return a
 
 
-def _host_task_info(host: HostTables) -> pd.DataFrame:
+def _host_task_info(host: HostTables, tensors: pd.DataFrame | None = None) -> pd.DataFrame:
+    """task_track rows with launch connection id, model id, op info, tensor info and host
+    batch id.  `tensors`: `tensors_by_launch` of the host tables when already computed (a
+    worker does it while this process decodes the rest, see load_prof)."""
+    tt = launch_info(host)
+    if tensors is None:
+        tensors = tensors_by_launch(host.tensors, host.apis)
+    return with_tensors(tt, tensors)
+
+
+def _nodes(apis: pd.DataFrame) -> pd.DataFrame:
+    return apis[apis["level"] == L.LEVEL_NODE]
+
+
+def launch_info(host: HostTables) -> pd.DataFrame:
     """task_track rows with launch connection id, model id, op info and host batch id."""
     tt = host.task_track.copy()
     tt["rt_name"] = type_names(np.full(len(tt), L.LEVEL_RUNTIME), tt["rt_type"].to_numpy(),
@@ -119,7 +135,7 @@ def _host_task_info(host: HostTables) -> pd.DataFrame:
     flips = tt[is_flip][["ts_ns", "stream_id", "task_id", "device_id"]]
     tt = tt[~is_flip & (tt["rt_name"] != "MAINTENANCE")].reset_index(drop=True)
     apis = host.apis
-    nodes = apis[apis["level"] == L.LEVEL_NODE]
+    nodes = _nodes(apis)
     models = apis[(apis["level"] == L.LEVEL_MODEL) & (apis["type"] == L.MODEL_EXECUTE)].copy()
     models["model_id"] = models["item_id"].astype(np.int64)
     tt["launch_cid"] = enclose(tt, nodes, "ts_ns", ["connection_id"])["connection_id"]
@@ -131,18 +147,36 @@ def _host_task_info(host: HostTables) -> pd.DataFrame:
     # u64 hashes stay exact for task_track rows without op info (MEMCPY_ASYNC copies): a left
     # merge would turn a plain u64 column holding NaN into float64
     nb = nb.astype({"op_name_hash": "UInt64", "op_type_hash": "UInt64"})
-    tens = host.tensors.copy()
-    if len(tens):
-        tens["launch_cid"] = enclose(tens, nodes, "ts_ns", ["connection_id"])["connection_id"]
-        tens = tens.dropna(subset=["launch_cid"]).drop_duplicates("launch_cid", keep="last")
     tt = tt.merge(nb[["launch_cid", "op_name_hash", "ge_type", "op_type_hash", "block_dim",
                       "hf32", "aging"]], on="launch_cid", how="left")
-    if len(tens):
-        tt = tt.merge(tens[["launch_cid"] + TENSOR_COLS], on="launch_cid", how="left")
-    else:
-        for c in TENSOR_COLS:
-            tt[c] = np.nan
     tt["batch_id"] = host_batches(tt, flips)
+    return tt
+
+
+def tensors_by_launch(tensors: pd.DataFrame, apis: pd.DataFrame) -> pd.DataFrame:
+    """launch_cid and TENSOR_COLS of the last tensor_info record inside each launch."""
+    tens = tensors.copy()
+    if len(tens):
+        tens["launch_cid"] = enclose(tens, _nodes(apis), "ts_ns",
+                                     ["connection_id"])["connection_id"]
+        tens = tens.dropna(subset=["launch_cid"]).drop_duplicates("launch_cid", keep="last")
+        return tens[["launch_cid"] + TENSOR_COLS].reset_index(drop=True)
+    return pd.DataFrame(columns=["launch_cid"] + TENSOR_COLS)
+
+
+def with_tensors(tt: pd.DataFrame, tens: pd.DataFrame) -> pd.DataFrame:
+    """`launch_info` rows with the tensor columns of their launch (N/A: NaN)."""
+    if len(tens):
+        # the batch id moves behind the tensor columns, the column order of the first join
+        batch = tt.pop("batch_id")
+        tt = tt.merge(tens, on="launch_cid", how="left")
+        tt["batch_id"] = batch.to_numpy()
+        return tt
+    tt = tt.copy()
+    batch = tt.pop("batch_id")
+    for c in TENSOR_COLS:
+        tt[c] = np.nan
+    tt["batch_id"] = batch.to_numpy()
     return tt
 
 
@@ -211,7 +245,7 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
     def col(name: str, fill) -> np.ndarray:
         if name in tasks:
             return tasks[name].to_numpy()
-        return np.full(n, fill, dtype=object)
+        return obj_full(n, fill)
 
     known = tasks["host_known"].to_numpy(bool)
     # names
@@ -224,20 +258,20 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         hash_src[has_k] = kern[has_k].to_numpy(np.uint64)
         hash_src[has_op] = op_hash[has_op].to_numpy(np.uint64)
         okh = has_op | has_k
-        op_name = np.full(n, NA, dtype=object)
+        op_name = obj_full(n, NA)
         op_name[okh] = resolve(hash_src[okh], ht.hashes)
         has_nb = ~pd.isna(tasks["ge_type"].to_numpy())
-        op_type = np.full(n, NA, dtype=object)
+        op_type = obj_full(n, NA)
         op_type[has_nb] = resolve(tasks["op_type_hash"][has_nb].to_numpy(np.uint64),
                                   ht.hashes)
-        ge = np.full(n, NA, dtype=object)
+        ge = obj_full(n, NA)
         ge_ids = tasks["ge_type"].to_numpy()[has_nb].astype(np.uint64)
         ge[has_nb] = resolve(ge_ids, {k: v for k, v in L.GE_TASK_TYPES.items()})
-        state = np.full(n, NA, dtype=object)
+        state = obj_full(n, NA)
         aging = tasks["aging"].to_numpy()
         state[has_nb] = np.where(aging[has_nb].astype(bool), "dynamic", "static")
         block = np.where(has_nb, tasks["block_dim"].fillna(0).to_numpy(), 0).astype(np.int64)
-        hf32 = np.full(n, NA, dtype=object)
+        hf32 = obj_full(n, NA)
         hf32[has_nb] = np.where(tasks["hf32"].to_numpy()[has_nb].astype(bool), "YES", "NO")
         rt_name = np.where(known, tasks["rt_name"].to_numpy(), NA)
         model = tasks["model_id"].to_numpy()
@@ -250,18 +284,18 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         tensors = {c: np.where(pd.isna(tasks[c].to_numpy()), NA, tasks[c].to_numpy())
                    for c in TENSOR_COLS}
     else:
-        op_name = np.full(n, NA, dtype=object)
-        op_type = np.full(n, NA, dtype=object)
-        ge = np.full(n, NA, dtype=object)
-        state = np.full(n, NA, dtype=object)
+        op_name = obj_full(n, NA)
+        op_type = obj_full(n, NA)
+        ge = obj_full(n, NA)
+        state = obj_full(n, NA)
         block = np.zeros(n, dtype=np.int64)
-        hf32 = np.full(n, NA, dtype=object)
-        rt_name = np.full(n, NA, dtype=object)
+        hf32 = obj_full(n, NA)
+        rt_name = obj_full(n, NA)
         model_id = np.full(n, NO_MODEL, dtype=np.int64)
         conn = np.full(n, -1, dtype=np.int64)
         tt_thread = np.zeros(n, dtype=np.int64)
         tt_local = np.zeros(n, dtype=np.int64)
-        tensors = {c: np.full(n, NA, dtype=object) for c in TENSOR_COLS}
+        tensors = {c: obj_full(n, NA) for c in TENSOR_COLS}
     # AI CPU tasks from aicpu.data are AI_CPU even without node info
     src = tasks["source"].to_numpy()
     ge = np.where((src == "aicpu") & (ge == NA), "AI_CPU", ge)
@@ -349,6 +383,17 @@ def attach_pmu(dev: DeviceData, index) -> None:
 TENSORS_WORKER_BYTES = 8 << 20  # tensor_info data above which a worker decodes it
 
 
+def tensors_job(data_dir: Path) -> tuple[dict, DecodeLog]:
+    """In a forked worker: tensor_info decoded and joined to its launches
+    (`tensors_by_launch`), packed for the pipe.  The worker decodes the API records again
+    for the join (0.2 s at 1M tasks, beside the 2 s of tensor_info); their warnings are the
+    caller's, which decodes them too."""
+    log = DecodeLog()
+    tens = decode_tensors(data_dir, log)
+    apis = decode_apis(data_dir, DecodeLog())
+    return pack_frame(tensors_by_launch(tens, apis)), log
+
+
 def _tensors_in_worker(data_dir: Path) -> bool:
     if not parallel_available():
         return False
@@ -380,37 +425,41 @@ def load_prof(prof: Path) -> ProfData:
     apis = pd.DataFrame()
     pool = None
     pending: dict[int, tuple[DeviceTables, DecodeLog]] = {}
+    host_info = None  # _host_task_info, the same for every device: joined once
     try:
         if host_rd is not None and host_rd.data_dir.is_dir():
             if _tensors_in_worker(host_rd.data_dir):
-                # tensor_info is the slowest host decode: a forked worker decodes it while
-                # this process decodes everything else and the first device (same tables,
-                # same warnings in the same order as the serial decode)
+                # tensor_info is the slowest host decode: a forked worker decodes it and
+                # joins it to the launches while this process decodes everything else, the
+                # first device and the rest of the launch info (same tables, same warnings
+                # in the same order as the serial decode)
                 pool = JobPool()
                 pool.submit(lambda: tensors_job(host_rd.data_dir))
             post_log = DecodeLog() if pool is not None else None
             tables = decode_host(host_rd.data_dir, log, post_log, tensors=pool is None)
             apis = _named_apis(tables, host_rd)
             apis = apis[apis["begin_local"] >= host_rd.begin_local_ns].reset_index(drop=True)
+            has_host = bool(dev_infos) and len(tables.task_track) > 0 and bool(tables.types)
             if pool is not None:
                 if dev_infos:
                     dlog = DecodeLog()
                     pending[0] = (decode_device(dev_infos[0], dlog), dlog)
+                launch = launch_info(tables) if has_host else None
                 packed, tlog = pool.results()[0]
                 pool = None
-                tables.tensors = tensors_frame(packed)
-                del packed
+                if launch is not None:
+                    host_info = with_tensors(launch, unpack_frame(packed))
+                del packed, launch
                 log.merge(tlog)
                 log.merge(post_log)
+            elif has_host:
+                host_info = _host_task_info(tables)
     finally:
         if pool is not None:  # this process failed first: stop the worker
             pool.cancel()
     host = HostData(rd=host_rd, tables=tables, apis=apis)
     release()
     devices = []
-    host_info = None
-    if len(dev_infos) > 1 and tables is not None and len(tables.task_track) and tables.types:
-        host_info = _host_task_info(tables)  # the same join for every device: once
     for k, rd in enumerate(dev_infos):
         if k in pending:
             dev, dlog = pending.pop(k)

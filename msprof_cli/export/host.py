@@ -279,11 +279,9 @@ def decode_tensors_empty() -> pd.DataFrame:
                          **{k: [] for k in TENSOR_OUT_COLS}})
 
 
-def tensors_job(data_dir: Path) -> tuple[dict, DecodeLog]:
-    """decode_tensors for a forked worker: the text columns travel back as (int32 codes,
-    distinct strings), a fraction of the pickled size of the object columns."""
-    log = DecodeLog()
-    df = decode_tensors(data_dir, log)
+def pack_frame(df: pd.DataFrame) -> dict:
+    """A frame to send from a forked worker: the text columns as (int32 codes, distinct
+    strings), a fraction of the pickled size of the object columns."""
     out: dict = {}
     for name in df.columns:
         col = df[name].to_numpy()
@@ -292,11 +290,11 @@ def tensors_job(data_dir: Path) -> tuple[dict, DecodeLog]:
             out[name] = ("codes", codes.astype(np.int32), list(uniq))
         else:
             out[name] = ("array", col)
-    return out, log
+    return out
 
 
-def tensors_frame(packed: dict) -> pd.DataFrame:
-    """The frame `tensors_job` packed (same columns, values and dtypes)."""
+def unpack_frame(packed: dict) -> pd.DataFrame:
+    """The frame `pack_frame` packed (same columns, values and dtypes)."""
     cols = {}
     for name, item in packed.items():
         if item[0] == "codes":

@@ -53,7 +53,7 @@ def task_scheduler_json(dev: DeviceData, tasks: pd.DataFrame, app_pid: int
     start = tasks["start_local"].to_numpy(np.int64)
     dur = tasks["dur_ns"].to_numpy(np.int64)
     task = tasks["task_id"].to_numpy(np.int64)
-    tmpl = ('{"name": %s, "pid": ' + str(app_pid) + ', "tid": %d, "ts": %d.%03d, "dur": %r, '
+    tmpl = ('{"name": %s, "pid": ' + str(app_pid) + ', "tid": %d, "ts": %d.%03d, "dur": %s, '
             '"args": {"Task Type": %s, "Stream Id": %d, "Task Id": %d}, "ph": "X"}')
 
     name_j, kind_j = T.JCol(name), T.JCol(kind)
@@ -61,7 +61,7 @@ def task_scheduler_json(dev: DeviceData, tasks: pd.DataFrame, app_pid: int
     def render(idx: np.ndarray) -> list[str]:  # rendered per sorted chunk (timeline.Layer)
         st = stream[idx].tolist()
         w, f = T._us_parts(start[idx])
-        return list(map(tmpl.__mod__, zip(name_j.take(idx), st, w, f, T._floats(dur[idx]),
+        return list(map(tmpl.__mod__, zip(name_j.take(idx), st, w, f, T.dur_text(dur[idx]),
                                           kind_j.take(idx), st, task[idx].tolist())))
 
     layer = T.Layer([], keys=ts_sort_key(start), render=render)

@@ -31,7 +31,7 @@ def x_events(name: np.ndarray, pid: int | np.ndarray, tid: np.ndarray, start_ns:
     tid_a = np.asarray(tid).astype(np.int64)
     pid_a = None if np.isscalar(pid) else np.asarray(pid).astype(np.int64)
     dur = np.asarray(dur_ns, dtype=np.int64)
-    tmpl = ('{"name": %s, "pid": %s, "tid": %d, "ts": %d.%03d, "dur": %r, "args": %s, '
+    tmpl = ('{"name": %s, "pid": %s, "tid": %d, "ts": %d.%03d, "dur": %s, "args": %s, '
             '"ph": "X"}')
     if np.isscalar(pid):
         tmpl = tmpl.replace('"pid": %s', '"pid": ' + str(pid).replace("%", "%%"))
@@ -49,7 +49,7 @@ def x_events(name: np.ndarray, pid: int | np.ndarray, tid: np.ndarray, start_ns:
         cols = [name_j.take(idx)]
         if pid_a is not None:
             cols.append(pid_a[idx].tolist())
-        cols += [tid_a[idx].tolist(), w, f, T._floats(dur[idx])]
+        cols += [tid_a[idx].tolist(), w, f, T.dur_text(dur[idx])]
         if args_of is not None:
             cols.append(list(args_of(idx)))
         return list(map(tmpl.__mod__, zip(*cols)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .fmt import float_str, int_str, py_round, sqlite_round
+from .fmt import float_str, int_str, obj_full, py_round, sqlite_round
 
 NA = "N/A"
 GB = 8589934592.0
@@ -161,8 +161,8 @@ def tail_columns(tasks: pd.DataFrame, metrics: str | None, events: list[int], ai
         else:  # pragma: no cover
             v = None
         if v is None:
-            cols[name] = np.full(n, NA, dtype=object)
+            cols[name] = obj_full(n, NA)
             continue
         rounded[name] = v
         cols[name] = _na_where(float_str(v), ok)
-    return {h: cols[h] if h in cols else np.full(n, NA, dtype=object) for h in header}
+    return {h: cols[h] if h in cols else obj_full(n, NA) for h in header}

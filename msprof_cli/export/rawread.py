@@ -157,9 +157,18 @@ def read_files(files: list[Path], dtype: np.dtype, log: DecodeLog, fields: list[
                             if not (dtype[n].base.kind == "V" and dtype[n].base.names is None)])
     if select is None:
         _check_memory(files, dtype, names)
-    parts: dict[str, list[np.ndarray]] = {n: [] for n in names}
-    aging: list[np.ndarray] = []
-    file_idx: list[np.ndarray] = []
+    # every field is copied once, straight into its column (sized from the file sizes; a
+    # concatenation of per-file copies wrote every byte twice into fresh pages)
+    counts = []
+    for path in files:
+        try:
+            counts.append(os.stat(path, follow_symlinks=False).st_size // dtype.itemsize)
+        except OSError:
+            counts.append(0)  # read_file reports it
+    if select is not None:
+        bounds = np.cumsum([0] + counts)
+        counts = list(np.diff(np.searchsorted(select, bounds)))
+    out = _Columns(names, dtype, int(sum(counts)))
     first = 0  # index of the file's first record among all records
     for k, path in enumerate(files):
         arr = read_file(path, dtype, log)
@@ -176,21 +185,45 @@ def read_files(files: list[Path], dtype: np.dtype, log: DecodeLog, fields: list[
                 log.warn(f"{path}: {nbad} records with a bad magic number skipped")
                 arr = arr[ok]
         try:
-            for n in names:
-                parts[n].append(np.array(arr[n]))
+            out.append(arr, path.name.startswith("aging."), k)
         except OSError as exc:  # an I/O error while paging the map in
             raise _unreadable(path, exc) from None
-        aging.append(np.full(len(arr), path.name.startswith("aging."), dtype=bool))
-        file_idx.append(np.full(len(arr), k, dtype=np.int32))
         del arr
-    out: Columns = {}
-    for n in names:
-        sub = dtype[n]
-        empty = np.zeros((0,) + sub.shape, dtype=sub.base)
-        out[n] = np.concatenate(parts[n]) if parts[n] else empty
-    out["_aging"] = np.concatenate(aging) if aging else np.zeros(0, dtype=bool)
-    out["_file"] = np.concatenate(file_idx) if file_idx else np.zeros(0, dtype=np.int32)
-    return out
+    return out.columns()
+
+
+class _Columns:
+    """The columns `read_files` fills file by file, preallocated for `capacity` records
+    (grown if a file holds more than its size said when counted, e.g. still being
+    written)."""
+
+    def __init__(self, names: list[str], dtype: np.dtype, capacity: int) -> None:
+        self.names, self.n = names, 0
+        self.cols = {n: np.empty((capacity,) + dtype[n].shape, dtype=dtype[n].base)
+                     for n in names}
+        self.cols["_aging"] = np.empty(capacity, dtype=bool)
+        self.cols["_file"] = np.empty(capacity, dtype=np.int32)
+
+    def append(self, arr: np.ndarray, aging: bool, file_index: int) -> None:
+        m = len(arr)
+        lo, hi = self.n, self.n + m
+        if hi > len(self.cols["_file"]):
+            self.cols = {k: np.concatenate([v[:lo], np.empty((m,) + v.shape[1:], v.dtype)])
+                         for k, v in self.cols.items()}
+        for n in self.names:
+            self.cols[n][lo:hi] = arr[n]
+        self.cols["_aging"][lo:hi] = aging
+        self.cols["_file"][lo:hi] = file_index
+        self.n = hi
+
+    def columns(self) -> Columns:
+        cap = len(self.cols["_file"])
+        if self.n == cap:
+            return self.cols
+        # records skipped (bad magic) or files shorter than counted: the columns are cut
+        # (copied when that frees more than an eighth)
+        return {k: (v[:self.n].copy() if (cap - self.n) * 8 > cap else v[:self.n])
+                for k, v in self.cols.items()}
 
 
 def _filter(cols: Columns, keep: np.ndarray) -> Columns:

@@ -24,7 +24,7 @@ from msprof_cli.raw import layouts as L
 
 from . import timeline as T
 from .dataset import DeviceData, ProfData, enclose
-from .fmt import float_str, int_str, py_round
+from .fmt import float_str, int_str, obj_full, py_round
 from .host import NA, resolve, type_names
 from .numeric_trace import thread_meta, x_events
 from .selection import Selection
@@ -261,7 +261,7 @@ def ai_stack_layers(scope: Scope, app_pid: int) -> list[T.Layer]:
     for name, b, e in (("Input", "in_b", "in_e"), ("Infer", "begin_local", "end_local"),
                        ("Output", "out_b", "out_e")):
         sub = ex[ex[b] >= 0]
-        layers.append(x_events(np.full(len(sub), name, dtype=object), app_pid,
+        layers.append(x_events(obj_full(len(sub), name), app_pid,
                                np.full(len(sub), 1), sub[b], sub[e] - sub[b],
                                _stack_args(sub["exec_id"], sub[b], sub[e])))
     rt = scope.runtime.merge(ex[["me_cid", "exec_id"]], on="me_cid", how="inner")
@@ -316,7 +316,7 @@ def ge_layers(scope: Scope, app_pid: int) -> list[T.Layer]:
                        ("Output", "out_b", "out_e")):
         ok = (ex[b] >= 0).to_numpy()
         sub = ex[ok]
-        layers.append(x_events(np.full(len(sub), name, dtype=object), app_pid, sub["thread_id"],
+        layers.append(x_events(obj_full(len(sub), name), app_pid, sub["thread_id"],
                                sub[b], sub[e] - sub[b], args[ok]))
     return layers
 

@@ -14,7 +14,7 @@ import pandas as pd
 from msprof_cli.raw import layouts as L
 
 from .dataset import DROPPED_GE_TYPES, MEMCPY_SOURCE, DeviceData
-from .fmt import float_str, int_str, py_round, us_list, us_str
+from .fmt import float_str, int_str, obj_full, py_round, us_list, us_str
 from .host import NA
 from .pmu import tail_columns, tail_header
 
@@ -238,7 +238,7 @@ def task_time(dev: DeviceData, tasks: pd.DataFrame) -> Table:
 
 
 def _opt(ns: np.ndarray, ok: np.ndarray, fn) -> np.ndarray:
-    out = np.full(len(ns), NA, dtype=object)
+    out = obj_full(len(ns), NA)
     if ok.any():
         out[ok] = fn(ns[ok])
     return out

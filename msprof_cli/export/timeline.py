@@ -167,9 +167,19 @@ def _us_parts(ns: np.ndarray) -> tuple[list[int], list[int]]:
     return whole.tolist(), (ns - whole * 1000).tolist()
 
 
-def _floats(ns: np.ndarray) -> list[float]:
-    """Durations ns -> µs floats; ``%r`` of them = fmt.float_str (Python repr)."""
-    return (np.asarray(ns, dtype=np.int64) / 1000.0).tolist()
+def dur_text(ns: np.ndarray) -> list[str]:
+    """Durations ns -> the ``repr`` of their µs floats (= fmt.float_str), printed with ``%s``.
+
+    Durations repeat (the same ops every iteration): the float repr -- a third of the cost
+    of a whole event's ``%`` format -- is made once per distinct value and gathered."""
+    ns = np.asarray(ns, dtype=np.int64)
+    if len(ns) >= 64:
+        codes, uniq = pd.factorize(ns)
+        if len(uniq) * 2 <= len(ns):
+            table = np.array(list(map(repr, (np.asarray(uniq) / 1000.0).tolist())),
+                             dtype=object)
+            return table[codes].tolist()
+    return list(map(repr, (ns / 1000.0).tolist()))
 
 
 def cann_meta(app_pid: int, threads) -> list[str]:
@@ -198,7 +208,7 @@ def cann_layer(apis: pd.DataFrame, app_pid: int) -> Layer:
     begin = apis["begin_local"].to_numpy(np.int64)
     dur = apis["dur_ns"].to_numpy(np.int64)
     cid = apis["connection_id"].to_numpy(np.int64)
-    tmpl = ('{"name": %s, "pid": ' + str(pid) + ', "tid": %d, "ts": "%d.%03d", "dur": %r, '
+    tmpl = ('{"name": %s, "pid": ' + str(pid) + ', "tid": %d, "ts": "%d.%03d", "dur": %s, '
             '"args": {"Thread Id": %d, "Mode": %s, "level": %s, "id": %s, "item_id": %s, '
             '"connection_id": %d}, "ph": "X"}')
 
@@ -214,7 +224,7 @@ def cann_layer(apis: pd.DataFrame, app_pid: int) -> Layer:
         t = tid[idx].tolist()
         w, f = _us_parts(begin[idx])
         return list(map(tmpl.__mod__, zip(
-            name_j.take(idx), t, w, f, _floats(dur[idx]), t, mode_j.take(idx),
+            name_j.take(idx), t, w, f, dur_text(dur[idx]), t, mode_j.take(idx),
             lname_j.take(idx), ident_j.take(idx), item_j.take(idx), cid[idx].tolist())))
 
     return Layer(m, keys=ts_sort_key(begin), render=render)
@@ -251,7 +261,7 @@ def hardware_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
     task = tasks["task_id"].to_numpy(np.int64)
     batch = tasks["batch_id"].to_numpy(np.int64)
     cid = tasks["connection_id"].to_numpy(np.int64)
-    tmpl = ('{"name": %s, "pid": ' + str(pid) + ', "tid": %d, "ts": "%d.%03d", "dur": %r, '
+    tmpl = ('{"name": %s, "pid": ' + str(pid) + ', "tid": %d, "ts": "%d.%03d", "dur": %s, '
             '"args": {"Model Id": %d, "Task Type": %s, "Physic Stream Id": %d, "Task Id": %d, '
             '"Batch Id": %d, "Subtask Id": ' + str(CONTEXT_ID_910) + '%s}, "ph": "X"}')
 
@@ -263,7 +273,7 @@ def hardware_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
         st = stream[idx].tolist()
         w, f = _us_parts(start[idx])
         c = cid[idx]
-        cols = (name_j.take(idx), st, w, f, _floats(dur[idx]), model[idx].tolist(),
+        cols = (name_j.take(idx), st, w, f, dur_text(dur[idx]), model[idx].tolist(),
                 kind_j.take(idx), st, task[idx].tolist(), batch[idx].tolist())
         if not (c < 0).any():
             return list(map(tmpl_c.__mod__, zip(*cols, c.tolist())))
@@ -446,7 +456,7 @@ def overlap_intervals(rows: pd.DataFrame, ops: pd.DataFrame | None
 def overlap_templates(pid: int) -> list[str]:
     """``%`` templates (ts parts, dur) of the Overlap Analysis lanes, tid 0..3."""
     return ['{"name": ' + json.dumps(name) + ', "pid": ' + str(pid) + ', "tid": ' + str(tid)
-            + ', "ts": "%d.%03d", "dur": %r, "ph": "X"}'
+            + ', "ts": "%d.%03d", "dur": %s, "ph": "X"}'
             for tid, name in enumerate(("Computing", "Communication",
                                         "Communication(Not Overlapped)", "Free"))]
 
@@ -456,7 +466,7 @@ def free_event(device_id: int, app_pid: int, begin: int, end: int) -> str:
     it (the windowed export adds the gap between two windows' computing with it)."""
     tmpl = overlap_templates(pid_of(app_pid, SORT_OVERLAP, device_id))[3]
     w, f = _us_parts(np.array([begin]))
-    return tmpl % (w[0], f[0], _floats(np.array([end - begin]))[0])
+    return tmpl % (w[0], f[0], dur_text(np.array([end - begin]))[0])
 
 
 def overlap_layer(dev: DeviceData, rows: pd.DataFrame, app_pid: int,
@@ -485,7 +495,7 @@ def overlap_layer(dev: DeviceData, rows: pd.DataFrame, app_pid: int,
             sel = np.flatnonzero(kind == k)
             if len(sel):
                 w, f = _us_parts(b[idx[sel]])
-                out[sel] = list(map(tmpl.__mod__, zip(w, f, _floats(d[idx[sel]]))))
+                out[sel] = list(map(tmpl.__mod__, zip(w, f, dur_text(d[idx[sel]]))))
         return out.tolist()
 
     return Layer(m, keys=ts_sort_key(b), render=render)
@@ -521,7 +531,7 @@ def communication_layer(dev: DeviceData, comm: CommData | None, app_pid: int,
     ops, steps = comm.ops, comm.steps
     groups, planes = lanes if lanes is not None else comm_lanes(comm)
     m = comm_meta(dev.device_id, app_pid, (groups, planes))
-    head = '{"name": %s, "pid": ' + str(pid) + ', "tid": %d, "ts": "%d.%03d", "dur": %r, '
+    head = '{"name": %s, "pid": ' + str(pid) + ', "tid": %d, "ts": "%d.%03d", "dur": %s, '
     ev: list[np.ndarray] = []
     keys: list[np.ndarray] = []
     if len(ops):
@@ -533,7 +543,7 @@ def communication_layer(dev: DeviceData, comm: CommData | None, app_pid: int,
         grp = ops["group"].astype(str).to_numpy(object)
         ev.append(np.array(list(map(tmpl.__mod__, zip(
             jstr(ops["op_name"].to_numpy(object)).tolist(), [gid[g] for g in grp], w, f,
-            _floats(ops["dur_ns"]), jstr(ops["op_type"].to_numpy(object)).tolist(),
+            dur_text(ops["dur_ns"]), jstr(ops["op_type"].to_numpy(object)).tolist(),
             jstr(grp).tolist(), _ints(ops["local_rank"]), _ints(ops["rank_size"])))),
             dtype=object))
         keys.append(ts_sort_key(start))
@@ -544,7 +554,7 @@ def communication_layer(dev: DeviceData, comm: CommData | None, app_pid: int,
         ev.append(np.array(list(map(tmpl.__mod__, zip(
             jstr(steps["name"].to_numpy(object)).tolist(),
             (PLANE_TID_BASE + steps["plane_id"].to_numpy(np.int64)).tolist(), w, f,
-            _floats(steps["dur_ns"]), np.asarray(comm.step_args, dtype=object).tolist()))),
+            dur_text(steps["dur_ns"]), np.asarray(comm.step_args, dtype=object).tolist()))),
             dtype=object))
         keys.append(ts_sort_key(start))
     return Layer(m, np.concatenate(ev) if ev else np.zeros(0, dtype=object),
