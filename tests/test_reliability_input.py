@@ -14,7 +14,6 @@ from msprof_cli.errors import ExportError, ProfDirError, RawDataError
 from msprof_cli.export import rawread, writers
 from msprof_cli.export.api import run_export
 from msprof_cli.export.dataset import load_prof
-from msprof_cli.export.prealloc import PreallocFile
 from msprof_cli.query import query_rows
 from msprof_cli.raw import layouts as L
 from tests.reliability_fixtures import data_file, golden, snapshot
@@ -289,23 +288,23 @@ def test_unreadable_control_file_mocked(prof, monkeypatch):
 
 # --- disk full while writing -------------------------------------------------------------
 
-def _full_disk(room: int):
-    """The output file class of writers.AtomicFile with writes that fail with ENOSPC once
-    `room` bytes of that file were written (what a full file system does)."""
+class _FullDisk:
+    """A text file whose writes fail with ENOSPC once `room` characters were written."""
 
-    class FullDisk(PreallocFile):
-        def __init__(self, fd: int) -> None:
-            super().__init__(fd)
-            self.room = room
+    def __init__(self, fh, room: int) -> None:
+        self.fh, self.room = fh, room
 
-        def write(self, b) -> int:
-            n = memoryview(b).nbytes
-            if n > self.room:
-                raise OSError(errno.ENOSPC, "No space left on device")
-            self.room -= n
-            return super().write(b)
+    def write(self, text: str) -> int:
+        if len(text) > self.room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.room -= len(text)
+        return self.fh.write(text)
 
-    return FullDisk
+    def close(self) -> None:
+        self.fh.close()
+
+    def __getattr__(self, name):
+        return getattr(self.fh, name)
 
 
 def _outputs(prof: Path) -> list[Path]:
@@ -315,7 +314,9 @@ def _outputs(prof: Path) -> list[Path]:
 
 @pytest.mark.parametrize("room", [0, 3000])
 def test_disk_full_while_writing(prof, monkeypatch, capsys, room):
-    monkeypatch.setattr(writers, "PreallocFile", _full_disk(room))
+    real_open = open
+    monkeypatch.setattr(writers, "open", lambda *a, **k: _FullDisk(real_open(*a, **k), room),
+                        raising=False)
     before = snapshot(prof)
     with pytest.raises(ExportError) as exc:
         run_export(prof, quiet=True)

@@ -35,8 +35,6 @@ import pandas as pd
 from msprof_cli.errors import ExportError
 from msprof_cli.raw.profdir import make_dir
 
-from .prealloc import PreallocFile
-
 CSV_SLICE_ROWS = 1_000_000
 JSON_SLICE_EVENTS = 699_050
 CHUNK_ROWS = 50_000  # rows rendered at a time (text below the 32 MiB mmap threshold)
@@ -136,9 +134,7 @@ class AtomicFile:
             raise _write_error(self.path, exc) from None
         try:
             os.fchmod(fd, FILE_MODE)  # explicit: the umask must not widen or narrow it
-            # blocks reserved ahead of the writes (prealloc.py: a third of the system time)
-            self.fh = io.TextIOWrapper(io.BufferedWriter(PreallocFile(fd)), encoding="utf-8",
-                                       newline="")
+            self.fh = open(fd, "w", encoding="utf-8", newline="")
         except BaseException:
             os.close(fd)
             self._discard()

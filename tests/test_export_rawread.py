@@ -1,55 +1,13 @@
-"""Low-level export I/O: preallocated output files and the column reader of raw records."""
+"""The column reader of raw records (rawread.read_files)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from msprof_cli.export import prealloc, rawread
-from msprof_cli.export.writers import AtomicFile
+from msprof_cli.export import rawread
 from msprof_cli.raw import layouts as L
-
-
-def _chunks() -> list[str]:
-    # sizes crossing the 1 MiB first step and a step bigger than the text written so far
-    return ["x" * 10, "é" * 700_000, "y" * 3_000_000, "z" * 5, "w" * 9_000_000]
-
-
-@pytest.mark.parametrize("reserving", [True, False])
-def test_preallocated_file_holds_exactly_what_was_written(tmp_path, monkeypatch, reserving):
-    calls: list[tuple[int, int]] = []
-    real = prealloc.reserve
-
-    def spy(fd: int, offset: int, length: int) -> bool:
-        calls.append((offset, length))
-        return real(fd, offset, length) if reserving else False
-
-    monkeypatch.setattr(prealloc, "reserve", spy)
-    path = tmp_path / "out.json"
-    with AtomicFile(path) as fh:
-        for c in _chunks():
-            fh.write(c)
-    want = "".join(_chunks()).encode("utf-8")
-    assert path.read_bytes() == want
-    assert os.stat(path).st_size == len(want)
-    assert not list(tmp_path.glob(".*tmp*"))
-    if reserving:  # reserved ahead, contiguous from 0, growing
-        assert calls and calls[0][0] == 0
-        assert all(a[0] + a[1] == b[0] for a, b in zip(calls, calls[1:]))
-        assert calls[-1][0] + calls[-1][1] >= len(want)
-    else:  # refused once: never asked again for that file
-        assert len(calls) == 1
-
-
-def test_reserve_reports_an_unusable_descriptor(tmp_path):
-    r, w = os.pipe()  # fallocate is refused on a pipe: the writer then writes plainly
-    try:
-        assert prealloc.reserve(w, 0, 1 << 20) is False
-    finally:
-        os.close(r)
-        os.close(w)
 
 
 def _record_file(path: Path, thread_ids: list[int], bad: set[int] = frozenset(),
