@@ -111,6 +111,31 @@ def test_bulk_csv_equals_pandas():
     assert W._csv_text(floats) == floats.to_csv(header=False, index=False, lineterminator="\n")
 
 
+def test_json_summary_rows_equal_json_dumps_of_dicts(tmp_path):
+    """--summary-format json rows built per column equal json.dumps of each row's dict, also
+    for a repeated header (one key: first place, last value), missing cells, numbers, and a
+    table written in parts."""
+    header = ["Name %s", "Reduce Start(us)", "n", "Reduce Start(us)", "f", "ü"]
+    df = pd.DataFrame({
+        "a": np.array(['say "hi"', "ünï", "\t", "x", None, "y"], dtype=object),
+        "b": np.array(["1", "2", "3", "4", "5", "6"], dtype=object),
+        "c": np.arange(6, dtype=np.int64) - 2,
+        "d": np.array(["N/A", "7", np.nan, "9", "10", "11"], dtype=object),
+        "e": [0.1, np.nan, 2.5, 1e16, -0.0, 3.0],
+        "g": np.array([True, False, True, True, False, True], dtype=object),
+    })
+    want = "[" + ", ".join(json.dumps(dict(zip(header, row)))
+                           for row in df.itertuples(index=False, name=None)) + "]"
+    assert "[" + W.json_objects(header, df) + "]" == want
+    path = tmp_path / "t.json"
+    W.write_json_parts(path, header, [(4, lambda lo, hi: df.iloc[lo:hi]),
+                                      (0, lambda lo, hi: df.iloc[:0]),
+                                      (2, lambda lo, hi: df.iloc[4 + lo:4 + hi])])
+    assert path.read_text() == want
+    W.write_json_rows(path, header, df.iloc[:0])
+    assert path.read_text() == "[]"
+
+
 def test_event_stream_equals_sorted_list():
     rng = np.random.default_rng(7)
     keys = [rng.integers(0, 50, n).astype(np.float64) for n in (40, 0, 25, 60)]

@@ -31,7 +31,7 @@ from .msproftx import markers, process_name, tx_layer, tx_table
 from .parallel import JobPool
 from .selection import Selection, in_window, select
 from .writers import (CSV_SLICE_ROWS, JSON_SLICE_EVENTS, AtomicFile, SliceNamer, write_csv,
-                      write_csv_parts, event_jobs, write_json_rows,
+                      write_csv_parts, event_jobs, write_json_parts, write_json_rows,
                       FileJobs)
 
 
@@ -223,7 +223,8 @@ class _DeviceContext:
                     render: S.RowRender) -> None:
         """A table rendered `CHUNK_ROWS` rows at a time (csv): no whole table of strings."""
         if self.summary_format == "json":
-            self._emit(written, name, (header, render(0, n)))
+            written.extend(write_json_parts(self.sdir / f"{name}{self.suffix}.json", header,
+                                            [(n, render)]))
             return
         written.extend(write_csv_parts(SliceNamer(self.sdir, name, self.suffix, "csv"),
                                        header, [(n, render)], self.csv_slice_rows))

@@ -20,7 +20,8 @@ from .parallel import JobPool
 from .readme import readme_text
 from .stack import model_names
 from .writers import (CSV_SLICE_ROWS, JSON_SLICE_EVENTS, AtomicFile, SliceNamer, write_csv,
-                      write_csv_parts, event_jobs, write_json_rows)
+                      write_csv_parts, event_jobs, write_json_parts,
+                      write_json_rows)
 
 OUTPUT_DIR = "mindstudio_profiler_output"
 
@@ -150,8 +151,13 @@ def _summary_job(part: str, data: ProfData, per_dev: list, tx: pd.DataFrame,
         `whole()` = the (header, frame) fallback for json output or differing headers."""
         if not parts:
             return
-        if summary_format == "json":
-            emit(name, whole())
+        if summary_format == "json":  # per device, as `_json_per_device` splits `whole()`
+            several = len(parts) > 1
+            for d, n, r in parts:
+                stem = f"{name}_device_{d}" if several else name
+                written.extend(write_json_parts(out_dir / f"{stem}_{_stamp()}.json", header,
+                                                [(n, r)], fill_na=True))
+            summaries.add(name)
             return
         full = ["Device_id"] + header
 

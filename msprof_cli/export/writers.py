@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import errno
 import io
+import json
 import os
 import re
 import secrets
@@ -342,20 +343,54 @@ def write_csv_parts(paths: "SliceNamer", header: list[str], parts: list[tuple[in
 
 def write_json_rows(path: Path, header: list[str], df: pd.DataFrame) -> list[Path]:
     """``--summary-format json``: a list of {header: value} objects (all values strings)."""
-    import json
+    return write_json_parts(path, header, [(len(df), lambda lo, hi: df.iloc[lo:hi])])
 
+
+def write_json_parts(path: Path, header: list[str], parts: list[tuple[int, RowRender]],
+                     fill_na: bool = False) -> list[Path]:
+    """`write_json_rows` of a table given as consecutive parts (``(rows, render)`` as in
+    `write_csv_parts`): CHUNK_ROWS rows of text at a time.  `fill_na`: missing cells print
+    ``"N/A"`` (as after ``fillna``)."""
     with AtomicFile(path) as fh:
         fh.write("[")
         first = True
-        for lo in range(0, len(df), CHUNK_ROWS):
-            part = df.iloc[lo:lo + CHUNK_ROWS]
-            part.columns = header
-            recs = part.to_dict(orient="records")
-            for rec in recs:
-                fh.write(("" if first else ", ") + json.dumps(rec))
-                first = False
+        for n, render in parts:
+            for lo in range(0, n, CHUNK_ROWS):
+                df = render(lo, min(lo + CHUNK_ROWS, n))
+                if fill_na and df.isna().to_numpy().any():
+                    df = df.fillna("N/A")
+                if len(df):
+                    fh.write(("" if first else ", ") + json_objects(header, df))
+                    first = False
         fh.write("]")
     return [path]
+
+
+def json_objects(header: list[str], df: pd.DataFrame) -> str:
+    """The rows of `df` as ``json.dumps({header: value})`` joined by ``", "``, built per
+    column (each distinct text JSON-encoded once) and joined by C-level map/zip.  As with a
+    dict, a repeated header (step_trace's Reduce pairs) is one key, at its first place, with
+    the value of its last column."""
+    last = {h: i for i, h in enumerate(header)}
+    keys = list(last)  # first-appearance order
+    tmpl = "{" + ", ".join(json.dumps(k).replace("%", "%%") + ": %s" for k in keys) + "}"
+    cols = [_json_values(df.iloc[:, last[k]]) for k in keys]
+    return ", ".join(map(tmpl.__mod__, zip(*cols)))
+
+
+def _json_values(s: pd.Series) -> list[str]:
+    """``json.dumps`` of each cell of a column."""
+    if s.dtype.kind in "iu":
+        return s.to_numpy().astype(str).tolist()
+    vals = s.to_numpy(dtype=object)
+    codes, uniq = pd.factorize(vals)
+    if not len(uniq) or pd.api.types.infer_dtype(uniq, skipna=False) != "string":
+        return [json.dumps(v) for v in vals.tolist()]  # other cell types: cell by cell
+    out = np.array([json.dumps(u) for u in uniq.tolist()], dtype=object)[codes]
+    missing = np.flatnonzero(codes < 0)
+    if len(missing):  # NaN / None cells
+        out[missing] = [json.dumps(v) for v in vals[missing].tolist()]
+    return out.tolist()
 
 
 EVENT_CHUNK = 20_000  # events rendered and written at a time (tests set it tiny): ~4 MB of
