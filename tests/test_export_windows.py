@@ -485,3 +485,32 @@ def test_windowed_l2_cache(with_l2, tmp_path, monkeypatch, layout, kw):
     monkeypatch.setattr(W, "CHUNK_ROWS", 97)
     assert _export(with_l2, tmp_path / "win", monkeypatch, 500, layout, **kw) == whole
     assert seen and min(seen) >= 4
+
+
+@pytest.mark.parametrize("source,layout,kw", [
+    ("big", "legacy", {}),
+    ("big", "legacy", {"model_id": 2, "iteration_id": 2, "iteration_count": 3}),
+    ("with_l2", "legacy", {}),
+    ("big", "mindstudio", {}),
+    ("with_l2", "mindstudio", {})],
+    ids=["legacy", "legacy-selection", "legacy-2dev-l2", "mindstudio", "mindstudio-2dev-l2"])
+def test_windowed_json_summaries(request, tmp_path, monkeypatch, source, layout, kw):
+    """--summary-format json is windowed too: one file per summary (per device in the
+    mindstudio layout, no Device_id), rows streamed, byte-identical to the whole export."""
+    src = request.getfixturevalue(source)
+    kw = {"summary_format": "json", **kw}
+    whole = _export(src, tmp_path / "whole", monkeypatch, 0, layout, **kw)
+    seen = _windows_used(monkeypatch)
+    monkeypatch.setattr(W, "CHUNK_ROWS", 97)
+    monkeypatch.setattr(W, "EVENT_CHUNK", 61)
+    got = _export(src, tmp_path / "win", monkeypatch, 500, layout, **kw)
+    assert seen and min(seen) >= 4
+    summaries = [n for n in whole if n.endswith(".json") and ("summary/" in n or (
+        layout == "mindstudio" and not n.startswith("msprof")))]
+    assert any("op_summary" in n for n in summaries) and not any(
+        n.endswith(".csv") for n in whole)
+    if source == "with_l2":
+        assert any("l2_cache" in n for n in summaries)
+        if layout == "mindstudio":
+            assert any("op_summary_device_1" in n for n in summaries)
+    assert got == whole

@@ -265,6 +265,14 @@ def test_summary_format_json(tmp_path: Path) -> None:
     readme = _readme_files((out / "README.txt").read_text())
     assert {"op_summary.json", "api_statistic.json", "msprof.json"} <= readme
     assert not [n for n in readme if n.endswith(".csv")]
+    # summaries named like a timeline get "_summary": neither file replaces the other
+    for stem in ("step_trace", "msprof_tx"):
+        [timeline] = [p for p in out.glob(f"{stem}_*.json") if re.fullmatch(
+            stem + r"_\d{14}\.json", p.name)]
+        assert json.loads(timeline.read_text())[0]["ph"] == "M"
+        [summary] = out.glob(f"{stem}_summary_*.json")
+        assert isinstance(json.loads(summary.read_text())[0], dict)
+        assert {f"{stem}.json", f"{stem}_summary.json"} <= readme
 
 
 def test_summary_format_json_several_devices(tmp_path: Path) -> None:

@@ -142,10 +142,11 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
                                    f"data files). Re-run `msprof collect`; the collection may "
                                    f"have failed before any data was written.")
             say(f"[INFO] Start export data in {prof}.")
-            if type_ == "text" and summary_format == "csv":
+            if type_ == "text":
                 files = _export_windows(prof, result, layout, (model_id, iteration_id,
                                                                iteration_count),
-                                        reports, csv_slice_rows, json_slice_events, stage)
+                                        reports, csv_slice_rows, json_slice_events, stage,
+                                        summary_format)
                 if files is not None:  # a big PROF dir, exported window by window
                     result.files.extend(files)
                     _finish(prof, clear, say)
@@ -207,7 +208,8 @@ def _finish(prof: Path, clear: bool, say) -> None:
 
 def _export_windows(prof: Path, result: ExportResult, layout: str,
                     selection: tuple[int | None, int | None, int], reports: Path | None,
-                    csv_slice_rows: int, json_slice_events: int, stage) -> list[Path] | None:
+                    csv_slice_rows: int, json_slice_events: int, stage,
+                    summary_format: str = "csv") -> list[Path] | None:
     """The files of a PROF dir too big to decode whole, window by window (windows.py,
     windowed.py, windowed_legacy.py); None when the PROF dir is decoded whole instead."""
     from .windows import (NotWindowable, check_selection, device_ids, plan_all_devices,
@@ -252,13 +254,14 @@ def _export_windows(prof: Path, result: ExportResult, layout: str,
                     plan, model_id=model_id, iteration_id=iteration_id,
                     iteration_count=iteration_count, reports=reports,
                     csv_slice_rows=csv_slice_rows, json_slice_events=json_slice_events,
-                    advice=advice, on_window=on_window)
+                    advice=advice, on_window=on_window, summary_format=summary_format)
             else:
                 from .windowed import export_mindstudio_windows
 
                 files += export_mindstudio_windows(
                     plan, reports=reports, csv_slice_rows=csv_slice_rows,
-                    json_slice_events=json_slice_events, on_window=on_window)
+                    json_slice_events=json_slice_events, on_window=on_window,
+                    summary_format=summary_format)
         except NotWindowable:
             release()
             return None  # nothing of this unit was left behind: the whole export writes

@@ -17,7 +17,7 @@ from . import summaries as S
 from . import timeline as T
 from .dataset import ProfData
 from .parallel import JobPool
-from .readme import readme_text
+from .readme import readme_text, summary_json_stem
 from .stack import model_names
 from .writers import (CSV_SLICE_ROWS, JSON_SLICE_EVENTS, AtomicFile, SliceNamer, write_csv,
                       write_csv_parts, event_jobs, write_json_parts,
@@ -53,13 +53,14 @@ def _json_per_device(out_dir: Path, name: str, header: list[str], df: pd.DataFra
     export-files.md 2.2): ``{name}_{ts}.json`` for one device, ``{name}_device_{id}_{ts}.json``
     each when the PROF dir holds several (project choice: keeps the devices apart)."""
     devices = list(dict.fromkeys(df["Device_id"].tolist())) if len(df) else []
+    stem = summary_json_stem(name)
     if len(devices) <= 1:
-        return write_json_rows(out_dir / f"{name}_{_stamp()}.json", header[1:],
+        return write_json_rows(out_dir / f"{stem}_{_stamp()}.json", header[1:],
                                df.drop(columns="Device_id"))
     out: list[Path] = []
     for dev in devices:
         part = df[df["Device_id"] == dev].drop(columns="Device_id")
-        out += write_json_rows(out_dir / f"{name}_device_{dev}_{_stamp()}.json", header[1:], part)
+        out += write_json_rows(out_dir / f"{stem}_device_{dev}_{_stamp()}.json", header[1:], part)
     return out
 
 
@@ -154,7 +155,7 @@ def _summary_job(part: str, data: ProfData, per_dev: list, tx: pd.DataFrame,
         if summary_format == "json":  # per device, as `_json_per_device` splits `whole()`
             several = len(parts) > 1
             for d, n, r in parts:
-                stem = f"{name}_device_{d}" if several else name
+                stem = summary_json_stem(name) + (f"_device_{d}" if several else "")
                 written.extend(write_json_parts(out_dir / f"{stem}_{_stamp()}.json", header,
                                                 [(n, r)], fill_na=True))
             summaries.add(name)

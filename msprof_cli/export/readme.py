@@ -63,13 +63,22 @@ TEXT: dict[tuple[str, str], tuple[str, list[str]]] = {
 }
 
 
+def summary_json_stem(name: str) -> str:
+    """The file stem of summary `name` with ``--summary-format json`` (mindstudio layout):
+    ``{name}_summary`` where a timeline has the name (step_trace, msprof_tx: their
+    ``{name}_{ts}.json`` files would replace each other), `name` otherwise.  Project
+    choice (the reference names no such file)."""
+    return f"{name}_summary" if name in TIMELINE_ORDER else name
+
+
 def _blocks(names: list[str], ext: str, shown_ext: str | None = None) -> list[str]:
     lines: list[str] = []
     for i, name in enumerate(names, 1):
         desc, notes = TEXT.get((name, ext), (
             f"Here is no description about this file: {name}, please check in "
             f"'Profiling Instructions'!", []))
-        lines.append(f"{i}.{name}.{shown_ext or ext}:{desc}")
+        shown = summary_json_stem(name) if shown_ext == "json" else name
+        lines.append(f"{i}.{shown}.{shown_ext or ext}:{desc}")
         lines.extend(f"\t{n}" for n in notes)
     return lines
 

@@ -114,6 +114,66 @@ class CsvStream:
         self.slices.discard()
 
 
+class JsonRowsStream:
+    """A ``--summary-format json`` summary appended window by window: one file (json
+    summaries are not sliced), byte-equal to writers.write_json_parts of the whole table.
+    `fill_na`: missing cells print ``"N/A"`` (the mindstudio tables)."""
+
+    def __init__(self, paths: SliceNamer, header: list[str], fill_na: bool = False) -> None:
+        self.slices = _Slices(paths)
+        self.header = header
+        self.fill_na = fill_na
+        self.total = 0
+
+    def write(self, df: pd.DataFrame) -> None:
+        if not len(df):
+            return
+        if self.fill_na and df.isna().to_numpy().any():
+            df = df.fillna("N/A")
+        if not self.slices.tmps:
+            self.slices.new("[")
+        try:
+            with self.slices.append() as fh:
+                for c in range(0, len(df), W.CHUNK_ROWS):
+                    fh.write(("" if self.total == 0 and c == 0 else ", ")
+                             + W.json_objects(self.header, df.iloc[c:c + W.CHUNK_ROWS]))
+        except OSError as exc:
+            raise W._write_error(self.slices.paths.single(), exc) from None
+        self.total += len(df)
+
+    def close(self, empty_file: bool = False, target: Path | None = None) -> list[Path]:
+        """The final file (``target``, default the single name), none without rows unless
+        `empty_file` (``[]``)."""
+        if self.total == 0:
+            self.discard()
+            if not empty_file:
+                return []
+            self.slices.new("[")
+        target = self.slices.paths.single() if target is None else target
+        try:
+            with self.slices.append() as fh:
+                fh.write("]")
+            os.replace(self.slices.tmps[-1], target)
+        except OSError as exc:
+            self.discard()
+            raise W._write_error(target, exc) from None
+        self.slices.tmps = []
+        return [target]
+
+    def discard(self) -> None:
+        self.slices.discard()
+
+
+def summary_stream(summary_format: str, paths: SliceNamer, header: list[str],
+                   slice_rows: int, fill_na: bool = False) -> "CsvStream | JsonRowsStream":
+    """The stream of one summary in `summary_format` (csv: `paths` as given; json: the same
+    names with the .json extension)."""
+    if summary_format == "json":
+        return JsonRowsStream(SliceNamer(paths.directory, paths.stem, paths.suffix, "json"),
+                              header, fill_na)
+    return CsvStream(paths, header, slice_rows)
+
+
 class JsonStream:
     """A Chrome-trace array appended window by window (event strings in their final order);
     ``close(meta)`` writes it as writers.event_jobs writes the whole stream."""

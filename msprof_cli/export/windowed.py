@@ -40,11 +40,11 @@ from .dataset import HostData, ProfData
 from .fmt import ts_sort_key
 from .memory import release
 from .parallel import JobPool
-from .mindstudio import OUTPUT_DIR, _merge, _stamp, _with_device
-from .readme import readme_text
+from .mindstudio import OUTPUT_DIR, _json_per_device, _merge, _stamp, _with_device
+from .readme import readme_text, summary_json_stem
 from .selection import ALL
 from .stack import model_names
-from .streams import CsvStream, DeferredRows, JsonStream
+from .streams import CsvStream, DeferredRows, JsonRowsStream, JsonStream
 from .windows import INT64_MAX, INT64_MIN, NotWindowable, WindowPlan, l2_rows, load_window
 from . import writers as W
 from .writers import SliceNamer, write_csv
@@ -256,15 +256,14 @@ class L2Names:
                 ["stream_id", "task_id"], keep="first")
 
 
-def write_l2_cache(paths: SliceNamer, plans: list[WindowPlan], names: list[L2Names],
-                   slice_rows: int, device_col: bool = False, restrict: bool = False
-                   ) -> list[Path]:
-    """l2_cache of the devices of `plans` (device-major), their records read in chunks at
-    the end (windows.l2_rows); `restrict`: the legacy iteration window."""
-    header = (["Device_id"] if device_col else []) + S.L2_CACHE
-    out = CsvStream(paths, header, slice_rows)
+def write_l2_cache(outs: list, plans: list[WindowPlan], names: list[L2Names],
+                   device_col: bool = False, restrict: bool = False) -> None:
+    """l2_cache rows of the devices of `plans` (device-major) written to `outs` (the stream
+    of each plan; csv: one for all), their records read in chunks at the end
+    (windows.l2_rows); `device_col`: a leading Device_id column; `restrict`: the legacy
+    iteration window.  The caller closes the streams (discarded here on failure)."""
     try:
-        for p, nm in zip(plans, names):
+        for out, p, nm in zip(outs, plans, names):
             known = nm.frame if nm.frame is not None else pd.DataFrame({
                 "stream_id": np.zeros(0, np.int64), "task_id": np.zeros(0, np.int64),
                 "op_name": np.zeros(0, object)})
@@ -276,9 +275,9 @@ def write_l2_cache(paths: SliceNamer, plans: list[WindowPlan], names: list[L2Nam
                 if device_col:
                     df.insert(0, "Device_id", str(p.dev_rd.device_id or 0))
                 out.write(df)
-        return out.close()
     except BaseException:
-        out.discard()
+        for out in outs:
+            out.discard()
         raise
 
 
@@ -297,8 +296,8 @@ def window_fusion_rows(plan: WindowPlan, first: ProfData, model_apis: list[pd.Da
 def export_mindstudio_windows(plan: WindowPlan | list[WindowPlan], *,
                               reports: Path | None = None,
                               csv_slice_rows: int, json_slice_events: int,
-                              on_window=None) -> list[Path]:
-    """Every file of the mindstudio layout (csv summaries), window by window.  Raises
+                              on_window=None, summary_format: str = "csv") -> list[Path]:
+    """Every file of the mindstudio layout, window by window.  Raises
     NotWindowable (nothing left behind) when a window holds what window mode does not
     cover; the caller then exports whole.
 
@@ -306,7 +305,7 @@ def export_mindstudio_windows(plan: WindowPlan | list[WindowPlan], *,
     this process decodes the next window; a window's jobs start once the previous
     window's are done (they continue its files)."""
     plans = plan if isinstance(plan, list) else [plan]
-    run = _WindowedExport(plans, reports, csv_slice_rows, json_slice_events)
+    run = _WindowedExport(plans, reports, csv_slice_rows, json_slice_events, summary_format)
     return drive(run, len(plans[0]), on_window, run.finish)
 
 
@@ -330,8 +329,11 @@ class _WindowedExport:
     devices of `plan_all_devices` with the same cuts)."""
 
     def __init__(self, plans: list[WindowPlan], reports: Path | None, csv_slice_rows: int,
-                 json_slice_events: int) -> None:
+                 json_slice_events: int, summary_format: str = "csv") -> None:
         self.plans = plans
+        # json summaries: a file per device, no Device_id column (_json_per_device); the
+        # streams of the devices after the first are then kept in `deferred` too
+        self.summary_format = summary_format
         self.plan = plan = plans[0]  # the host side and the cuts
         self.out_dir = plan.prof / OUTPUT_DIR
         self.dev_ids = [p.dev_rd.device_id or 0 for p in plans]
@@ -342,9 +344,10 @@ class _WindowedExport:
         self.msprof = JsonStream(self.name("msprof", "json"), json_slice_events)
         self.step_json = JsonStream(self.name("step_trace", "json"), json_slice_events)
         self.jobs: JobPool | None = None  # the running window's jobs
-        self.csv: dict[str, CsvStream] = {}  # task_time, op_summary, aicpu, opened on use
+        # task_time, op_summary, aicpu, opened on use
+        self.csv: dict[str, CsvStream | JsonRowsStream] = {}
         # the rows of the devices after the first, kept until the first's are written
-        self.deferred: dict[tuple[str, int], DeferredRows] = {}
+        self.deferred: dict[tuple[str, int], DeferredRows | JsonRowsStream] = {}
         n = len(plans)
         self.timeline = _Timeline(self.msprof, self.dev_ids, self.app_pid,
                                   layer_slots(n)["overlap"])
@@ -368,6 +371,14 @@ class _WindowedExport:
         return SliceNamer(self.out_dir, stem, f"_{_stamp()}", ext)
 
     def _csv(self, stem: str, header: list[str], j: int) -> None:
+        if self.summary_format == "json":
+            for jj in {0, j}:
+                out = self.csv if jj == 0 else self.deferred
+                key = stem if jj == 0 else (stem, jj)
+                if key not in out:
+                    out[key] = JsonRowsStream(self._device_name(stem, jj), header,
+                                              fill_na=True)
+            return
         if stem not in self.csv:
             self.csv[stem] = CsvStream(self.name(stem, "csv"), ["Device_id"] + header,
                                        self.csv_slice_rows)
@@ -451,8 +462,9 @@ class _WindowedExport:
         for j, (d, tasks, rows, *_rest) in enumerate(devs):
             out = self.csv if j == 0 else {stem: self.deferred[stem, j]
                                            for stem, jj in self.deferred if jj == j}
-            op_stats.append(write_task_rows(out, d, tasks, rows, self.prev_op[j],
-                                            str(self.dev_ids[j])))
+            op_stats.append(write_task_rows(
+                out, d, tasks, rows, self.prev_op[j],
+                None if self.summary_format == "json" else str(self.dev_ids[j])))
         return dict(self.csv), dict(self.deferred), op_stats
 
     def _timeline(self, k: int, devs: list[tuple], apis: pd.DataFrame
@@ -462,8 +474,32 @@ class _WindowedExport:
         timeline_window(self, k, devs, apis)
         return self.timeline, self.step_json
 
+    def _device_name(self, stem: str, j: int) -> SliceNamer:
+        return self.name(f"{summary_json_stem(stem)}_device_{self.dev_ids[j]}", "json")
+
+    def _close_json(self, stem: str, streams: list[JsonRowsStream],
+                    empty_file: bool = False) -> list[Path]:
+        """The json files of one summary, per device as `_json_per_device` names them: a
+        file per device with rows, ``{stem}_{ts}.json`` when only one has (or none, with
+        `empty_file`: ``[]``)."""
+        has = [k for k, st in enumerate(streams) if st.total]
+        if len(has) > 1:
+            return [p for st in streams for p in st.close()]
+        out: list[Path] = []
+        for k, st in enumerate(streams):
+            if k == (has[0] if has else 0):
+                out += st.close(empty_file, self.name(summary_json_stem(stem), "json").single())
+            else:
+                st.discard()
+        return out
+
     def _close_csv(self, stem: str, empty_file: bool = False) -> list[Path]:
         """The device-major file: the first device's rows, then each later device's."""
+        if self.summary_format == "json":
+            streams = [self.csv.pop(stem)] + [self.deferred.pop((stem, j))
+                                              for j in range(1, len(self.plans))
+                                              if (stem, j) in self.deferred]
+            return self._close_json(stem, streams, empty_file)
         out = self.csv[stem]
         for j in range(1, len(self.plans)):
             if (stem, j) in self.deferred:
@@ -505,7 +541,7 @@ class _WindowedExport:
         if written:
             readme = self.out_dir / "README.txt"
             with W.AtomicFile(readme) as fh:
-                fh.write(readme_text(set(timelines), summaries, "csv"))
+                fh.write(readme_text(set(timelines), summaries, self.summary_format))
             written.append(readme)
         return written
 
@@ -517,7 +553,10 @@ class _WindowedExport:
             if table is None:
                 return
             header, df = table
-            out.extend(write_csv(self.name(stem, "csv"), header, df, self.csv_slice_rows))
+            if self.summary_format == "json":
+                out.extend(_json_per_device(self.out_dir, stem, header, df))
+            else:
+                out.extend(write_csv(self.name(stem, "csv"), header, df, self.csv_slice_rows))
             summaries.add(stem)
 
         if self.api_cols:
@@ -549,8 +588,17 @@ class _WindowedExport:
             if got:
                 summaries.add("aicpu")
         if any(p.l2_records for p in self.plans):
-            got = write_l2_cache(self.name("l2_cache", "csv"), self.plans, self.l2_names,
-                                 self.csv_slice_rows, device_col=True)
+            if self.summary_format == "json":
+                l2s = [JsonRowsStream(self._device_name("l2_cache", j), S.L2_CACHE, True)
+                       for j in range(len(self.plans))]
+                write_l2_cache(l2s, self.plans, self.l2_names)
+                got = self._close_json("l2_cache", l2s)
+            else:
+                l2 = CsvStream(self.name("l2_cache", "csv"), ["Device_id"] + S.L2_CACHE,
+                               self.csv_slice_rows)
+                write_l2_cache([l2] * len(self.plans), self.plans, self.l2_names,
+                               device_col=True)
+                got = l2.close()
             out.extend(got)
             if got:
                 summaries.add("l2_cache")

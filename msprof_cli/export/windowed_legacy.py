@@ -42,11 +42,11 @@ from .legacy import Advice, host_models, task_scheduler_json, task_scheduler_met
 from .memory import release
 from .parallel import JobPool
 from .selection import Selection, in_window, select
-from .streams import CsvStream, JsonStream
+from .streams import CsvStream, JsonRowsStream, JsonStream, summary_stream
 from .windowed import (L2Names, _meta, _slim, _Timeline, drive, layer_slots, timeline_window,
                        window_comm, window_fusion_rows, write_l2_cache, write_task_rows)
 from .windows import NotWindowable, WindowPlan, load_window
-from .writers import SliceNamer, write_csv
+from .writers import SliceNamer, write_csv, write_json_rows
 
 JSON_STEMS = ("msprof", "task_time", "ai_stack_time", "runtime_api", "ge", "step_trace",
               "hccl")
@@ -55,12 +55,12 @@ JSON_STEMS = ("msprof", "task_time", "ai_stack_time", "runtime_api", "ge", "step
 def export_legacy_windows(plan: WindowPlan, *, model_id: int | None, iteration_id: int | None,
                           iteration_count: int, reports: Path | None, csv_slice_rows: int,
                           json_slice_events: int, advice: list[Advice] | None = None,
-                          on_window=None) -> list[Path]:
-    """Every file of the legacy layout (csv summaries), window by window.  Raises
+                          on_window=None, summary_format: str = "csv") -> list[Path]:
+    """Every file of the legacy layout, window by window.  Raises
     NotWindowable (nothing left behind) when a window holds what window mode does not
     cover; the caller then exports whole.  Pipelined as export_mindstudio_windows."""
     run = _LegacyWindowedExport(plan, (model_id, iteration_id, iteration_count), reports,
-                                csv_slice_rows, json_slice_events)
+                                csv_slice_rows, json_slice_events, summary_format)
     return drive(run, len(plan), on_window, lambda: run.finish(advice))
 
 
@@ -68,8 +68,10 @@ class _LegacyWindowedExport:
     """The open outputs and the carried state of one windowed legacy export."""
 
     def __init__(self, plan: WindowPlan, args: tuple[int | None, int | None, int],
-                 reports: Path | None, csv_slice_rows: int, json_slice_events: int) -> None:
+                 reports: Path | None, csv_slice_rows: int, json_slice_events: int,
+                 summary_format: str = "csv") -> None:
         self.plan, self.args = plan, args
+        self.summary_format = summary_format
         self.dev_id = plan.dev_rd.device_id or 0
         self.app_pid = plan.dev_rd.app_pid
         self.switches = T.read_reports(reports)
@@ -86,7 +88,7 @@ class _LegacyWindowedExport:
         self.tx_layer: T.Layer | None = None  # in msprof json (switch msproftx)
         self.workspace: pd.Series | None = None
         self.json: dict[str, JsonStream] = {}
-        self.csv: dict[str, CsvStream] = {}
+        self.csv: dict[str, CsvStream | JsonRowsStream] = {}  # the summaries' streams
         self.timeline: _Timeline | None = None
         self.jobs: JobPool | None = None
         self.prev_op: tuple[int, int] | None = None  # (start, dur) of the last op row
@@ -142,8 +144,9 @@ class _LegacyWindowedExport:
 
     def _csv(self, stem: str, header: list[str]) -> None:
         if stem not in self.csv:
-            self.csv[stem] = CsvStream(self._name(self.sdir, stem, "csv"), header,
-                                       self.csv_slice_rows)
+            self.csv[stem] = summary_stream(self.summary_format,
+                                            self._name(self.sdir, stem, "csv"), header,
+                                            self.csv_slice_rows)
 
     def window(self, k: int) -> None:
         data = load_window(self.plan, k)  # while the previous window's jobs run
@@ -337,6 +340,8 @@ class _LegacyWindowedExport:
         if table is None:
             return []
         header, df = table
+        if self.summary_format == "json":
+            return write_json_rows(self._name(self.sdir, stem, "json").single(), header, df)
         return write_csv(self._name(self.sdir, stem, "csv"), header, df, self.csv_slice_rows)
 
     def _rest(self) -> list[Path]:
@@ -354,9 +359,11 @@ class _LegacyWindowedExport:
         if "aicpu" in self.csv:  # a window had AI CPU records: the file, even without rows
             out += self.csv.pop("aicpu").close(empty_file=True)
         if self.plan.l2_records:
-            out += write_l2_cache(self._name(self.sdir, "l2_cache", "csv"), [self.plan],
-                                  [self.l2_names], self.csv_slice_rows,
-                                  restrict=self.sel.start_ns is not None)
+            l2 = summary_stream(self.summary_format, self._name(self.sdir, "l2_cache", "csv"),
+                                S.L2_CACHE, self.csv_slice_rows)
+            write_l2_cache([l2], [self.plan], [self.l2_names],
+                           restrict=self.sel.start_ns is not None)
+            out += l2.close()
         out += self._emit("msprof_tx", X.tx_table(self.tx))
         return out
 
