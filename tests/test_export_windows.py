@@ -3,6 +3,7 @@ window gives exactly the tables and the byte-identical files of the whole export
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 import sys
@@ -15,6 +16,7 @@ import pytest
 from msprof_cli.export import windowed as WD
 from msprof_cli.export import windows as WN
 from msprof_cli.export import writers as W
+from msprof_cli.errors import ExportError
 from msprof_cli.export.api import run_export
 from msprof_cli.export.dataset import load_prof
 from tests.rich_prof import build_prof
@@ -206,6 +208,37 @@ def test_a_failing_window_leaves_no_temporary_file(big, tmp_path, monkeypatch):
         run_export(prof, layout="mindstudio", quiet=True, csv_slice_rows=700)
     out = prof / OUT
     assert not out.exists() or list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("layout", ["mindstudio", "legacy"])
+def test_a_failing_final_timeline_copy_leaves_no_temporary_file(big, tmp_path, monkeypatch,
+                                                                 layout):
+    """The final timeline files are assembled by parallel jobs (body copied behind the
+    metadata): a full disk in one of them stops the export with a clear error and leaves
+    no temporary body or partial file behind."""
+    import errno
+
+    monkeypatch.setenv(WN.WINDOW_TASKS_ENV, "1000")
+    prof = tmp_path / big.name
+    shutil.copytree(big, prof)
+    real = W.append_file
+    calls = []
+
+    def full(fh, src):
+        calls.append(src)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fh, src)
+    monkeypatch.setattr(W, "append_file", full)
+    monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "1")  # the counter lives in this process
+    with pytest.raises(ExportError, match="disk .or quota. is full"):
+        run_export(prof, layout=layout, quiet=True, json_slice_events=2500)
+    assert len(calls) == 2
+    left = [p for p in prof.rglob("*") if p.is_file() and (".tmp" in p.name or (
+        p.suffix == ".json" and p.parent.name in ("timeline", OUT)))]
+    assert not [p for p in left if ".tmp" in p.name]
+    for p in left:  # a file written before the failure is whole
+        json.loads(p.read_text())
 
 
 def test_cuts_about_target_tasks_apart():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -203,19 +204,33 @@ class JsonStream:
             self.total += take
 
     def close(self, meta: list[str]) -> list[Path]:
+        try:
+            return [p for job in self.close_jobs(meta) for p in job()]
+        finally:
+            self.discard()
+
+    def close_jobs(self, meta: list[str]) -> list[Callable[[], list[Path]]]:
+        """The writes of the final files, one independent job per slice (a slice's bytes
+        are copied once more: several jobs share the cores, parallel.run_jobs); each job
+        removes its temporary body when done.  The caller `discard`s what is left."""
         if self.total == 0:
             self.discard()
             return []
-        out = self.slices.targets()
-        try:
-            for tmp, target in zip(self.slices.tmps, out):
-                with AtomicFile(target) as fh:
-                    fh.write("[" + ", ".join(meta) + (", " if meta else ""))
-                    W.append_file(fh, tmp)
-                    fh.write("]")
-        finally:
-            self.discard()
-        return out
+        head = "[" + ", ".join(meta) + (", " if meta else "")
+
+        def job(tmp: Path, target: Path) -> list[Path]:
+            with AtomicFile(target) as fh:
+                fh.write(head)
+                W.append_file(fh, tmp)
+                fh.write("]")
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            return [target]
+
+        return [lambda tmp=tmp, target=target: job(tmp, target)
+                for tmp, target in zip(self.slices.tmps, self.slices.targets())]
 
     def discard(self) -> None:
         self.slices.discard()

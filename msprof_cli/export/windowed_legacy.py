@@ -43,8 +43,9 @@ from .memory import release
 from .parallel import JobPool
 from .selection import Selection, in_window, select
 from .streams import CsvStream, JsonRowsStream, JsonStream, summary_stream
-from .windowed import (L2Names, _meta, _slim, _Timeline, drive, layer_slots, timeline_window,
-                       window_comm, window_fusion_rows, write_l2_cache, write_task_rows)
+from .windowed import (L2Names, _meta, _slim, _Timeline, close_json_streams, drive, layer_slots,
+                       timeline_window, window_comm, window_fusion_rows, write_l2_cache,
+                       write_task_rows)
 from .windows import NotWindowable, WindowPlan, load_window
 from .writers import SliceNamer, write_csv, write_json_rows
 
@@ -314,10 +315,12 @@ class _LegacyWindowedExport:
             self.json.pop("ge").discard()
         # written in export_legacy's order: timelines, then summaries
         written: list[Path] = []
-        for stem in ("msprof", "task_time", "ai_stack_time", "runtime_api", "ge",
-                     "step_trace", "hccl"):
-            if stem in self.json:
-                written += self.json.pop(stem).close(meta[stem])
+        stems = [stem for stem in ("msprof", "task_time", "ai_stack_time", "runtime_api",
+                                   "ge", "step_trace", "hccl") if stem in self.json]
+        for stem, files in close_json_streams([(stem, self.json[stem], meta[stem])
+                                               for stem in stems]):
+            written += files
+            del self.json[stem]
         if len(self.tx):  # msprof_tx json: the msproftx layer alone (small)
             layer = X.tx_layer(self.tx, app_pid, X.process_name(self.first))
             m, events = T.assemble_stream([layer])
