@@ -324,3 +324,55 @@ def test_db_is_0640_and_a_sqlite_failure_is_a_clean_export_error(tmp_path, monke
     with pytest.raises(ExportError, match="disk is full"):
         run_export(prof, type_="db", quiet=True)
     assert not list(prof.glob("msprof_*.db")) and not list(prof.glob(".msprof_*"))
+
+
+def _db_content(dbp: Path) -> list:
+    with sqlite3.connect(dbp) as conn:
+        names = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' ORDER BY rowid")]
+        return [(t, conn.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall())
+                for t in names]
+
+
+def test_parallel_pmu_side_files_equal_the_serial_db(tmp_path, monkeypatch) -> None:
+    """TASK_PMU_INFO bound by forked workers into side files and merged in order, the PMU
+    metrics formatted in chunks, the inserts in chunks: the same tables (rows, order,
+    string ids) as a serial export in one chunk, on two devices with HCCL data."""
+    import shutil
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import gen_prof
+
+    src = gen_prof.generate(3000, tmp_path / "src", devices=2, batch_tasks=700, quiet=True)
+    dbs = []
+    for name, workers, small in (("serial", "1", False), ("parallel", "2", True)):
+        prof = tmp_path / name / src.name
+        shutil.copytree(src, prof)
+        monkeypatch.setenv("MSPROF_EXPORT_WORKERS", workers)
+        if small:
+            monkeypatch.setattr(DB, "PMU_SIDE_MIN_ROWS", 0)
+            monkeypatch.setattr(DB, "PMU_ROWS", 333)
+            monkeypatch.setattr(DB, "INSERT_ROWS", 1000)
+        run_export(prof, type_="db", quiet=True)
+        [dbp] = prof.glob("msprof_*.db")
+        assert not [p for p in prof.iterdir() if ".tmp" in p.name]
+        dbs.append(_db_content(dbp))
+    serial, parallel = dbs
+    assert dict(serial)["TASK_PMU_INFO"] and dict(serial)["COMMUNICATION_OP"]
+    assert parallel == serial
+
+
+def test_a_failing_pmu_side_file_leaves_nothing(tmp_path, monkeypatch) -> None:
+    prof = copy_golden(tmp_path)
+    monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "2")
+    monkeypatch.setattr(DB, "PMU_SIDE_MIN_ROWS", 0)
+
+    def boom(side, table, cols):
+        side.write_bytes(b"partial")
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(DB, "_side_file", boom)
+    with pytest.raises(Exception, match="disk .or quota. is full|No space"):
+        run_export(prof, type_="db", quiet=True)
+    assert not list(prof.glob("msprof_*.db"))
+    assert not [p for p in prof.iterdir() if ".tmp" in p.name]

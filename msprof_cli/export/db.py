@@ -33,7 +33,8 @@ from msprof_cli.raw import layouts as L
 from . import communication, msproftx
 from .dataset import DROPPED_GE_TYPES, MEMCPY_SOURCE, DeviceData, ProfData
 from .host import NA
-from .pmu import GB, tail_columns
+from .parallel import JobPool
+from .pmu import GB, tail_columns, tail_header
 from .timeline import CONTEXT_ID_910, overlap_intervals, task_kind
 from .writers import FILE_MODE, _write_error, output_dir
 
@@ -146,13 +147,23 @@ class StringIds:
 Columns = list[np.ndarray]
 
 
+INSERT_ROWS = 100_000  # rows bound at a time: Python values of one chunk only (memory)
+PMU_ROWS = 100_000  # op rows whose PMU metrics are formatted at a time
+PMU_SIDES = 8  # side files (worker jobs) of a device's TASK_PMU_INFO rows
+PMU_SIDE_MIN_ROWS = 200_000  # fewer rows are inserted by this process (no fork, no merge)
+
+
 def _insert(conn: sqlite3.Connection, table: str, cols: Columns) -> None:
-    """executemany over zipped Python-native columns (tolist() converts numpy scalars)."""
+    """executemany over zipped Python-native columns (tolist() converts numpy scalars),
+    INSERT_ROWS rows at a time: at 1M tasks TASK_PMU_INFO has ~15M rows, whose Python
+    lists at once took 1.5 GB."""
     if not cols or len(cols[0]) == 0:
         return
     marks = ", ".join("?" * len(cols))
-    conn.executemany(f"INSERT INTO {table} VALUES ({marks})",
-                     zip(*[np.asarray(c).tolist() for c in cols]))
+    sql = f"INSERT INTO {table} VALUES ({marks})"
+    cols = [np.asarray(c) for c in cols]
+    for lo in range(0, len(cols[0]), INSERT_ROWS):
+        conn.executemany(sql, zip(*[c[lo:lo + INSERT_ROWS].tolist() for c in cols]))
 
 
 def _create(conn: sqlite3.Connection, table: str, schema: list[tuple[str, str]]) -> None:
@@ -197,91 +208,124 @@ def _pmu_name(header: str) -> tuple[str, float]:
     return "aic_" + header, 1.0
 
 
+def _numbers(text: np.ndarray) -> np.ndarray:
+    """float of each printed value (N/A -> NaN), parsed once per distinct text (PMU metrics
+    are rounded to 3 decimals: they repeat)."""
+    codes, uniq = pd.factorize(np.asarray(text, dtype=object))
+    parsed = pd.to_numeric(pd.Series(uniq, dtype=object), errors="coerce").to_numpy(
+        np.float64)
+    out = np.full(len(codes), np.nan)
+    ok = codes >= 0
+    out[ok] = parsed[codes[ok]]
+    return out
+
+
 def _pmu_rows(dev: DeviceData, rows: pd.DataFrame, gid: np.ndarray, strings: StringIds
               ) -> Columns:
+    """TASK_PMU_INFO of the op rows: the metrics op_summary prints (its text parsed back:
+    the db holds the printed values), PMU_ROWS rows at a time, grouped per task (the layout
+    of the real table) with the metrics in header order.  A metric's name is interned once
+    it is known to have a value anywhere, in header order (as one pass over all rows)."""
     metrics = dev.rd.ai_core_metrics if dev.pmu_events else None
-    cols = tail_columns(rows, metrics, dev.pmu_events, float(dev.rd.aic_mhz),
-                        dev.rd.ai_core_num) if len(rows) else {}
-    ids, names, values = [], [], []
-    for header, text in cols.items():
-        v = pd.to_numeric(pd.Series(text, dtype=object), errors="coerce").to_numpy(np.float64)
-        ok = ~np.isnan(v)
-        if not ok.any():
-            continue
-        name, factor = _pmu_name(header)
-        ids.append(gid[ok])
-        names.append(np.full(int(ok.sum()), strings.one(name), dtype=np.int64))
-        values.append(v[ok] * factor)
-    if not ids:
+    header = tail_header(metrics, dev.pmu_events)
+    if not header or not len(rows):
         return []
-    # grouped per task (the layout of the real table), metrics in header order
-    gid_all, name_all, val_all = np.concatenate(ids), np.concatenate(names), np.concatenate(values)
-    order = np.argsort(gid_all, kind="stable")
-    return [gid_all[order], name_all[order], val_all[order]]
+    factors = [_pmu_name(h)[1] for h in header]
+    valid = np.zeros(len(header), dtype=bool)
+    out_gid, out_idx, out_val = [], [], []
+    for lo in range(0, len(rows), PMU_ROWS):
+        cols = tail_columns(rows.iloc[lo:lo + PMU_ROWS], metrics, dev.pmu_events,
+                            float(dev.rd.aic_mhz), dev.rd.ai_core_num)
+        g = gid[lo:lo + PMU_ROWS]
+        ids, idx, values = [], [], []
+        for k, text in enumerate(cols.values()):  # header order
+            v = _numbers(text)
+            ok = ~np.isnan(v)
+            if not ok.any():
+                continue
+            valid[k] = True
+            ids.append(g[ok])
+            idx.append(np.full(int(ok.sum()), k, dtype=np.int16))
+            values.append(v[ok] * factors[k])
+        if ids:
+            gid_c, idx_c, val_c = np.concatenate(ids), np.concatenate(idx), \
+                np.concatenate(values)
+            order = np.argsort(gid_c, kind="stable")  # gids rise with the rows: chunk by chunk
+            out_gid.append(gid_c[order])
+            out_idx.append(idx_c[order])
+            out_val.append(val_c[order])
+    if not out_gid:
+        return []
+    names = np.zeros(len(header), dtype=np.int64)
+    for k in np.flatnonzero(valid):
+        names[k] = strings.one(_pmu_name(header[k])[0])
+    return [np.concatenate(out_gid), names[np.concatenate(out_idx)], np.concatenate(out_val)]
 
 
-def _device_tables(data: ProfData, strings: StringIds) -> dict[str, list[Columns]]:
-    out: dict[str, list[Columns]] = {k: [] for k in (
-        "TASK", "COMPUTE_TASK_INFO", "TASK_PMU_INFO", "STEP_TIME", "OVERLAP_ANALYSIS",
-        "COMMUNICATION_OP")}
+def _device_tables(data: ProfData, strings: StringIds):
+    """Per device in turn, {table: columns} -- TASK, COMPUTE_TASK_INFO, TASK_PMU_INFO,
+    OVERLAP_ANALYSIS, STEP_TIME, COMMUNICATION_OP, those with rows -- made (and their texts
+    interned) one device at a time, so only one device's rows exist at once."""
     pid = _app_pid(data)
     base = 0
     overlap_id = 0
     op_id = 0
     for dev in data.devices:
+        out: dict[str, Columns] = {}
         t = dev.tasks
         n = len(t)
         gid = base + np.arange(n, dtype=np.int64)
         base += n
         conn = t["connection_id"].to_numpy(np.int64)
-        out["TASK"].append([
+        out["TASK"] = [
             _ns(t["start_local"]), _ns(t["end_local"]), np.full(n, dev.device_id),
             np.where(conn >= 0, conn, NO_CONNECTION), gid, np.full(n, pid),
             strings.column(_task_type_names(t)), np.full(n, CONTEXT_ID_910),
-            _ns(t["stream_id"]), _ns(t["task_id"]), _ns(t["model_id"])])
+            _ns(t["stream_id"]), _ns(t["task_id"]), _ns(t["model_id"])]
         keep = _compute_mask(dev)
         rows = t[keep]
         cgid = gid[keep]
         m = len(rows)
         if m:
-            out["COMPUTE_TASK_INFO"].append([
+            out["COMPUTE_TASK_INFO"] = [
                 strings.column(rows["op_name"]), cgid, _ns(rows["block_dim"]),
                 np.full(m, MIX_BLOCK_NUM_910), strings.column(rows["task_type"]),
                 strings.column(rows["op_type"]), strings.column(rows["in_formats"]),
                 strings.column(rows["in_types"]), strings.column(rows["in_shapes"]),
                 strings.column(rows["out_formats"]), strings.column(rows["out_types"]),
                 strings.column(rows["out_shapes"]), np.full(m, strings.one(NA)),
-                strings.column(rows["op_state"]), strings.column(rows["hf32"])])
+                strings.column(rows["op_state"]), strings.column(rows["hf32"])]
             pmu = _pmu_rows(dev, rows.reset_index(drop=True), cgid, strings)
             if pmu:
-                out["TASK_PMU_INFO"].append(pmu)
+                out["TASK_PMU_INFO"] = pmu
             comm = communication.device_comm(data, dev)
             parts = overlap_intervals(rows, comm.ops if comm is not None else None)
             k = sum(len(s) for s, _ in parts)  # types 0..3 = ENUM_OVERLAP_ANALYSIS_TYPE ids
-            out["OVERLAP_ANALYSIS"].append([
+            out["OVERLAP_ANALYSIS"] = [
                 overlap_id + np.arange(k), np.full(k, dev.device_id),
                 np.concatenate([s for s, _ in parts]), np.concatenate([e for _, e in parts]),
-                np.concatenate([np.full(len(s), kind) for kind, (s, _) in enumerate(parts)])])
+                np.concatenate([np.full(len(s), kind) for kind, (s, _) in enumerate(parts)])]
             overlap_id += k
         its = dev.iterations
         if len(its):
             its = its.sort_values("step_end_ns", kind="stable")
-            out["STEP_TIME"].append([_ns(its["iteration_id"]), _ns(its["step_start_ns"]),
-                                     _ns(its["step_end_ns"]),
-                                     np.full(len(its), dev.device_id), _ns(its["model_id"])])
+            out["STEP_TIME"] = [_ns(its["iteration_id"]), _ns(its["step_start_ns"]),
+                                _ns(its["step_end_ns"]), np.full(len(its), dev.device_id),
+                                _ns(its["model_id"])]
         comm = communication.hccl_rows(dev, data)
         c = len(comm)
         if c:
             cconn = comm["connection_id"].to_numpy(np.int64)
-            out["COMMUNICATION_OP"].append([
+            out["COMMUNICATION_OP"] = [
                 strings.column(comm["op_name"]), _ns(comm["start_local"]),
                 _ns(comm["end_local"]), np.where(cconn >= 0, cconn, NO_CONNECTION),
                 np.full(c, strings.one(NA)), op_id + np.arange(c), np.zeros(c, np.int64),
                 np.zeros(c, np.int64), np.full(c, HCCL_DATA_TYPE_NA),
                 np.full(c, strings.one(NA)), np.zeros(c, np.int64),
-                strings.column(comm["op_type"]), np.full(c, dev.device_id)])
+                strings.column(comm["op_type"]), np.full(c, dev.device_id)]
             op_id += c
-    return out
+        yield out
+        del out
 
 
 def _app_pid(data: ProfData) -> int:
@@ -364,10 +408,19 @@ def _info_tables(data: ProfData) -> dict[str, list[tuple]]:
     }
 
 
-def _concat(parts: list[Columns]) -> Columns:
-    if not parts:
-        return []
-    return [np.concatenate([p[i] for p in parts]) for i in range(len(parts[0]))]
+def _side_file(side: Path, table: str, cols: Columns) -> Path:
+    """`table` alone in a new SQLite file (a forked worker's job; merged into the db)."""
+    conn = sqlite3.connect(side, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=OFF")
+        conn.execute("PRAGMA synchronous=OFF")
+        conn.execute("BEGIN")
+        _create(conn, table, SCHEMA[table])
+        _insert(conn, table, cols)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return side
 
 
 def db_path(prof: Path) -> Path:
@@ -382,9 +435,9 @@ def export_db(data: ProfData) -> list[Path]:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.{secrets.token_hex(4)}")
     strings = StringIds()
     strings.one(NA)
-    dev_tables = {k: _concat(v) for k, v in _device_tables(data, strings).items()}
-    cann = _cann_api(data, strings)
-    mstx = _mstx(data, strings)
+    has_comm = False
+    pool = JobPool()  # this process goes on building the other tables: one worker
+    sides: list[Path] = []
     conn = sqlite3.connect(tmp, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode=OFF")
@@ -394,12 +447,32 @@ def export_db(data: ProfData) -> list[Path]:
                       "OVERLAP_ANALYSIS", "SESSION_TIME_INFO", "NPU_INFO", "HOST_INFO",
                       "META_DATA", "RANK_DEVICE_MAP"):
             _create(conn, table, SCHEMA[table])
-        for table in ("TASK", "COMPUTE_TASK_INFO", "TASK_PMU_INFO", "STEP_TIME",
-                      "OVERLAP_ANALYSIS"):
-            _insert(conn, table, dev_tables[table])
-        if dev_tables["COMMUNICATION_OP"]:  # only when HCCL data exist (as the real tool)
-            _create(conn, "COMMUNICATION_OP", SCHEMA["COMMUNICATION_OP"])
-            _insert(conn, "COMMUNICATION_OP", dev_tables["COMMUNICATION_OP"])
+        # device by device (each table's rows in device order, as before); the texts are
+        # interned in the same order as well: the devices', then CANN_API's, then mstx's
+        for tables in _device_tables(data, strings):
+            if "TASK_PMU_INFO" in tables and pool.parallel \
+                    and len(tables["TASK_PMU_INFO"][0]) >= PMU_SIDE_MIN_ROWS:
+                # most of the rows (~15 per op): forked workers bind them into side files,
+                # PMU_SIDES parts (one worker while this process inserts the rest, two once
+                # it waits); merged below, in order, by SQLite itself
+                pmu = tables.pop("TASK_PMU_INFO")
+                n = len(pmu[0])
+                for lo in range(0, n, -(-n // PMU_SIDES)):
+                    side = tmp.with_name(f".{path.name}.pmu{len(sides)}.tmp{os.getpid()}."
+                                         f"{secrets.token_hex(4)}")
+                    sides.append(side)
+                    part = [c[lo:lo + -(-n // PMU_SIDES)] for c in pmu]
+                    pool.submit(lambda side=side, cols=part: _side_file(
+                        side, "TASK_PMU_INFO", cols))
+                del pmu
+            for table, cols in tables.items():
+                if table == "COMMUNICATION_OP" and not has_comm:  # only with HCCL data
+                    _create(conn, "COMMUNICATION_OP", SCHEMA["COMMUNICATION_OP"])
+                    has_comm = True
+                _insert(conn, table, cols)
+            del tables
+        cann = _cann_api(data, strings)
+        mstx = _mstx(data, strings)
         if mstx:
             _create(conn, "MSTX_EVENTS", SCHEMA["MSTX_EVENTS"])
             _insert(conn, "MSTX_EVENTS", mstx)
@@ -415,9 +488,21 @@ def export_db(data: ProfData) -> list[Path]:
         conn.executemany("INSERT INTO STRING_IDS VALUES (?, ?)", strings.rows())
         conn.execute("CREATE INDEX TaskIndex ON TASK (startNs, globalTaskId)")
         conn.execute("COMMIT")
+        pool.results()
+        for side in sides:  # in device order (rows of one table keep the device order)
+            conn.execute("ATTACH DATABASE ? AS side", (str(side),))
+            conn.execute("BEGIN")
+            conn.execute("INSERT INTO main.TASK_PMU_INFO SELECT * FROM side.TASK_PMU_INFO "
+                         "ORDER BY rowid")
+            conn.execute("COMMIT")
+            conn.execute("DETACH DATABASE side")
+            side.unlink()
     except BaseException as exc:
+        pool.cancel()
         conn.close()
         tmp.unlink(missing_ok=True)
+        for side in sides:
+            side.unlink(missing_ok=True)
         if isinstance(exc, sqlite3.OperationalError):  # e.g. "database or disk is full"
             raise ExportError(f"cannot write {path}: SQLite said: {exc}. No partial database "
                               "was left under that name; the raw data is unchanged.") from None
