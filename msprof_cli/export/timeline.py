@@ -347,17 +347,22 @@ def flow_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
     def render(idx: np.ndarray) -> list[str]:
         row = idx // 2
         is_f = (idx % 2).astype(bool)
+        # a task's s and f events are mostly in the same sorted chunk (the launch lag is
+        # short): its flow id (a >64-bit int printed in Python) is made once for both
+        rows, inv = np.unique(row, return_inverse=True)
+        ids = np.array(list(map(str, flow_id_ints(dev.device_id, stream[rows], task[rows],
+                                                  batch[rows]))), dtype=object)[inv]
         out = np.empty(len(idx), dtype=object)
         sel = np.flatnonzero(~is_f)
         if len(sel):
             r = row[sel]
-            fi = list(map(str, flow_id_ints(dev.device_id, stream[r], task[r], batch[r])))
+            fi = ids[sel].tolist()
             w, f = _us_parts(tt_local[r])
             out[sel] = list(map(s_tmpl.__mod__, zip(fi, fi, thread[r].tolist(), w, f)))
         sel = np.flatnonzero(is_f)
         if len(sel):
             r = row[sel]
-            fi = list(map(str, flow_id_ints(dev.device_id, stream[r], task[r], batch[r])))
+            fi = ids[sel].tolist()
             w, f = _us_parts(start[r])
             out[sel] = list(map(f_tmpl.__mod__, zip(fi, fi, w, f, stream[r].tolist())))
         return out.tolist()
