@@ -332,24 +332,32 @@ def test_windowed_legacy_runtime_api_and_markers(tmp_path, tmp_path_factory, mon
         assert got == whole
 
 
-def test_dynamic_shape_data_is_exported_whole_in_the_legacy_layout(tmp_path, monkeypatch):
-    """thread_group json (dynamic-shape host data) is not windowed: the scan sends the
-    legacy export to the whole path at once (mindstudio has no thread_group: windowed)."""
+@pytest.mark.parametrize("which", ["all", "api_event only", "node_basic_info only"])
+def test_dynamic_shape_data_is_windowed_with_its_thread_group(tmp_path, monkeypatch, which):
+    """Dynamic-shape host data (aging.* files): every window writes the thread_group json
+    events of its APIs, the metadata of all their threads at the end, byte-identical to the
+    whole export -- also when only some host records are aging (the whole decode's flag)."""
     from test_device_records import make_chunk, run
     from test_export_files import cfg
 
     prof = run(tmp_path, [make_chunk(6)], cfg(tmp_path))
     for p in (prof / "host" / "data").iterdir():
-        if p.name.startswith("unaging."):
-            p.rename(p.with_name("aging." + p.name[len("unaging."):]))
-    assert WN.plan_windows(prof, 5, models=True) is None
-    assert WN.WHY_WHOLE[0] == "dynamic-shape host data"
-    assert WN.plan_windows(prof, 5) is not None
+        kind = p.name[len("unaging."):]
+        if p.name.startswith("unaging.") and (which == "all" or which.split()[0] in kind):
+            p.rename(p.with_name("aging." + kind))
+    plan = WN.plan_windows(prof, 5, models=True)
+    assert plan is not None and plan.aging
     whole = _export(prof, tmp_path / "whole", monkeypatch, 0, "legacy")
     assert any("thread_group" in n for n in whole)
-    seen = _windows_used(monkeypatch)
-    assert _export(prof, tmp_path / "win", monkeypatch, 5, "legacy") == whole
-    assert seen == []
+    for window in (5, 17):
+        seen = _windows_used(monkeypatch)
+        assert _export(prof, tmp_path / f"win{window}", monkeypatch, window, "legacy") == whole
+        assert seen and seen[0] >= 3
+
+
+def test_static_host_data_has_no_thread_group_in_windows(big):
+    plan = WN.plan_windows(big, 700, models=True)
+    assert plan is not None and not plan.aging
 
 
 # --- several devices (legacy: device by device, HCCL data included) --------------------------

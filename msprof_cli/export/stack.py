@@ -402,8 +402,22 @@ def thread_group_json(data: ProfData, scope: Scope) -> tuple[list[str], list[str
     host thread (pid = thread id, ``Thread {tid}``) with lanes 0 AscendCL, 1 GE (model, node,
     communication APIs), 2 Runtime."""
     ht = data.host.tables
+    if ht is None or not ht.aging:
+        return None
+    got = thread_group_layer(scope)
+    if got is None:
+        return None
+    threads, layer = got
+    _, events = T.assemble([layer])
+    return thread_group_meta(threads), events
+
+
+def thread_group_layer(scope: Scope) -> tuple[list[int], T.Layer] | None:
+    """The thread_group events of the scope's APIs (lazy layer) and their threads; None
+    without an API of those levels.  The windowed export writes a layer per window and
+    the metadata of every window's threads at the end."""
     a = scope.apis
-    if ht is None or not ht.aging or len(a) == 0:
+    if len(a) == 0:
         return None
     lvl = a["level"].to_numpy()
     a = a[np.isin(lvl, list(GROUP_TID))]
@@ -413,16 +427,22 @@ def thread_group_json(data: ProfData, scope: Scope) -> tuple[list[str], list[str
     lane = np.array([GROUP_TID[int(v)] for v in np.unique(lvl)])[np.unique(lvl,
                                                                             return_inverse=True)[1]]
     threads = sorted(int(t) for t in a["thread_id"].unique())
-    meta: list[str] = []
-    for t in threads:
-        meta += thread_meta(t, f"Thread {t}", [(0, "AscendCL"), (1, "GE"), (2, "Runtime")],
-                            sort_index=t)
     name = np.where(lvl == L.LEVEL_HCCL, a["item_name"].to_numpy(object),
                     a["type_name"].to_numpy(object))
     lname = np.array([L.LEVEL_NAMES.get(int(v), str(int(v))) for v in np.unique(lvl)],
                      dtype=object)[np.unique(lvl, return_inverse=True)[1]]
     args = ('{"Thread Id": ' + int_str(a["thread_id"].to_numpy(np.int64)) + ', "Level": '
             + T.jstr(lname) + '}')
-    _, events = T.assemble([x_events(name, a["thread_id"].to_numpy(np.int64), lane,
-                                     a["begin_local"], a["dur_ns"], args)])
-    return meta, events
+    return threads, x_events(name, a["thread_id"].to_numpy(np.int64), lane, a["begin_local"],
+                             a["dur_ns"], args)
+
+
+def thread_group_meta(threads) -> list[str]:
+    """The thread_group processes of `threads` (sorted)."""
+    meta: list[str] = []
+    for t in sorted(int(x) for x in threads):
+        meta += thread_meta(t, f"Thread {t}", [(0, "AscendCL"), (1, "GE"), (2, "Runtime")],
+                            sort_index=t)
+    return meta
+
+

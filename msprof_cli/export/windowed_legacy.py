@@ -18,7 +18,8 @@ how it crosses windows:
   op executions and the computing gaps that hold one, so each window's Communication,
   Overlap Analysis and hccl json events are its own.
 
-Dynamic-shape host data (thread_group json) make the export go whole.
+Dynamic-shape host data (any aging.* host record, `WindowPlan.aging`): every window writes
+the thread_group json events of its APIs, the metadata of all their threads at the end.
 """
 from __future__ import annotations
 
@@ -49,8 +50,8 @@ from .windowed import (L2Names, _meta, _slim, _Timeline, close_json_streams, dri
 from .windows import NotWindowable, WindowPlan, load_window
 from .writers import SliceNamer, write_csv, write_json_rows
 
-JSON_STEMS = ("msprof", "task_time", "ai_stack_time", "runtime_api", "ge", "step_trace",
-              "hccl")
+JSON_STEMS = ("msprof", "task_time", "ai_stack_time", "thread_group", "runtime_api", "ge",
+              "step_trace", "hccl")
 
 
 def export_legacy_windows(plan: WindowPlan, *, model_id: int | None, iteration_id: int | None,
@@ -102,6 +103,7 @@ class _LegacyWindowedExport:
         self.stream_ids: set[int] = set()  # Ascend Hardware / Task Scheduler lanes
         self.ge_threads: set[int] = set()
         self.rt_threads: set[int] = set()
+        self.tg_threads: set[int] = set()  # thread_group processes (dynamic shape)
         self.has_stack = self.has_ge = self.any_tasks = False
         self.l2_names = L2Names()
         # HCCL: the Communication lanes (groups, planes: also hccl json's lanes)
@@ -152,9 +154,6 @@ class _LegacyWindowedExport:
     def window(self, k: int) -> None:
         data = load_window(self.plan, k)  # while the previous window's jobs run
         d = data.devices[0]
-        ht = data.host.tables
-        if ht is not None and ht.aging:
-            raise NotWindowable("dynamic-shape host data (thread_group)")
         if self.sel is None:
             self._start(data)
         t = d.tasks
@@ -222,7 +221,7 @@ class _LegacyWindowedExport:
         if op_stat is not None:
             self.op_stat.append(op_stat)
         self.rules.merge(rules)
-        json_out, stack_csv, agg, flags, ge_threads, rt_threads = host
+        json_out, stack_csv, agg, flags, ge_threads, rt_threads, tg_threads = host
         self.json.update(json_out)
         self.csv["ai_stack_time"] = stack_csv
         if agg is not None:
@@ -231,6 +230,7 @@ class _LegacyWindowedExport:
         self.has_ge |= flags[1]
         self.ge_threads |= ge_threads
         self.rt_threads |= rt_threads
+        self.tg_threads |= tg_threads
 
     # -- the jobs of a window ------------------------------------------------------------
     def _timeline(self, k: int, d, tasks: pd.DataFrame, rows, apis: pd.DataFrame,
@@ -258,14 +258,21 @@ class _LegacyWindowedExport:
             self._events("ge", stack.ge_layers(scope, app_pid))
             self.csv["ai_stack_time"].write(stack.ai_stack_rows(scope))
         self._events("runtime_api", [stack.runtime_layer(scope, app_pid)])
+        tg_threads: set[int] = set()
+        if self.plan.aging:  # dynamic shape: thread_group (HostTables.aging of the whole)
+            tg = stack.thread_group_layer(scope)
+            if tg is not None:
+                tg_threads = set(tg[0])
+                self._events("thread_group", [tg[1]])
         flags = (stack.has_stack_data(scope), stack.has_ge_data(scope))
         ge_threads = set(int(x) for x in scope.execs["thread_id"].unique()) \
             if len(scope.execs) else set()
         rt_threads = set(int(x) for x in scope.runtime["thread_id"].unique()) \
             if len(scope.runtime) else set()
-        json_out = {s: self.json[s] for s in ("ai_stack_time", "runtime_api", "ge")}
+        json_out = {s: self.json[s] for s in ("ai_stack_time", "thread_group", "runtime_api",
+                                              "ge")}
         return (json_out, self.csv["ai_stack_time"], stack.runtime_agg(scope), flags,
-                ge_threads, rt_threads)
+                ge_threads, rt_threads, tg_threads)
 
     def _task_time(self, d, tasks: pd.DataFrame, comm: T.CommData | None
                    ) -> tuple[JsonStream, JsonStream]:
@@ -304,6 +311,7 @@ class _LegacyWindowedExport:
             "step_trace": step_meta,
             "task_time": task_scheduler_meta(app_pid, self.stream_ids),
             "ai_stack_time": stack.ai_stack_meta(app_pid),
+            "thread_group": stack.thread_group_meta(self.tg_threads),
             "runtime_api": stack.runtime_meta(app_pid, self.rt_threads),
             "ge": stack.ge_meta(app_pid, self.ge_threads),
             "hccl": hccl_meta(app_pid, self.comm_planes),
@@ -315,8 +323,9 @@ class _LegacyWindowedExport:
             self.json.pop("ge").discard()
         # written in export_legacy's order: timelines, then summaries
         written: list[Path] = []
-        stems = [stem for stem in ("msprof", "task_time", "ai_stack_time", "runtime_api",
-                                   "ge", "step_trace", "hccl") if stem in self.json]
+        stems = [stem for stem in ("msprof", "task_time", "ai_stack_time", "thread_group",
+                                   "runtime_api", "ge", "step_trace", "hccl")
+                 if stem in self.json]
         for stem, files in close_json_streams([(stem, self.json[stem], meta[stem])
                                                for stem in stems]):
             written += files

@@ -180,6 +180,7 @@ class WindowPlan:
     node_info: bool = False  # DeviceData.has_node_info of the whole decode
     rank_ids: list[int] = field(default_factory=list)  # every device id of the PROF dir
     l2_records: int = 0  # l2_cache records of the device (read by the export at the end)
+    aging: bool = False  # dynamic-shape host data (HostTables.aging of the whole decode)
     quiet: np.ndarray | None = None  # plan_all_devices: the device's quiet points ...
     starts: np.ndarray | None = None  # ... and its task starts, until the common cuts
 
@@ -556,10 +557,11 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
                      + (["level", "type"] if models else []))
     if (a["end_time"] == np.uint64(L.EVENT_RESERVE)).any():
         return _whole("api begin/end event records")
-    if models and a["_aging"].any():  # the legacy thread_group json: exported whole
-        return _whole("dynamic-shape host data")
     ab = a["begin_time"].astype(np.int64) + hoff
     ae = a["end_time"].astype(np.int64) + hoff
+    # HostTables.aging of the whole decode: a kept API row (decode_apis) or a node_basic
+    # record from an aging file -- the legacy thread_group json exists
+    aging = bool((a["_aging"] & (ab > hoff) & (ae != ab)).any())
     host_models = None
     if known is not None:  # the ModelExecute spans the decode keeps (host.decode_apis)
         me = np.flatnonzero((a["level"] == L.LEVEL_MODEL) & (a["type"] == L.MODEL_EXECUTE)
@@ -579,8 +581,8 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
     ae.sort()
     for kind in ("node_basic_info", "tensor_info"):
         c = host_records(hd, kind, log, ["timestamp"])
-        if models and kind == "node_basic_info" and c["_aging"].any():
-            return _whole("dynamic-shape host data")
+        if kind == "node_basic_info":
+            aging |= bool(c["_aging"].any())
         host_index[kind] = TimeIndex.build(kind, False, "timestamp",
                                            c["timestamp"].astype(np.int64) + hoff)
         del c
@@ -602,7 +604,7 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
                       host_index=host_index, dev_index=dev_index, pmu=pmu, log=plan_log,
                       tasks=tasks, window_tasks=sizes, ts_flips=ts_flips,
                       has_apis=has_apis, host_models=host_models, host_ops=host_ops,
-                      rank_ids=ranks, l2_records=l2_records,
+                      rank_ids=ranks, l2_records=l2_records, aging=aging,
                       node_info=host_ops and host_index["node_basic_info"].n > 0)
     if _common:  # plan_all_devices cuts all devices at once
         plan.quiet, plan.starts = quiet, ds
