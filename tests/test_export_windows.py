@@ -555,3 +555,68 @@ def test_windowed_json_summaries(request, tmp_path, monkeypatch, source, layout,
         if layout == "mindstudio":
             assert any("op_summary_device_1" in n for n in summaries)
     assert got == whole
+
+
+def _db_tables(prof: Path) -> list:
+    import sqlite3
+
+    [dbp] = prof.glob("msprof_*.db")
+    with sqlite3.connect(dbp) as conn:
+        names = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master ORDER BY rowid")]
+        return [(t, conn.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall()
+                 if t != "TaskIndex" else None) for t in names]
+
+
+@pytest.mark.parametrize("source,window", [("big", 700), ("two_devices", 700),
+                                           ("two_devices", 50), ("rich", 10)])
+def test_windowed_db_equals_the_whole_db(request, tmp_path, monkeypatch, source, window):
+    """--type db window by window: every table (rows, order, STRING_IDS numbering,
+    OVERLAP_ANALYSIS ids, CANN_API order) equals the whole export's, with several devices
+    and HCCL data, and with msproftx markers."""
+    from msprof_cli.export import windowed_db as WDB
+
+    src = request.getfixturevalue(source)
+    dbs = []
+    for name, w in (("whole", 0), ("win", window)):
+        monkeypatch.setenv(WN.WINDOW_TASKS_ENV, str(w))
+        seen = []
+        real = WDB.export_db_windows
+        monkeypatch.setattr(WDB, "export_db_windows",
+                            lambda plans, _r=real, **kw: seen.append(len(plans[0])) or
+                            _r(plans, **kw))
+        prof = tmp_path / name / src.name
+        shutil.copytree(src, prof)
+        run_export(prof, type_="db", quiet=True)
+        assert (seen and seen[0] >= 3) if w else not seen
+        assert not [p for p in prof.iterdir() if ".tmp" in p.name]
+        dbs.append(_db_tables(prof))
+    whole, win = dbs
+    if source == "two_devices":
+        assert dict(whole)["COMMUNICATION_OP"]
+    if source == "rich":
+        assert dict(whole)["MSTX_EVENTS"]
+    assert win == whole
+
+
+def test_a_failing_db_window_leaves_nothing(big, tmp_path, monkeypatch):
+    from msprof_cli.export import windowed_db as WDB
+
+    monkeypatch.setenv(WN.WINDOW_TASKS_ENV, "700")
+    prof = tmp_path / big.name
+    shutil.copytree(big, prof)
+    calls = []
+    real = WDB._side_file
+
+    def side(path, cols):
+        calls.append(path)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        return real(path, cols)
+    monkeypatch.setattr(WDB, "_side_file", side)
+    monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "1")  # the counter lives in this process
+    with pytest.raises(ExportError, match="disk .or quota. is full"):
+        run_export(prof, type_="db", quiet=True)
+    assert len(calls) == 3
+    assert not list(prof.glob("msprof_*.db"))
+    assert not [p for p in prof.iterdir() if ".tmp" in p.name]

@@ -152,6 +152,13 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
                     _finish(prof, clear, say)
                     stage("Exported", advance=1)
                     continue
+            if type_ == "db":
+                files = _export_db_windows(prof, result, stage)
+                if files is not None:  # a big PROF dir, written window by window
+                    result.files.extend(files)
+                    _finish(prof, clear, say)
+                    stage("Exported", advance=1)
+                    continue
             stage(f"Decoding {prof.name}")
             data = load_prof(prof)
             stage(f"Writing {'database' if type_ == 'db' else layout + ' files'} of {prof.name}",
@@ -272,6 +279,36 @@ def _export_windows(prof: Path, result: ExportResult, layout: str,
         print(f"[WARNING] {w}", file=sys.stderr)
     result.warnings.extend(warnings)
     result.advice.extend(advice)
+    return files
+
+
+def _export_db_windows(prof: Path, result: ExportResult, stage) -> list[Path] | None:
+    """``--type db`` of a PROF dir too big to decode whole, window by window
+    (windowed_db.py); None when it is decoded whole instead."""
+    from .windowed_db import export_db_windows
+    from .windows import NotWindowable, device_ids, plan_all_devices, plan_windows
+
+    ids = device_ids(prof)
+    stage(f"Scanning {prof.name}")
+    plan = plan_all_devices(prof) if len(ids) > 1 else \
+        plan_windows(prof, device=ids[0] if ids else None)
+    release()
+    if plan is None:
+        return None
+    plans = plan if isinstance(plan, list) else [plan]
+    n = len(plans[0])
+    stage(f"Writing the database of {prof.name}: window 1/{n}", advance=1)
+    try:
+        files = export_db_windows(plans, on_window=lambda k: stage(
+            f"Writing the database of {prof.name}: window {min(k + 2, n)}/{n}"))
+    except NotWindowable:
+        release()
+        return None  # nothing was left behind: the whole export writes
+    warnings = list(dict.fromkeys(w for p in plans for w in p.log.warnings))
+    for w in warnings:
+        print(f"[WARNING] {w}", file=sys.stderr)
+    result.warnings.extend(warnings)
+    release()
     return files
 
 

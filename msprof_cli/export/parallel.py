@@ -138,6 +138,19 @@ class JobPool:
             gc.unfreeze()
         return [g.result for g in self.groups]
 
+    def wait_below(self, pending: int) -> None:
+        """Wait until fewer than `pending` jobs run or wait (back-pressure: a caller that
+        makes jobs faster than they finish holds their inputs meanwhile)."""
+        try:
+            while len(self.running) + len(self.queue) >= pending and self.running:
+                self._poll(block=True)
+                self._finish_ready()
+                self._check()
+                self._start()
+        except BaseException:
+            self.cancel()
+            raise
+
     def cancel(self) -> None:
         """Stop every running or queued job (the caller failed); nothing is published."""
         self._kill_all()

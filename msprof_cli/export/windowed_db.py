@@ -1,0 +1,450 @@
+"""``--type db`` of a big PROF dir, window by window (windows.py): the same tables as
+db.export_db of the whole decode.
+
+What crosses windows, and how:
+
+* STRING_IDS are numbered in first-seen order over whole columns (db.StringIds), device by
+  device, column by column.  A window cannot know the final numbers, so each column has a
+  *slot* of its own (`_Slots`: its distinct texts in first-seen order, the windows coming
+  in row order), the window's rows carry slot-local codes, and the final numbering is made
+  at the end -- the slots in the order the whole export interns them (CANN_API names by
+  their first record, the API table's order) -- and applied while the rows are copied into
+  the db.
+* Each window's rows go to a side SQLite file written by a forked worker while the export
+  process decodes the next window; at the end SQLite copies them into the db in the whole
+  export's order (device-major, windows in order, OVERLAP_ANALYSIS kind-major, CANN_API by
+  connection id), adding the per-device task / op numbering bases and mapping the codes.
+* OVERLAP_ANALYSIS: no task crosses a cut, so each window's Computing / Communication /
+  Not Overlapped intervals are its own; the Free gap across a cut (last computing end
+  before it, first start after it; the scan keeps HCCL executions out of such gaps) is the
+  first Free row of the later window.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from msprof_cli.errors import ExportError
+
+from . import db as DB
+from .dataset import ProfData
+from .host import NA
+from .memory import release
+from .parallel import JobPool
+from .pmu import tail_columns, tail_header
+from .timeline import CONTEXT_ID_910, merge_intervals, overlap_intervals
+from .selection import ALL
+from .windowed import _slim, window_comm
+from .windows import WindowPlan, load_window
+from .writers import FILE_MODE, _write_error, output_dir
+
+# the string columns of a device, in the order db._device_tables interns them
+COMPUTE_SLOTS = ["op_name", "task_type", "op_type", "in_formats", "in_types", "in_shapes",
+                 "out_formats", "out_types", "out_shapes", "op_state", "hf32"]
+SIDE_SCHEMA = {  # side tables: the db columns (codes for texts) + the device where missing
+    "TASK": DB.SCHEMA["TASK"],
+    "COMPUTE_TASK_INFO": DB.SCHEMA["COMPUTE_TASK_INFO"] + [("dev", "INTEGER")],
+    "TASK_PMU_INFO": DB.SCHEMA["TASK_PMU_INFO"] + [("dev", "INTEGER")],
+    "OVERLAP_ANALYSIS": [("deviceId", "INTEGER"), ("startNs", "NUMERIC"),
+                         ("endNs", "NUMERIC"), ("type", "INTEGER")],
+    "COMMUNICATION_OP": DB.SCHEMA["COMMUNICATION_OP"],
+    "CANN_API": DB.SCHEMA["CANN_API"],
+}
+
+
+class _Slots:
+    """First-seen texts per slot (a column of one device, or CANN_API's names)."""
+
+    def __init__(self) -> None:
+        self.slots: dict[tuple, dict[str, int]] = {}
+
+    def column(self, key: tuple, values) -> np.ndarray:
+        """Slot-local codes of `values` (as db.StringIds.column: missing -> N/A)."""
+        s = pd.Series(np.asarray(values, dtype=object)).fillna(NA)
+        if len(s) == 0:
+            return np.zeros(0, dtype=np.int64)
+        slot = self.slots.setdefault(key, {})
+        codes, uniq = pd.factorize(s)
+        lut = np.array([slot.setdefault(str(u), len(slot)) for u in uniq], dtype=np.int64)
+        return lut[codes]
+
+    def texts(self, key: tuple) -> list[str]:
+        return list(self.slots.get(key, {}))
+
+
+def export_db_windows(plans: list[WindowPlan], on_window=None) -> list[Path]:
+    """``PROF_X/msprof_{ts}.db`` of the devices of `plans` (plan_windows of one device, or
+    plan_all_devices), window by window."""
+    run = _DbWindows(plans)
+    try:
+        for k in range(len(plans[0])):
+            run.window(k)
+            if on_window is not None:
+                on_window(k)
+        return run.finish()
+    except BaseException as exc:
+        run.discard()
+        if isinstance(exc, sqlite3.OperationalError):
+            raise ExportError(f"cannot write {run.path}: SQLite said: {exc}. No partial "
+                              f"database was left under that name; the raw data is "
+                              f"unchanged.") from None
+        if isinstance(exc, OSError):
+            raise _write_error(run.path, exc) from None
+        raise
+
+
+class _DbWindows:
+    def __init__(self, plans: list[WindowPlan]) -> None:
+        self.plans = plans
+        prof = plans[0].prof
+        self.path = DB.db_path(prof)
+        output_dir(self.path.parent)
+        self.tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}."
+                                       f"{secrets.token_hex(4)}")
+        self.slots = _Slots()
+        self.cann_first: dict[str, int] = {}  # CANN_API name -> its first connection id
+        n = len(plans)
+        self.tasks = [0] * n  # per device: tasks so far (globalTaskId within the device)
+        self.ops = [0] * n  # per device: communication ops so far (opId)
+        self.computing = [False] * n  # the device has op rows (db: OVERLAP_ANALYSIS)
+        self.last_end: list[int | None] = [None] * n  # its last computing end so far
+        self.pmu_valid: list[np.ndarray | None] = [None] * n
+        self.pmu_header: list[list[str]] = [[] for _ in range(n)]
+        self.sides: list[Path] = []
+        self.pool = JobPool()
+        self.pool.caller_busy = True  # this process decodes the next window meanwhile
+        self.first: ProfData | None = None
+
+    def discard(self) -> None:
+        self.pool.cancel()
+        for p in [self.tmp, *self.sides]:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+
+    # -- a window ---------------------------------------------------------------------
+    def window(self, k: int) -> None:
+        plans = self.plans
+        data = load_window(plans if len(plans) > 1 else plans[0], k)
+        lo, hi = plans[0].bounds(k)
+        tables: dict[str, list[list[np.ndarray]]] = {t: [] for t in SIDE_SCHEMA}
+        pid = DB._app_pid(data)
+        for j, dev in enumerate(data.devices):
+            self._device(j, dev, data, lo, hi, pid, tables)
+        apis = data.host.apis
+        if apis is not None and len(apis):
+            names = DB.api_names(apis)
+            cids = apis["connection_id"].to_numpy(np.int64)
+            first = pd.DataFrame({"n": names, "c": cids}).groupby("n", sort=False)["c"].min()
+            for name, cid in first.items():
+                if cid < self.cann_first.get(name, cid + 1):
+                    self.cann_first[name] = int(cid)
+            tables["CANN_API"].append([
+                DB._ns(apis["begin_local"]), DB._ns(apis["end_local"]), DB._ns(apis["level"]),
+                (np.int64(pid) << np.int64(32)) | DB._ns(apis["thread_id"]), cids,
+                self.slots.column(("cann",), names)])
+        side = self.tmp.with_name(f".{self.path.name}.w{k}.tmp{os.getpid()}."
+                                  f"{secrets.token_hex(4)}")
+        self.sides.append(side)
+        cols = {t: [np.concatenate([p[i] for p in parts]) for i in range(len(parts[0]))]
+                for t, parts in tables.items() if parts}
+        if self.first is None:  # what the end needs of it: control info, iterations, markers
+            self.first = _slim(data)
+        del data, tables, apis
+        # one window's rows wait at most: the worker binds them while this process decodes
+        self.pool.wait_below(2)
+        self.pool.submit(lambda side=side, cols=cols: _side_file(side, cols))
+        del cols
+        release()
+
+    def _device(self, j: int, dev, data: ProfData, lo: int, hi: int, pid: int,
+                tables: dict) -> None:
+        t = dev.tasks
+        n = len(t)
+        gid = self.tasks[j] + np.arange(n, dtype=np.int64)
+        self.tasks[j] += n
+        conn = t["connection_id"].to_numpy(np.int64)
+        tables["TASK"].append([
+            DB._ns(t["start_local"]), DB._ns(t["end_local"]), np.full(n, dev.device_id),
+            np.where(conn >= 0, conn, DB.NO_CONNECTION), gid, np.full(n, pid),
+            self.slots.column((j, "taskType"), DB._task_type_names(t)),
+            np.full(n, CONTEXT_ID_910), DB._ns(t["stream_id"]), DB._ns(t["task_id"]),
+            DB._ns(t["model_id"])])
+        keep = DB._compute_mask(dev)
+        rows = t[keep].reset_index(drop=True)
+        cgid = gid[keep]
+        m = len(rows)
+        comm, _, _ = window_comm(data, dev, ALL, lo, hi)
+        if m:
+            self.computing[j] = True
+            c = {s: self.slots.column((j, s), rows[col]) for s, col in zip(COMPUTE_SLOTS, [
+                "op_name", "task_type", "op_type", "in_formats", "in_types", "in_shapes",
+                "out_formats", "out_types", "out_shapes", "op_state", "hf32"])}
+            tables["COMPUTE_TASK_INFO"].append([
+                c["op_name"], cgid, DB._ns(rows["block_dim"]), np.full(m, DB.MIX_BLOCK_NUM_910),
+                c["task_type"], c["op_type"], c["in_formats"], c["in_types"], c["in_shapes"],
+                c["out_formats"], c["out_types"], c["out_shapes"], np.zeros(m, np.int64),
+                c["op_state"], c["hf32"], np.full(m, j)])
+            pmu = self._pmu(j, dev, rows, cgid)
+            if pmu is not None:
+                tables["TASK_PMU_INFO"].append(pmu)
+        # OVERLAP_ANALYSIS rows of the window (kinds 0..3); the Free gap across the cut first
+        parts = overlap_intervals(rows, comm.ops if comm is not None else None) if m or (
+            comm is not None and len(comm.ops)) else None
+        if parts is not None:
+            starts, ends, kinds = [], [], []
+            if m and self.last_end[j] is not None:
+                first_start = int(merge_intervals(DB._ns(rows["start_local"]),
+                                                  DB._ns(rows["end_local"]))[0][0])
+                starts.append(np.array([self.last_end[j]]))
+                ends.append(np.array([first_start]))
+                kinds.append(np.array([3]))
+            for kind, (s, e) in enumerate(parts):
+                starts.append(s)
+                ends.append(e)
+                kinds.append(np.full(len(s), kind))
+            order = np.argsort(np.concatenate(kinds), kind="stable")
+            k_all = np.concatenate(kinds)[order]
+            tables["OVERLAP_ANALYSIS"].append([
+                np.full(len(k_all), dev.device_id), np.concatenate(starts)[order],
+                np.concatenate(ends)[order], k_all])
+            if m:
+                self.last_end[j] = int(parts[0][1][-1])
+        ops = comm.ops if comm is not None else None  # communication.hccl_rows of the window
+        c = len(ops) if ops is not None else 0
+        if c:
+            cconn = ops["connection_id"].to_numpy(np.int64)
+            tables["COMMUNICATION_OP"].append([
+                self.slots.column((j, "comm_name"), ops["op_name"]), DB._ns(ops["start_local"]),
+                DB._ns(ops["end_local"]), np.where(cconn >= 0, cconn, DB.NO_CONNECTION),
+                np.zeros(c, np.int64), self.ops[j] + np.arange(c), np.zeros(c, np.int64),
+                np.zeros(c, np.int64), np.full(c, DB.HCCL_DATA_TYPE_NA), np.zeros(c, np.int64),
+                np.zeros(c, np.int64), self.slots.column((j, "comm_type"), ops["op_type"]),
+                np.full(c, dev.device_id)])
+            self.ops[j] += c
+
+    def _pmu(self, j: int, dev, rows: pd.DataFrame, cgid: np.ndarray) -> list | None:
+        """db._pmu_rows with the header index as the name (interned at the end)."""
+        metrics = dev.rd.ai_core_metrics if dev.pmu_events else None
+        header = tail_header(metrics, dev.pmu_events)
+        if not header:
+            return None
+        if self.pmu_valid[j] is None:
+            self.pmu_valid[j] = np.zeros(len(header), dtype=bool)
+            self.pmu_header[j] = header
+        ids, idx, values = [], [], []
+        for lo in range(0, len(rows), DB.PMU_ROWS):
+            cols = tail_columns(rows.iloc[lo:lo + DB.PMU_ROWS], metrics, dev.pmu_events,
+                                float(dev.rd.aic_mhz), dev.rd.ai_core_num)
+            g = cgid[lo:lo + DB.PMU_ROWS]
+            ci, cx, cv = [], [], []
+            for k, text in enumerate(cols.values()):
+                v = DB._numbers(text)
+                ok = ~np.isnan(v)
+                if not ok.any():
+                    continue
+                self.pmu_valid[j][k] = True
+                ci.append(g[ok])
+                cx.append(np.full(int(ok.sum()), k, dtype=np.int64))
+                cv.append(v[ok] * DB._pmu_name(header[k])[1])
+            if ci:
+                gi, xi, vi = np.concatenate(ci), np.concatenate(cx), np.concatenate(cv)
+                order = np.argsort(gi, kind="stable")
+                ids.append(gi[order])
+                idx.append(xi[order])
+                values.append(vi[order])
+        if not ids:
+            return None
+        n = sum(len(a) for a in ids)
+        return [np.concatenate(ids), np.concatenate(idx), np.concatenate(values),
+                np.full(n, j)]
+
+    # -- the end ----------------------------------------------------------------------
+    def finish(self) -> list[Path]:
+        self.pool.results()
+        first = self.first
+        ids = self._string_ids(first)
+        conn = sqlite3.connect(self.tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=OFF")
+            conn.execute("PRAGMA synchronous=OFF")
+            for table in ("TASK", "COMPUTE_TASK_INFO", "CANN_API", "TASK_PMU_INFO",
+                          "STEP_TIME", "OVERLAP_ANALYSIS", "SESSION_TIME_INFO", "NPU_INFO",
+                          "HOST_INFO", "META_DATA", "RANK_DEVICE_MAP"):
+                DB._create(conn, table, DB.SCHEMA[table])
+            self._merge(conn, ids)
+            DB._insert(conn, "SESSION_TIME_INFO", DB._session(first))
+            for table, rows in DB._info_tables(first).items():
+                if rows:
+                    conn.executemany(f"INSERT INTO {table} VALUES (?, ?)", rows)
+            for table, rows in DB.ENUMS.items():
+                DB._create(conn, table, DB.ENUM_SCHEMA)
+                conn.executemany(f"INSERT INTO {table} VALUES (?, ?)", rows)
+            DB._create(conn, "STRING_IDS", DB.SCHEMA["STRING_IDS"])
+            conn.executemany("INSERT INTO STRING_IDS VALUES (?, ?)", ids.rows())
+            conn.execute("CREATE INDEX TaskIndex ON TASK (startNs, globalTaskId)")
+        finally:
+            conn.close()
+        for side in self.sides:
+            os.unlink(side)
+        self.sides = []
+        os.chmod(self.tmp, FILE_MODE)
+        os.replace(self.tmp, self.path)
+        return [self.path]
+
+    def _string_ids(self, first: ProfData) -> DB.StringIds:
+        """STRING_IDS in the whole export's order (db._device_tables, then CANN_API, mstx);
+        `self.maps`: per slot, the final id of each slot-local code."""
+        ids = DB.StringIds()
+        ids.one(NA)
+        self.maps: dict[tuple, np.ndarray] = {}
+
+        def slot(key: tuple, texts: list[str] | None = None) -> None:
+            texts = self.slots.texts(key) if texts is None else texts
+            self.maps[key] = np.array([ids.one(x) for x in texts], dtype=np.int64)
+
+        for j in range(len(self.plans)):
+            slot((j, "taskType"))
+            for s in COMPUTE_SLOTS:
+                slot((j, s))
+            header, valid = self.pmu_header[j], self.pmu_valid[j]
+            self.maps[(j, "pmu")] = np.zeros(len(header), dtype=np.int64)
+            for k in (np.flatnonzero(valid) if valid is not None else []):
+                self.maps[(j, "pmu")][k] = ids.one(DB._pmu_name(header[k])[0])
+            slot((j, "comm_name"))
+            slot((j, "comm_type"))
+        # CANN_API names in the API table's order (connection ids), not the windows'
+        by_cid = sorted(self.cann_first, key=self.cann_first.__getitem__)
+        final = {x: ids.one(x) for x in by_cid}
+        self.maps[("cann",)] = np.array([final[x] for x in self.slots.texts(("cann",))],
+                                        dtype=np.int64)
+        self.mstx = DB._mstx(first, ids)
+        return ids
+
+    def _merge(self, conn: sqlite3.Connection, ids: DB.StringIds) -> None:
+        """The side files' rows into the db, in the whole export's order."""
+        maps = self.maps
+        n = len(self.plans)
+        for key, lut in maps.items():
+            name = _map_name(key)
+            conn.execute(f"CREATE TEMP TABLE {name} (code INTEGER PRIMARY KEY, id INTEGER)")
+            conn.executemany(f"INSERT INTO {name} VALUES (?, ?)",
+                             list(enumerate(lut.tolist())))
+
+        def m(key: tuple, col: str) -> str:
+            return f"(SELECT id FROM {_map_name(key)} WHERE code = {col})"
+
+        bases = np.cumsum([0] + self.tasks[:-1]).tolist()
+        op_bases = np.cumsum([0] + self.ops[:-1]).tolist()
+        has_comm = sum(self.ops) > 0
+        if has_comm:
+            DB._create(conn, "COMMUNICATION_OP", DB.SCHEMA["COMMUNICATION_OP"])
+        if self.mstx:
+            DB._create(conn, "MSTX_EVENTS", DB.SCHEMA["MSTX_EVENTS"])
+            DB._insert(conn, "MSTX_EVENTS", self.mstx)
+        overlap_id = 0
+        for j in range(n):
+            dev_id = self.plans[j].dev_rd.device_id or 0
+            base = bases[j]
+            per_side = {
+                "TASK": (f"INSERT INTO main.TASK SELECT startNs, endNs, deviceId, connectionId,"
+                         f" globalTaskId + {base}, globalPid, {m((j, 'taskType'), 'taskType')},"
+                         f" contextId, streamId, taskId, modelId FROM side.TASK"
+                         f" WHERE deviceId = {dev_id} ORDER BY rowid"),
+                "COMPUTE_TASK_INFO": (
+                    "INSERT INTO main.COMPUTE_TASK_INFO SELECT "
+                    + ", ".join([m((j, "op_name"), "name"), f"globalTaskId + {base}",
+                                 "blockNum", "mixBlockNum", m((j, "task_type"), "taskType"),
+                                 m((j, "op_type"), "opType"),
+                                 m((j, "in_formats"), "inputFormats"),
+                                 m((j, "in_types"), "inputDataTypes"),
+                                 m((j, "in_shapes"), "inputShapes"),
+                                 m((j, "out_formats"), "outputFormats"),
+                                 m((j, "out_types"), "outputDataTypes"),
+                                 m((j, "out_shapes"), "outputShapes"), "attrInfo",
+                                 m((j, "op_state"), "opState"),
+                                 m((j, "hf32"), "hf32Eligible")])
+                    + f" FROM side.COMPUTE_TASK_INFO WHERE dev = {j} ORDER BY rowid"),
+                "TASK_PMU_INFO": (f"INSERT INTO main.TASK_PMU_INFO SELECT globalTaskId + {base},"
+                                  f" {m((j, 'pmu'), 'name')}, value FROM side.TASK_PMU_INFO"
+                                  f" WHERE dev = {j} ORDER BY rowid"),
+                "COMMUNICATION_OP": (
+                    "INSERT INTO main.COMMUNICATION_OP SELECT "
+                    + ", ".join([m((j, "comm_name"), "opName"), "startNs", "endNs",
+                                 "connectionId", "groupName", f"opId + {op_bases[j]}", "relay",
+                                 "retry", "dataType", "algType", "count",
+                                 m((j, "comm_type"), "opType"), "deviceId"])
+                    + f" FROM side.COMMUNICATION_OP WHERE deviceId = {dev_id} ORDER BY rowid"),
+            }
+            for table, sql in per_side.items():
+                if table == "COMMUNICATION_OP" and not has_comm:
+                    continue
+                for side in self.sides:
+                    self._run(conn, side, table, sql)
+            if self.computing[j]:  # OVERLAP_ANALYSIS kind by kind, windows in order
+                for kind in range(4):
+                    for side in self.sides:
+                        before = conn.total_changes
+                        self._run(conn, side, "OVERLAP_ANALYSIS", (
+                            f"INSERT INTO main.OVERLAP_ANALYSIS SELECT {overlap_id} + "
+                            f"(ROW_NUMBER() OVER (ORDER BY rowid)) - 1, deviceId, startNs, "
+                            f"endNs, type FROM side.OVERLAP_ANALYSIS WHERE deviceId = "
+                            f"{dev_id} AND type = {kind} ORDER BY rowid"))
+                        overlap_id += conn.total_changes - before
+            its = self.first.devices[j].iterations
+            if len(its):
+                its = its.sort_values("step_end_ns", kind="stable")
+                DB._insert(conn, "STEP_TIME", [
+                    DB._ns(its["iteration_id"]), DB._ns(its["step_start_ns"]),
+                    DB._ns(its["step_end_ns"]), np.full(len(its), dev_id),
+                    DB._ns(its["model_id"])])
+        # CANN_API in connection-id order (the API table's; windows hold APIs by begin)
+        conn.execute("CREATE TEMP TABLE cann_all AS SELECT * FROM main.CANN_API WHERE 0")
+        for side in self.sides:
+            self._run(conn, side, "CANN_API", (
+                "INSERT INTO temp.cann_all SELECT startNs, endNs, type, globalTid, "
+                "connectionId, " + m(("cann",), "name") + " FROM side.CANN_API ORDER BY rowid"))
+        conn.execute("BEGIN")
+        conn.execute("INSERT INTO main.CANN_API SELECT * FROM temp.cann_all "
+                     "ORDER BY connectionId")
+        conn.execute("DROP TABLE temp.cann_all")
+        conn.execute("COMMIT")
+
+    @staticmethod
+    def _run(conn: sqlite3.Connection, side: Path, table: str, sql: str) -> None:
+        conn.execute("ATTACH DATABASE ? AS side", (str(side),))
+        try:
+            present = conn.execute("SELECT 1 FROM side.sqlite_master WHERE name = ?",
+                                   (table,)).fetchone()
+            if present:
+                conn.execute("BEGIN")
+                conn.execute(sql)
+                conn.execute("COMMIT")
+        finally:
+            conn.execute("DETACH DATABASE side")
+
+
+
+def _map_name(key: tuple) -> str:
+    return "map_" + "_".join(str(x) for x in key)
+
+
+def _side_file(side: Path, cols: dict[str, list[np.ndarray]]) -> Path:
+    conn = sqlite3.connect(side, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=OFF")
+        conn.execute("PRAGMA synchronous=OFF")
+        conn.execute("BEGIN")
+        for table, c in cols.items():
+            DB._create(conn, table, SIDE_SCHEMA[table])
+            DB._insert(conn, table, c)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return side
