@@ -408,9 +408,21 @@ def _info_tables(data: ProfData) -> dict[str, list[tuple]]:
     }
 
 
+def connect_new(path: Path) -> sqlite3.Connection:
+    """A new SQLite file, created exclusively with the export's file mode (0640) before
+    SQLite opens it: the rows are never readable by others, not even while being written."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                 FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)
+    return sqlite3.connect(path, isolation_level=None)
+
+
 def _side_file(side: Path, table: str, cols: Columns) -> Path:
     """`table` alone in a new SQLite file (a forked worker's job; merged into the db)."""
-    conn = sqlite3.connect(side, isolation_level=None)
+    conn = connect_new(side)
     try:
         conn.execute("PRAGMA journal_mode=OFF")
         conn.execute("PRAGMA synchronous=OFF")
@@ -438,7 +450,7 @@ def export_db(data: ProfData) -> list[Path]:
     has_comm = False
     pool = JobPool()  # this process goes on building the other tables: one worker
     sides: list[Path] = []
-    conn = sqlite3.connect(tmp, isolation_level=None)
+    conn = connect_new(tmp)
     try:
         conn.execute("PRAGMA journal_mode=OFF")
         conn.execute("PRAGMA synchronous=OFF")

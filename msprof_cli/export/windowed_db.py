@@ -270,7 +270,7 @@ class _DbWindows:
         self.pool.results()
         first = self.first
         ids = self._string_ids(first)
-        conn = sqlite3.connect(self.tmp, isolation_level=None)
+        conn = DB.connect_new(self.tmp)
         try:
             conn.execute("PRAGMA journal_mode=OFF")
             conn.execute("PRAGMA synchronous=OFF")
@@ -436,7 +436,7 @@ def _map_name(key: tuple) -> str:
 
 
 def _side_file(side: Path, cols: dict[str, list[np.ndarray]]) -> Path:
-    conn = sqlite3.connect(side, isolation_level=None)
+    conn = DB.connect_new(side)
     try:
         conn.execute("PRAGMA journal_mode=OFF")
         conn.execute("PRAGMA synchronous=OFF")
