@@ -124,16 +124,7 @@ class JobPool:
         release()  # the caller's preparation temporaries: not inherited by the next workers
         try:
             self._start()
-            while self.running or self.queue:
-                self._poll(block=True)
-                self._finish_ready()
-                self._check()
-                self._start()
-            self._finish_ready()
-            self._check()
-        except BaseException:
-            self.cancel()
-            raise
+            self._wait(lambda: bool(self.running or self.queue))
         finally:
             gc.unfreeze()
         return [g.result for g in self.groups]
@@ -141,12 +132,20 @@ class JobPool:
     def wait_below(self, pending: int) -> None:
         """Wait until fewer than `pending` jobs run or wait (back-pressure: a caller that
         makes jobs faster than they finish holds their inputs meanwhile)."""
+        self._wait(lambda: len(self.running) + len(self.queue) >= pending
+                   and bool(self.running))
+
+    def _wait(self, more: Callable[[], bool]) -> None:
+        """Take finished jobs and start queued ones while `more()`; on any failure every
+        job is stopped and the failure raised."""
         try:
-            while len(self.running) + len(self.queue) >= pending and self.running:
+            while more():
                 self._poll(block=True)
                 self._finish_ready()
                 self._check()
                 self._start()
+            self._finish_ready()
+            self._check()
         except BaseException:
             self.cancel()
             raise
