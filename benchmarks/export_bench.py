@@ -58,6 +58,10 @@ def _clean_outputs(prof: Path) -> None:
 def run_case(prof: Path, layout: str, tasks: int, workers: str = "") -> dict:
     """One `msprof export` child: wall, peak RSS (wait4), I/O and its own timing split."""
     _clean_outputs(prof)
+    # the previous case's outputs (2 GB at 1M tasks) are written back by the kernel ~30 s
+    # after they were dirtied, i.e. during this case: flushed first, so that each case
+    # is charged with its own work only
+    os.sync()
     child_env = env()
     if workers:
         child_env["MSPROF_EXPORT_WORKERS"] = workers
