@@ -200,6 +200,21 @@ def host_batches(tt: pd.DataFrame, flips: pd.DataFrame) -> np.ndarray:
     return out
 
 
+def attach_tensors(d: DeviceData, tens: pd.DataFrame) -> None:
+    """The tensor columns of `d`'s tasks from `tensors_by_launch` rows, by the task's launch
+    (connection id): what `with_tensors` + `build_device` give in one join."""
+    if len(tens) == 0:
+        return
+    conn = d.tasks["connection_id"].to_numpy(np.int64)
+    at = pd.Index(tens["launch_cid"].to_numpy(np.int64)).get_indexer(conn)
+    ok = (at >= 0) & (conn >= 0)
+    for c in TENSOR_COLS:
+        col = obj_full(len(conn), NA)
+        col[ok] = tens[c].to_numpy(object)[at[ok]]
+        col[pd.isna(col)] = NA
+        d.tasks[c] = col
+
+
 def device_iterations(rd: ResultDirInfo, steps: pd.DataFrame) -> pd.DataFrame:
     """The step-trace iterations of a device in local ns, those that start after the
     collection began."""
@@ -214,7 +229,8 @@ def device_iterations(rd: ResultDirInfo, steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: DecodeLog,
-                 host_info: pd.DataFrame | None = None) -> DeviceData:
+                 host_info: pd.DataFrame | None = None, tensors_later: bool = False
+                 ) -> DeviceData:
     """`host_info`: `_host_task_info` of the host tables when the caller already has it
     (computed once per PROF dir, not once per device)."""
     tasks = dev.tasks.copy()
@@ -281,7 +297,10 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         tt_thread = np.where(known, tasks["thread_id"].fillna(0).to_numpy(), 0).astype(np.int64)
         tt_local = np.where(known, tasks["ts_ns"].fillna(0).to_numpy(), 0).astype(np.int64) \
             + np.int64(host.rd.offset_ns if host.rd else 0)
-        tensors = {c: np.where(pd.isna(tasks[c].to_numpy()), NA, tasks[c].to_numpy())
+        # tensors_later: `host_info` is launch_info without the tensor columns (they are
+        # attached by attach_tensors, once the worker that joins them is done)
+        tensors = {c: obj_full(n, NA) if tensors_later else
+                   np.where(pd.isna(tasks[c].to_numpy()), NA, tasks[c].to_numpy())
                    for c in TENSOR_COLS}
     else:
         op_name = obj_full(n, NA)
@@ -424,7 +443,8 @@ def load_prof(prof: Path) -> ProfData:
     tables = None
     apis = pd.DataFrame()
     pool = None
-    pending: dict[int, tuple[DeviceTables, DecodeLog]] = {}
+    host: HostData | None = None
+    devices: list[DeviceData] = []
     host_info = None  # _host_task_info, the same for every device: joined once
     try:
         if host_rd is not None and host_rd.data_dir.is_dir():
@@ -440,35 +460,46 @@ def load_prof(prof: Path) -> ProfData:
             apis = _named_apis(tables, host_rd)
             apis = apis[apis["begin_local"] >= host_rd.begin_local_ns].reset_index(drop=True)
             has_host = bool(dev_infos) and len(tables.task_track) > 0 and bool(tables.types)
+            host = HostData(rd=host_rd, tables=tables, apis=apis)
             if pool is not None:
-                if dev_infos:
-                    dlog = DecodeLog()
-                    pending[0] = (decode_device(dev_infos[0], dlog), dlog)
+                # every device is decoded and joined to the launches while the worker
+                # finishes; the tensor columns come with its result (attach_tensors)
                 launch = launch_info(tables) if has_host else None
+                built: list[tuple[DeviceData, DecodeLog]] = []
+                for rd in dev_infos:
+                    dlog = DecodeLog()
+                    dev = decode_device(rd, dlog)
+                    built.append((build_device(rd, dev, host, dlog, launch,
+                                               tensors_later=launch is not None), dlog))
+                    del dev
+                    release()
+                del launch
                 packed, tlog = pool.results()[0]
                 pool = None
-                if launch is not None:
-                    host_info = with_tensors(launch, unpack_frame(packed))
-                del packed, launch
+                tens = unpack_frame(packed) if has_host else None
+                del packed
                 log.merge(tlog)
                 log.merge(post_log)
+                for d, dlog in built:  # the serial decode's warning order
+                    if tens is not None:
+                        attach_tensors(d, tens)
+                    log.merge(dlog)
+                    devices.append(d)
+                del built, tens
             elif has_host:
                 host_info = _host_task_info(tables)
     finally:
         if pool is not None:  # this process failed first: stop the worker
             pool.cancel()
-    host = HostData(rd=host_rd, tables=tables, apis=apis)
+    if host is None:
+        host = HostData(rd=host_rd, tables=tables, apis=apis)
     release()
-    devices = []
-    for k, rd in enumerate(dev_infos):
-        if k in pending:
-            dev, dlog = pending.pop(k)
-            log.merge(dlog)
-        else:
+    if not devices:
+        for rd in dev_infos:
             dev = decode_device(rd, log)
-        devices.append(build_device(rd, dev, host, log, host_info))
-        del dev
-        release()  # the join's temporaries are gone: give their heap pages back
+            devices.append(build_device(rd, dev, host, log, host_info))
+            del dev
+            release()  # the join's temporaries are gone: give their heap pages back
     if tables is not None:
         # tensor_info and the raw API table are joined into the task tables and the named
         # API table now; nothing reads them later (memory)
