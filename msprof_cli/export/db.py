@@ -220,16 +220,17 @@ def _numbers(text: np.ndarray) -> np.ndarray:
     return out
 
 
-def _pmu_rows(dev: DeviceData, rows: pd.DataFrame, gid: np.ndarray, strings: StringIds
-              ) -> Columns:
-    """TASK_PMU_INFO of the op rows: the metrics op_summary prints (its text parsed back:
-    the db holds the printed values), PMU_ROWS rows at a time, grouped per task (the layout
-    of the real table) with the metrics in header order.  A metric's name is interned once
-    it is known to have a value anywhere, in header order (as one pass over all rows)."""
+def pmu_parts(dev: DeviceData, rows: pd.DataFrame, gid: np.ndarray
+              ) -> tuple[list[str], np.ndarray, Columns] | None:
+    """TASK_PMU_INFO of the op rows with the metric as its index in the op_summary header:
+    (header, which metrics have a value, [globalTaskId, index, value]); None without
+    metrics.  The values are the ones op_summary prints (its text parsed back), PMU_ROWS
+    rows at a time, grouped per task (the layout of the real table), metrics in header
+    order."""
     metrics = dev.rd.ai_core_metrics if dev.pmu_events else None
     header = tail_header(metrics, dev.pmu_events)
-    if not header or not len(rows):
-        return []
+    if not header:
+        return None
     factors = [_pmu_name(h)[1] for h in header]
     valid = np.zeros(len(header), dtype=bool)
     out_gid, out_idx, out_val = [], [], []
@@ -254,12 +255,28 @@ def _pmu_rows(dev: DeviceData, rows: pd.DataFrame, gid: np.ndarray, strings: Str
             out_gid.append(gid_c[order])
             out_idx.append(idx_c[order])
             out_val.append(val_c[order])
-    if not out_gid:
-        return []
+    cols = [np.concatenate(c) if c else np.zeros(0, dt) for c, dt in
+            ((out_gid, np.int64), (out_idx, np.int16), (out_val, np.float64))]
+    return header, valid, cols
+
+
+def pmu_names(header: list[str], valid: np.ndarray, strings: StringIds) -> np.ndarray:
+    """The STRING_IDS id of each header metric with a value (interned in header order, as
+    one pass over all rows interns them); 0 for the others."""
     names = np.zeros(len(header), dtype=np.int64)
     for k in np.flatnonzero(valid):
         names[k] = strings.one(_pmu_name(header[k])[0])
-    return [np.concatenate(out_gid), names[np.concatenate(out_idx)], np.concatenate(out_val)]
+    return names
+
+
+def _pmu_rows(dev: DeviceData, rows: pd.DataFrame, gid: np.ndarray, strings: StringIds
+              ) -> Columns:
+    """TASK_PMU_INFO rows of the op rows (`pmu_parts` with the names interned)."""
+    got = pmu_parts(dev, rows, gid) if len(rows) else None
+    if got is None or not len(got[2][0]):
+        return []
+    header, valid, (g, idx, values) = got
+    return [g, pmu_names(header, valid, strings)[idx], values]
 
 
 def _device_tables(data: ProfData, strings: StringIds):

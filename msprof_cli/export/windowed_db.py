@@ -36,7 +36,6 @@ from .dataset import ProfData
 from .host import NA
 from .memory import release
 from .parallel import JobPool
-from .pmu import tail_columns, tail_header
 from .timeline import CONTEXT_ID_910, merge_intervals, overlap_intervals
 from .selection import ALL
 from .windowed import _slim, window_comm
@@ -230,40 +229,18 @@ class _DbWindows:
             self.ops[j] += c
 
     def _pmu(self, j: int, dev, rows: pd.DataFrame, cgid: np.ndarray) -> list | None:
-        """db._pmu_rows with the header index as the name (interned at the end)."""
-        metrics = dev.rd.ai_core_metrics if dev.pmu_events else None
-        header = tail_header(metrics, dev.pmu_events)
-        if not header:
+        """db.pmu_parts with the header index as the name (interned at the end)."""
+        got = DB.pmu_parts(dev, rows, cgid)
+        if got is None:
             return None
+        header, valid, (g, idx, values) = got
         if self.pmu_valid[j] is None:
             self.pmu_valid[j] = np.zeros(len(header), dtype=bool)
             self.pmu_header[j] = header
-        ids, idx, values = [], [], []
-        for lo in range(0, len(rows), DB.PMU_ROWS):
-            cols = tail_columns(rows.iloc[lo:lo + DB.PMU_ROWS], metrics, dev.pmu_events,
-                                float(dev.rd.aic_mhz), dev.rd.ai_core_num)
-            g = cgid[lo:lo + DB.PMU_ROWS]
-            ci, cx, cv = [], [], []
-            for k, text in enumerate(cols.values()):
-                v = DB._numbers(text)
-                ok = ~np.isnan(v)
-                if not ok.any():
-                    continue
-                self.pmu_valid[j][k] = True
-                ci.append(g[ok])
-                cx.append(np.full(int(ok.sum()), k, dtype=np.int64))
-                cv.append(v[ok] * DB._pmu_name(header[k])[1])
-            if ci:
-                gi, xi, vi = np.concatenate(ci), np.concatenate(cx), np.concatenate(cv)
-                order = np.argsort(gi, kind="stable")
-                ids.append(gi[order])
-                idx.append(xi[order])
-                values.append(vi[order])
-        if not ids:
+        self.pmu_valid[j] |= valid
+        if not len(g):
             return None
-        n = sum(len(a) for a in ids)
-        return [np.concatenate(ids), np.concatenate(idx), np.concatenate(values),
-                np.full(n, j)]
+        return [g, idx, values, np.full(len(g), j)]
 
     # -- the end ----------------------------------------------------------------------
     def finish(self) -> list[Path]:
@@ -313,10 +290,9 @@ class _DbWindows:
             slot((j, "taskType"))
             for s in COMPUTE_SLOTS:
                 slot((j, s))
-            header, valid = self.pmu_header[j], self.pmu_valid[j]
-            self.maps[(j, "pmu")] = np.zeros(len(header), dtype=np.int64)
-            for k in (np.flatnonzero(valid) if valid is not None else []):
-                self.maps[(j, "pmu")][k] = ids.one(DB._pmu_name(header[k])[0])
+            valid = self.pmu_valid[j]
+            self.maps[(j, "pmu")] = DB.pmu_names(self.pmu_header[j], valid, ids) \
+                if valid is not None else np.zeros(0, dtype=np.int64)
             slot((j, "comm_name"))
             slot((j, "comm_type"))
         # CANN_API names in the API table's order (connection ids), not the windows'
