@@ -20,7 +20,7 @@ import os
 import secrets
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -220,6 +220,51 @@ def _numbers(text: np.ndarray) -> np.ndarray:
     return out
 
 
+# the text columns of COMPUTE_TASK_INFO in the order they are interned: (slot, rows column)
+COMPUTE_TEXTS = [("op_name", "op_name"), ("task_type", "task_type"), ("op_type", "op_type"),
+                 ("in_formats", "in_formats"), ("in_types", "in_types"),
+                 ("in_shapes", "in_shapes"), ("out_formats", "out_formats"),
+                 ("out_types", "out_types"), ("out_shapes", "out_shapes"),
+                 ("op_state", "op_state"), ("hf32", "hf32")]
+Text = Callable[[str, object], np.ndarray]  # (slot, values) -> ids (or slot codes)
+
+
+def task_cols(t: pd.DataFrame, device_id: int, gid: np.ndarray, pid: int, text: Text
+              ) -> Columns:
+    """TASK columns of device tasks `t` (whole export: STRING_IDS ids; window mode: codes
+    of the slot ``taskType``)."""
+    n = len(t)
+    conn = t["connection_id"].to_numpy(np.int64)
+    return [_ns(t["start_local"]), _ns(t["end_local"]), np.full(n, device_id),
+            np.where(conn >= 0, conn, NO_CONNECTION), gid, np.full(n, pid),
+            text("taskType", _task_type_names(t)), np.full(n, CONTEXT_ID_910),
+            _ns(t["stream_id"]), _ns(t["task_id"]), _ns(t["model_id"])]
+
+
+def compute_cols(rows: pd.DataFrame, cgid: np.ndarray, text: Text, na_id: int) -> Columns:
+    """COMPUTE_TASK_INFO columns of op rows, texts interned in COMPUTE_TEXTS order."""
+    m = len(rows)
+    c = {slot: text(slot, rows[col]) for slot, col in COMPUTE_TEXTS[:9]}
+    attr = np.full(m, na_id)  # interned after the shapes, as the real table's order has it
+    c.update({slot: text(slot, rows[col]) for slot, col in COMPUTE_TEXTS[9:]})
+    return [c["op_name"], cgid, _ns(rows["block_dim"]), np.full(m, MIX_BLOCK_NUM_910),
+            c["task_type"], c["op_type"], c["in_formats"], c["in_types"], c["in_shapes"],
+            c["out_formats"], c["out_types"], c["out_shapes"], attr, c["op_state"], c["hf32"]]
+
+
+def comm_cols(ops: pd.DataFrame, op_base: int, device_id: int, text: Text, na_id: int
+              ) -> Columns:
+    """COMMUNICATION_OP columns of op executions (communication.hccl_rows)."""
+    c = len(ops)
+    cconn = ops["connection_id"].to_numpy(np.int64)
+    name = text("comm_name", ops["op_name"])
+    return [name, _ns(ops["start_local"]), _ns(ops["end_local"]),
+            np.where(cconn >= 0, cconn, NO_CONNECTION), np.full(c, na_id),
+            op_base + np.arange(c), np.zeros(c, np.int64), np.zeros(c, np.int64),
+            np.full(c, HCCL_DATA_TYPE_NA), np.full(c, na_id), np.zeros(c, np.int64),
+            text("comm_type", ops["op_type"]), np.full(c, device_id)]
+
+
 def pmu_parts(dev: DeviceData, rows: pd.DataFrame, gid: np.ndarray
               ) -> tuple[list[str], np.ndarray, Columns] | None:
     """TASK_PMU_INFO of the op rows with the metric as its index in the op_summary header:
@@ -293,25 +338,14 @@ def _device_tables(data: ProfData, strings: StringIds):
         n = len(t)
         gid = base + np.arange(n, dtype=np.int64)
         base += n
-        conn = t["connection_id"].to_numpy(np.int64)
-        out["TASK"] = [
-            _ns(t["start_local"]), _ns(t["end_local"]), np.full(n, dev.device_id),
-            np.where(conn >= 0, conn, NO_CONNECTION), gid, np.full(n, pid),
-            strings.column(_task_type_names(t)), np.full(n, CONTEXT_ID_910),
-            _ns(t["stream_id"]), _ns(t["task_id"]), _ns(t["model_id"])]
+        text = lambda slot, values: strings.column(values)  # noqa: E731
+        out["TASK"] = task_cols(t, dev.device_id, gid, pid, text)
         keep = _compute_mask(dev)
         rows = t[keep]
         cgid = gid[keep]
         m = len(rows)
         if m:
-            out["COMPUTE_TASK_INFO"] = [
-                strings.column(rows["op_name"]), cgid, _ns(rows["block_dim"]),
-                np.full(m, MIX_BLOCK_NUM_910), strings.column(rows["task_type"]),
-                strings.column(rows["op_type"]), strings.column(rows["in_formats"]),
-                strings.column(rows["in_types"]), strings.column(rows["in_shapes"]),
-                strings.column(rows["out_formats"]), strings.column(rows["out_types"]),
-                strings.column(rows["out_shapes"]), np.full(m, strings.one(NA)),
-                strings.column(rows["op_state"]), strings.column(rows["hf32"])]
+            out["COMPUTE_TASK_INFO"] = compute_cols(rows, cgid, text, strings.one(NA))
             pmu = _pmu_rows(dev, rows.reset_index(drop=True), cgid, strings)
             if pmu:
                 out["TASK_PMU_INFO"] = pmu
@@ -332,14 +366,8 @@ def _device_tables(data: ProfData, strings: StringIds):
         comm = communication.hccl_rows(dev, data)
         c = len(comm)
         if c:
-            cconn = comm["connection_id"].to_numpy(np.int64)
-            out["COMMUNICATION_OP"] = [
-                strings.column(comm["op_name"]), _ns(comm["start_local"]),
-                _ns(comm["end_local"]), np.where(cconn >= 0, cconn, NO_CONNECTION),
-                np.full(c, strings.one(NA)), op_id + np.arange(c), np.zeros(c, np.int64),
-                np.zeros(c, np.int64), np.full(c, HCCL_DATA_TYPE_NA),
-                np.full(c, strings.one(NA)), np.zeros(c, np.int64),
-                strings.column(comm["op_type"]), np.full(c, dev.device_id)]
+            out["COMMUNICATION_OP"] = comm_cols(comm, op_id, dev.device_id, text,
+                                                strings.one(NA))
             op_id += c
         yield out
         del out

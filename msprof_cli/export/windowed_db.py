@@ -36,15 +36,12 @@ from .dataset import ProfData
 from .host import NA
 from .memory import release
 from .parallel import JobPool
-from .timeline import CONTEXT_ID_910, merge_intervals, overlap_intervals
+from .timeline import merge_intervals, overlap_intervals
 from .selection import ALL
 from .windowed import _slim, window_comm
 from .windows import WindowPlan, load_window
 from .writers import FILE_MODE, _write_error, output_dir
 
-# the string columns of a device, in the order db._device_tables interns them
-COMPUTE_SLOTS = ["op_name", "task_type", "op_type", "in_formats", "in_types", "in_shapes",
-                 "out_formats", "out_types", "out_shapes", "op_state", "hf32"]
 SIDE_SCHEMA = {  # side tables: the db columns (codes for texts) + the device where missing
     "TASK": DB.SCHEMA["TASK"],
     "COMPUTE_TASK_INFO": DB.SCHEMA["COMPUTE_TASK_INFO"] + [("dev", "INTEGER")],
@@ -168,13 +165,8 @@ class _DbWindows:
         n = len(t)
         gid = self.tasks[j] + np.arange(n, dtype=np.int64)
         self.tasks[j] += n
-        conn = t["connection_id"].to_numpy(np.int64)
-        tables["TASK"].append([
-            DB._ns(t["start_local"]), DB._ns(t["end_local"]), np.full(n, dev.device_id),
-            np.where(conn >= 0, conn, DB.NO_CONNECTION), gid, np.full(n, pid),
-            self.slots.column((j, "taskType"), DB._task_type_names(t)),
-            np.full(n, CONTEXT_ID_910), DB._ns(t["stream_id"]), DB._ns(t["task_id"]),
-            DB._ns(t["model_id"])])
+        text = lambda slot, values: self.slots.column((j, slot), values)  # noqa: E731
+        tables["TASK"].append(DB.task_cols(t, dev.device_id, gid, pid, text))
         keep = DB._compute_mask(dev)
         rows = t[keep].reset_index(drop=True)
         cgid = gid[keep]
@@ -182,14 +174,8 @@ class _DbWindows:
         comm, _, _ = window_comm(data, dev, ALL, lo, hi)
         if m:
             self.computing[j] = True
-            c = {s: self.slots.column((j, s), rows[col]) for s, col in zip(COMPUTE_SLOTS, [
-                "op_name", "task_type", "op_type", "in_formats", "in_types", "in_shapes",
-                "out_formats", "out_types", "out_shapes", "op_state", "hf32"])}
-            tables["COMPUTE_TASK_INFO"].append([
-                c["op_name"], cgid, DB._ns(rows["block_dim"]), np.full(m, DB.MIX_BLOCK_NUM_910),
-                c["task_type"], c["op_type"], c["in_formats"], c["in_types"], c["in_shapes"],
-                c["out_formats"], c["out_types"], c["out_shapes"], np.zeros(m, np.int64),
-                c["op_state"], c["hf32"], np.full(m, j)])
+            tables["COMPUTE_TASK_INFO"].append(DB.compute_cols(rows, cgid, text, 0)
+                                               + [np.full(m, j)])
             pmu = self._pmu(j, dev, rows, cgid)
             if pmu is not None:
                 tables["TASK_PMU_INFO"].append(pmu)
@@ -218,14 +204,8 @@ class _DbWindows:
         ops = comm.ops if comm is not None else None  # communication.hccl_rows of the window
         c = len(ops) if ops is not None else 0
         if c:
-            cconn = ops["connection_id"].to_numpy(np.int64)
-            tables["COMMUNICATION_OP"].append([
-                self.slots.column((j, "comm_name"), ops["op_name"]), DB._ns(ops["start_local"]),
-                DB._ns(ops["end_local"]), np.where(cconn >= 0, cconn, DB.NO_CONNECTION),
-                np.zeros(c, np.int64), self.ops[j] + np.arange(c), np.zeros(c, np.int64),
-                np.zeros(c, np.int64), np.full(c, DB.HCCL_DATA_TYPE_NA), np.zeros(c, np.int64),
-                np.zeros(c, np.int64), self.slots.column((j, "comm_type"), ops["op_type"]),
-                np.full(c, dev.device_id)])
+            tables["COMMUNICATION_OP"].append(DB.comm_cols(ops, self.ops[j], dev.device_id,
+                                                           text, 0))
             self.ops[j] += c
 
     def _pmu(self, j: int, dev, rows: pd.DataFrame, cgid: np.ndarray) -> list | None:
@@ -288,7 +268,7 @@ class _DbWindows:
 
         for j in range(len(self.plans)):
             slot((j, "taskType"))
-            for s in COMPUTE_SLOTS:
+            for s, _ in DB.COMPUTE_TEXTS:
                 slot((j, s))
             valid = self.pmu_valid[j]
             self.maps[(j, "pmu")] = DB.pmu_names(self.pmu_header[j], valid, ids) \
