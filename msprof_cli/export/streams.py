@@ -10,7 +10,7 @@ dead process by the next export).
 
 A Chrome-trace file repeats its metadata events at the head of every slice, and the
 metadata (every thread and stream lane) is only known after the last window: the events go
-to temporary body files, and ``close(meta)`` writes each final file as ``[`` + metadata +
+to temporary body files, and ``close_jobs(meta)`` write each final file as ``[`` + metadata +
 body + ``]`` (a buffered copy of the body, writers.append_file).
 """
 from __future__ import annotations
@@ -177,7 +177,8 @@ def summary_stream(summary_format: str, paths: SliceNamer, header: list[str],
 
 class JsonStream:
     """A Chrome-trace array appended window by window (event strings in their final order);
-    ``close(meta)`` writes it as writers.event_jobs writes the whole stream."""
+    the jobs of ``close_jobs(meta)`` (windowed.close_json_streams) write it as
+    writers.event_jobs writes the whole stream."""
 
     def __init__(self, paths: SliceNamer, slice_events: int) -> None:
         self.slices = _Slices(paths)
@@ -202,12 +203,6 @@ class JsonStream:
             lo += take
             self.in_slice += take
             self.total += take
-
-    def close(self, meta: list[str]) -> list[Path]:
-        try:
-            return [p for job in self.close_jobs(meta) for p in job()]
-        finally:
-            self.discard()
 
     def close_jobs(self, meta: list[str]) -> list[Callable[[], list[Path]]]:
         """The writes of the final files, one independent job per slice (a slice's bytes
