@@ -173,19 +173,6 @@ def _tile(ops: OpTable, iters: IterTable, reps: int, shift_ns: np.ndarray,
     return t_ops, t_iters
 
 
-def _consume_tables(dev: Device, ops: OpTable, iters: IterTable) -> None:
-    """Device.consume without layer (a): the op table goes straight to layer (b)."""
-    ctx = dev._prepare(ops, iters)
-    host = dev._host_records(ctx)
-    for dd in dev.devices.values():
-        dev._device_pass(ctx, dd, host)
-    dev._write_host(ctx, host)
-    dev.host.sync()
-    for dd in dev.devices.values():
-        dd.data.sync()
-    dev.storage.end_chunk()
-
-
 def generate(tasks: int, out: Path, *, devices: int = 1, l2: bool = False,
              batch_tasks: int = 400_000, eval_every: int = 10, name: str = PROF_NAME,
              quiet: bool = False) -> Path:
@@ -229,7 +216,7 @@ def generate(tasks: int, out: Path, *, devices: int = 1, l2: bool = False,
         base = np.repeat(k, len(t_iters))
         iters.index = np.tile(t_iters.index, reps) + np.where(
             iters.model_id == 1, base * (eval_every - 1), base)
-        _consume_tables(dev, ops, iters)
+        dev.consume_tables(ops, iters)
         written += reps * per_period
         p += reps
         if not quiet:

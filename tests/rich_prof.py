@@ -15,6 +15,14 @@ PROF_NAME = "PROF_000001_20250101120000123_ABCDEFGHIJKLMNOP"
 MARKERS = [("epoch 1", 10, 600_000), ("checkpoint", 20, 20)]
 
 
+def marker_spans(prof: Path) -> list[tuple[int, int]]:
+    """(start, end) ns of the msproftx records the device wrote: the markers on the emulated
+    system's clock (device-model.md 5.2), which the export must reproduce exactly."""
+    from msprof_cli.device import readback
+    rec = readback.host_records(prof, "msproftx")
+    return [(int(a), int(b)) for a, b in zip(rec["start_time"], rec["end_time"])]
+
+
 def rich_chunk(n_iter: int = 6, start: int = T0, markers: bool = True, devices=(0,)
                ) -> CaptureChunk:
     """Iterations alternate between model 1 (train) and model 2 (eval); with several devices

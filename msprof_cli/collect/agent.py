@@ -138,6 +138,7 @@ class Collection:
         self.chunk_started = time.monotonic()
         self.converted_at = time.monotonic()  # last time a chunk went to the device
         self.pending_steps = 0  # steps recorded since then
+        self.agent_pending_ns = 0  # agent work since the last step's end (see step_begin)
         self.steps_in_chunk = 0
         self.events_per_step = 0.0
         self.notes: list[str] = []
@@ -494,6 +495,7 @@ class Agent:
         main = threading.current_thread() is threading.main_thread()
         if main:  # from here a SIGTERM/SIGINT waits for exit_point (see _on_exit_signal)
             self.main_steps += 1
+        entered = _mono()
         try:
             with self.lock:
                 self.seq += 1
@@ -508,6 +510,10 @@ class Agent:
             rec = ExecRecord(seq=seq, kind=kind, name=name, fn_name=fn_name,
                              model_key=model_key, static_key=static_key, start_ns=_mono(),
                              thread_id=threading.get_native_id())
+            # the agent's own work since the previous step (its flushes, tracer starts and
+            # stops): not the script's host time, the time model removes it
+            rec.agent_before_ns = coll.agent_pending_ns + (rec.start_ns - entered)
+            coll.agent_pending_ns = 0
             marker = None
             if coll.tracer is not None:
                 from msprof_cli.collect.tf_trace import traceme
@@ -554,6 +560,7 @@ class Agent:
             coll.policy.done(key, rec.profiled, rec.traced_now, rec.end_ns - rec.start_ns)
             if coll.due():
                 coll.flush(restart=coll.tracer is not None)
+            coll.agent_pending_ns += _mono() - rec.end_ns
         except Exception as exc:
             self.fail(f"a step could not be recorded ({exc!r})", exc)
 

@@ -37,6 +37,7 @@ class OpRun:
     outputs: tuple[TensorSpec, ...] = ()
     fused_ops: tuple[str, ...] = ()  # names of the original ops a fusion absorbed
     device_id: int = 0  # logical device (replica) the op ran on
+    eager: bool = False  # launched on its own by the host (single-op mode), not by a graph
 
 
 @dataclass
@@ -50,6 +51,12 @@ class Iteration:
     thread_id: int  # thread that drove the step
     ops: list[OpRun] = field(default_factory=list)
     replayed: bool = False  # True when the op schedule was replayed from a sampled step
+    # measured host time the step waited for its input batch (TF's IteratorGetNext blocked
+    # on the tf.data pipeline); host-only work the emulated step keeps (device-model.md 5.2)
+    input_wait_ns: int = 0
+    # msprof's own agent time just before the step (its flushes and tracer toggles): measured
+    # but not the script's, so the emulated timeline leaves it out
+    agent_before_ns: int = 0
 
 
 @dataclass

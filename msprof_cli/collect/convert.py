@@ -21,7 +21,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from msprof_cli.collect.capture import CaptureChunk, Iteration, ModelInfo, OpRun
+from msprof_cli.collect.capture import CaptureChunk, Iteration, ModelInfo, OpRun, TensorSpec
 from msprof_cli.collect.records import ExecRecord
 from msprof_cli.collect.tf_graphs import (CALL_OPS, CONTROL_FLOW_OPS, DATA_SOURCES, OpShape,
                                           StaticGraph, StaticOp, lowered_name, replica_of_name,
@@ -49,6 +49,7 @@ class Schedule:
     duration: int
     ops: list[tuple]
     version: int = 0  # static graph version the shapes came from
+    input_wait: int = 0  # measured input wait of the sampled step (ns)
 
 
 @dataclass
@@ -66,6 +67,10 @@ class ConverterState:
     fp_bp_done: set[int] = field(default_factory=set)
     # steps_per_execution > 1: per graph key, the schedule of each step of a sampled call
     sub_schedules: dict[str, list[Schedule]] = field(default_factory=dict)
+    # the batch each graph's steps received (unknown dims resolved, _step_batch) and the
+    # specs rewritten with it
+    batches: dict[str, int] = field(default_factory=dict)
+    batch_shapes: dict[tuple, tuple] = field(default_factory=dict)
 
     def model_id(self, key: str, name: str) -> int:
         mid = self.model_ids.get(key)
@@ -108,6 +113,8 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
     chunk = CaptureChunk()
     by_seq = {r.seq: r for r in records}
     ops_by_seq: dict[int, list[OpRun]] = {}
+    waits: list[tuple[int, int]] = []  # input waits (start, end) on tf_data threads
+    batches: list[tuple[int, int]] = []  # (time, bytes) of the batches the iterator delivered
     markers: dict[int, Event] = {}
     graph_of_seq: dict[int, str] = {}
     dropped_data = dropped_unknown = 0
@@ -201,6 +208,12 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
             kexec_starts = [e.start for e in evs if e.kind == "kexec"]
             kexecs = [e for e in evs if e.kind == "kexec"]
             for ev in evs:
+                if ev.kind == "wait":
+                    waits.append((ev.start, ev.end))
+                    size = (ev.stats or {}).get("element_size")
+                    if isinstance(size, int) and size > 0:
+                        batches.append((ev.start, size))
+                    continue
                 if ev.kind == "proc":
                     while procs and procs[-1].end < ev.start:
                         procs.pop()
@@ -240,7 +253,7 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
                     if k < len(kexecs) and kexecs[k].start <= ev.end:
                         start, end = kexecs[k].start, kexecs[k].end
                     op = OpRun(name=ev.name, tf_type=ev.name, start_ns=start, end_ns=end,
-                               thread_id=tid)
+                               thread_id=tid, eager=True)
                     seq = seq_at(ev.start)
                     if seq is None:
                         chunk.single_ops.append(op)
@@ -253,6 +266,7 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
             chunk.notes.append(f"{dropped_unknown} graph ops ran outside any recorded step "
                                "(e.g. a ConcreteFunction called directly): kept as single ops")
 
+    wait_of = _input_waits(waits, markers)
     used_models: set[int] = set()
     for rec in sorted(records, key=lambda r: r.seq):
         key = graph_of_seq.get(rec.seq) or rec.model_key
@@ -268,47 +282,67 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
                 _attach_shapes(op, static, state, key)
             restored = _restore_collectives(ops, static, state, key,
                                             (marker.start, marker.end))
+            batch = _step_batch(static, [b for t, b in batches
+                                         if marker.start <= t <= marker.end], state, key)
+            if batch:
+                for op in ops:
+                    _with_batch(op, batch, state)
             if restored:
                 restored_collectives += restored
                 ops.sort(key=lambda o: (o.start_ns, o.name))
             start, end = marker.start, marker.end
             if rec.sub_steps > 1:
                 parts = split_steps(ops, iter_of, start, end)
-                for s_, e_, o_ in parts:
+                for k_, (s_, e_, o_) in enumerate(parts):
                     chunk.iterations.append(Iteration(
                         model_id=mid, index=state.next_index(mid), start_ns=s_, end_ns=e_,
-                        thread_id=rec.thread_id, ops=o_))
+                        thread_id=rec.thread_id, ops=o_,
+                        input_wait_ns=_wait_in(waits, s_, e_),
+                        agent_before_ns=0 if k_ else rec.agent_before_ns))
                 if ops and (not rec.traced_now or key not in state.sub_schedules):
                     state.sub_schedules[key] = [_schedule(o_, s_, e_, static)
                                                 for s_, e_, o_ in parts]
                 if ops and mid not in state.fp_bp_done:
                     _fp_bp(state.models[mid], ops, static, fp_point, bp_point, chunk)
                     state.fp_bp_done.add(mid)
+                if batch:
+                    _model_batch(state.models[mid], batch, state)
                 continue
             it = Iteration(model_id=mid, index=state.next_index(mid), start_ns=start,
-                           end_ns=end, thread_id=rec.thread_id, ops=ops)
+                           end_ns=end, thread_id=rec.thread_id, ops=ops,
+                           input_wait_ns=wait_of.get(rec.seq, 0),
+                           agent_before_ns=rec.agent_before_ns)
             if ops and (not rec.traced_now or key not in state.schedules):
                 state.schedules[key] = Schedule(max(end - start, 1), [
                     (o.name, o.tf_type, o.start_ns - start, o.end_ns - start, o.thread_id,
-                     o.inputs, o.outputs, o.fused_ops, o.device_id) for o in ops],
-                    static.version if static is not None else 0)
+                     o.inputs, o.outputs, o.fused_ops, o.device_id, o.eager) for o in ops],
+                    static.version if static is not None else 0, it.input_wait_ns)
             if ops and mid not in state.fp_bp_done:
                 _fp_bp(state.models[mid], ops, static, fp_point, bp_point, chunk)
                 state.fp_bp_done.add(mid)
+            if batch:
+                _model_batch(state.models[mid], batch, state)
         elif rec.sub_steps > 1:
             _replay_split(chunk, state, key, mid, rec, static)
             continue
         else:
+            sched = state.schedules.get(key)
             it = Iteration(model_id=mid, index=state.next_index(mid), start_ns=rec.start_ns,
                            end_ns=max(rec.end_ns, rec.start_ns), thread_id=rec.thread_id,
-                           replayed=True, ops=_replay(state.schedules.get(key), rec))
-            sched = state.schedules.get(key)
+                           replayed=True, ops=_replay(sched, rec),
+                           input_wait_ns=_replay_wait(sched, rec),
+                           agent_before_ns=rec.agent_before_ns)
             if static is not None and sched is not None and sched.version != static.version:
                 for op in it.ops:  # shapes improved since the sample (TF1 shape run)
                     _attach_shapes(op, static, state, key)
         chunk.iterations.append(it)
     for mid in used_models:
         chunk.models[mid] = state.models[mid]
+    unknown = sum(1 for it in chunk.iterations for o in it.ops if _has_unknown(o)) + \
+        sum(1 for o in chunk.single_ops if _has_unknown(o))
+    if unknown:
+        chunk.notes.append(f"{unknown} op executions keep unknown (-1) dimensions: each such "
+                           "dimension is costed as 32 elements (docs/device-model.md 3)")
     if restored_collectives:
         chunk.notes.append(f"{restored_collectives} collective op events missing from TF's trace "
                            "were restored from the graph (timed like their replica siblings, or "
@@ -413,8 +447,107 @@ def _replay(schedule: Schedule | None, rec: ExecRecord) -> list[OpRun]:
     t0 = rec.start_ns
     scale = max(rec.end_ns - t0, 1) / schedule.duration
     return [OpRun(name, typ, t0 + int(s * scale), t0 + int(max(e, s) * scale), tid, ins, outs,
-                  fused, dev)
-            for name, typ, s, e, tid, ins, outs, fused, dev in schedule.ops]
+                  fused, dev, eager)
+            for name, typ, s, e, tid, ins, outs, fused, dev, eager in schedule.ops]
+
+
+def _has_unknown(op: OpRun) -> bool:
+    return any(d < 0 for t in op.inputs + op.outputs for d in t.shape)
+
+
+def _dtype_size(dtype: str) -> int | None:
+    try:
+        import tensorflow as tf
+
+        size = tf.dtypes.as_dtype(dtype).size
+    except Exception:
+        return None
+    return size if dtype not in ("string", "resource", "variant") else None
+
+
+def _step_batch(static: StaticGraph | None, sizes: list[int], state: ConverterState,
+                key: str) -> int | None:
+    """The batch size a step really received, when its graph left it unknown (Keras traces
+    the batch dimension as -1): the bytes of the element TF's iterator delivered
+    (`IteratorGetNextOp::DoCompute` element_size) = batch x the bytes of one sample of the
+    graph's input tensors (exactly one unknown dimension each).  None if it cannot tell."""
+    if static is None or not sizes:
+        return None
+    feeds = [t for name in static.inputs if (op := static.ops.get(name)) is not None
+             and op.type in DATA_SOURCES for t in op.outputs
+             if t.dtype not in ("resource", "variant")]
+    unknown = [t for t in feeds if any(d < 0 for d in t.shape)]
+    if not unknown or any(sum(d < 0 for d in t.shape) != 1 for t in unknown):
+        return None
+    per_sample = fixed = 0
+    for t in feeds:
+        size = _dtype_size(t.dtype)
+        if size is None:
+            return None
+        n = size
+        for d in t.shape:
+            n *= d if d >= 0 else 1
+        if t in unknown:
+            per_sample += n
+        else:
+            fixed += n
+    for size in sizes:
+        batch, rest = divmod(size - fixed, per_sample) if per_sample else (0, 1)
+        if rest == 0 and batch > 0:
+            state.batches[key] = batch
+            return batch
+    return None
+
+
+def _model_batch(model: ModelInfo, batch: int, state: ConverterState) -> None:
+    """The model's host<->device copies with the real batch (after `_transfers`)."""
+    probe = OpRun("", "", 0, 0, 0, model.feeds, model.fetches)
+    _with_batch(probe, batch, state)
+    model.feeds, model.fetches = probe.inputs, probe.outputs
+
+
+def _with_batch(op: OpRun, batch: int, state: ConverterState) -> None:
+    """Unknown dimensions of a step's op = the batch its input delivered (documented rule,
+    docs/collect.md: Keras / tf.data leave only the batch dimension unknown)."""
+    if not _has_unknown(op):
+        return
+    k = (op.inputs, op.outputs, batch)
+    hit = state.batch_shapes.get(k)
+    if hit is None:
+        def fix(specs: tuple[TensorSpec, ...]) -> tuple[TensorSpec, ...]:
+            return tuple(TensorSpec(tuple(batch if d < 0 else d for d in t.shape), t.dtype,
+                                    t.format) if any(d < 0 for d in t.shape) else t
+                         for t in specs)
+        hit = state.batch_shapes[k] = (fix(op.inputs), fix(op.outputs))
+    op.inputs, op.outputs = hit
+
+
+def _replay_wait(schedule: Schedule | None, rec: ExecRecord) -> int:
+    """Input wait of a replayed step: the sampled step's, scaled to this step's length like
+    its ops (the tracer is off, so the wait itself is not measured)."""
+    if schedule is None or not schedule.input_wait:
+        return 0
+    scale = max(rec.end_ns - rec.start_ns, 1) / schedule.duration
+    return min(int(schedule.input_wait * scale), max(rec.end_ns - rec.start_ns, 0))
+
+
+def _wait_in(waits: list[tuple[int, int]], start: int, end: int) -> int:
+    """Input wait inside [start, end]: the union of the GetNext spans, clipped to it."""
+    spans = sorted((max(s, start), min(e, end)) for s, e in waits if s < end and e > start)
+    total, reach = 0, start
+    for s, e in spans:
+        s = max(s, reach)
+        if e > s:
+            total += e - s
+            reach = e
+    return total
+
+
+def _input_waits(waits: list[tuple[int, int]], markers: dict[int, Event]) -> dict[int, int]:
+    """Input wait of each traced step (its marker's span)."""
+    if not waits:
+        return {}
+    return {seq: w for seq, m in markers.items() if (w := _wait_in(waits, m.start, m.end))}
 
 
 def _fp_bp(model: ModelInfo, ops: list[OpRun], static: StaticGraph | None, fp_point: str,
@@ -544,7 +677,7 @@ def split_steps(ops: list[OpRun], iter_of: dict[int, int], start: int, end: int
 def _schedule(ops: list[OpRun], start: int, end: int, static: StaticGraph | None) -> Schedule:
     return Schedule(max(end - start, 1), [
         (o.name, o.tf_type, o.start_ns - start, o.end_ns - start, o.thread_id, o.inputs,
-         o.outputs, o.fused_ops, o.device_id) for o in ops],
+         o.outputs, o.fused_ops, o.device_id, o.eager) for o in ops],
         static.version if static is not None else 0)
 
 
@@ -567,4 +700,5 @@ def _replay_split(chunk: CaptureChunk, state: ConverterState, key: str, mid: int
                              start_ns=s_, end_ns=e_, thread_id=rec.thread_id)
         chunk.iterations.append(Iteration(
             model_id=mid, index=state.next_index(mid), start_ns=s_, end_ns=e_,
-            thread_id=rec.thread_id, replayed=True, ops=_replay(sched, sub_rec)))
+            thread_id=rec.thread_id, replayed=True, ops=_replay(sched, sub_rec),
+            agent_before_ns=0 if i else rec.agent_before_ns))

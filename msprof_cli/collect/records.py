@@ -28,3 +28,5 @@ class ExecRecord:
     # Keras steps_per_execution > 1: how many training steps this call ran (0: not split).
     # The converter splits the call back into that many Iterations (convert.py).
     sub_steps: int = 0
+    # the agent's own time (flushes, tracer toggles) between the previous step and this one
+    agent_before_ns: int = 0

@@ -19,13 +19,17 @@ CLOCK_ANCHOR = "msprof_clock_anchor"
 # events whose stats the converter reads
 WITH_STATS = frozenset({"ExecutorState::Process", "FunctionRun", STEP_MARKER, CLOCK_ANCHOR})
 KEEP_PLAIN = frozenset({"EagerKernelExecute", "SessionRun"})
+# a step blocked on its input batch: the iterator's GetNext kernel (an async op whose span is
+# the wait for the tf.data pipeline; it runs on a tf_data_iterator_get_next thread)
+INPUT_WAIT = frozenset({"IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::DoCompute"})
 NOT_OPS = ("_Send", "_Recv", "_HostSend", "_HostRecv", "_Arg", "_Retval", "NoOp")
 
 
 @dataclass(slots=True)
 class Event:
     line: int  # index into Trace.lines
-    kind: str  # "op", "proc", "run", "marker", "anchor", "eager", "fn", "kexec", "session"
+    kind: str  # "op", "proc", "run", "marker", "anchor", "eager", "fn", "kexec", "session",
+    # "wait" (input wait)
     name: str  # op: node name; eager: op type; fn: __inference_ name; others: event name
     tf_type: str
     start: int  # epoch ns
@@ -68,6 +72,8 @@ def _classify(name: str, display: str) -> tuple[str, str, str] | None:
         return ("kexec", name, "")
     if name == "SessionRun":
         return ("session", name, "")
+    if name in INPUT_WAIT:
+        return ("wait", name, "")
     node, sep, typ = name.rpartition(":")
     if not sep or not node or node.endswith(":") or " " in typ or not typ:
         return None
@@ -109,7 +115,7 @@ def parse_xspace(data: bytes) -> Trace:
                 kind, name, typ = k
                 start = base + ev.offset_ps // 1000
                 stats = None
-                if kind in ("proc", "run", "marker", "anchor"):
+                if kind in ("proc", "run", "marker", "anchor", "wait"):
                     stats = {stat_names.get(s.metadata_id, ""): _stat_value(s, stat_names)
                              for s in ev.stats}
                 trace.events.append(Event(idx, kind, name, typ, start,

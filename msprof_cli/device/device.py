@@ -11,6 +11,7 @@ host record windows, fp/bp choices) lives in this object.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import re
@@ -24,6 +25,7 @@ from msprof_cli.collect.capture import CaptureChunk, Iteration
 from msprof_cli.device import memcpy as MC
 from msprof_cli.device import op_map
 from msprof_cli.device import scheduler as S
+from msprof_cli.device import time_model as TM
 from msprof_cli.device.chip import ChipSpec, get_chip
 from msprof_cli.device.cost_model import CostTable, evaluate
 from msprof_cli.device.device_records import (aicore_records, aicpu_records, flip_records,
@@ -118,6 +120,8 @@ class _ChunkCtx:
     # GE InputCopy / OutputCopy spans per iteration (in_b, in_e, in_ok, out_b, out_e, out_ok);
     # None with task_time off (no copies, no memcpy tasks)
     copies: tuple[np.ndarray, ...] | None = None
+    # the time model's InputCopy / OutputCopy spans (in_b, in_e, out_b, out_e) per iteration
+    copy_spans: tuple[np.ndarray, ...] | None = None
 
 
 class Device:
@@ -147,6 +151,8 @@ class Device:
         self._graph_mapped: set[int] = set()
         self._fusion_reported: set[str] = set()
         self._thread_last_end: dict[int, int] = {}
+        self.warp = TM.TimeWarp()  # real host clock -> the emulated system's (time_model.py)
+        self._copy_spans: tuple[np.ndarray, ...] | None = None
         self._tx_count = 0
         self._closed = False
         self.host_path = self.prof_dir / "host"
@@ -223,19 +229,38 @@ class Device:
             self._device(int(dev_id))
         self._resolve_fp_bp(chunk.iterations)
         if len(ops) or len(iters):
-            ctx = self._prepare(ops, iters)
-            host = self._host_records(ctx)
-            for dd in self.devices.values():
-                self._device_pass(ctx, dd, host)
-            self._write_host(ctx, host)
+            self._consume_tables(ops, iters)
         if chunk.markers and self.config.msproftx:
             self._write_tx(chunk)
+        self._end_chunk()
+
+    def consume_tables(self, ops: OpTable, iters: IterTable) -> None:
+        """Layer (b) only: a chunk already in columns (benchmark generators build these
+        directly), then flush + fsync as `consume` does."""
+        if self._closed:
+            raise RuntimeError("Device.consume_tables() after close(): create a new Device")
+        for dev_id in np.unique(ops.device_id).tolist():
+            self._device(int(dev_id))
+        if len(ops) or len(iters):
+            self._consume_tables(ops, iters)
+        self._end_chunk()
+
+    def _end_chunk(self) -> None:
+        """fsync every data dir, then rotate / age the slices (writer.RawStorage)."""
         self.host.sync()
         for dd in self.devices.values():
             dd.data.sync()
         for msg in self.storage.end_chunk():
             log.warning(msg)
             self.messages.append(msg)
+
+    def _consume_tables(self, ops: OpTable, iters: IterTable) -> None:
+        self._emulate_time(ops, iters)
+        ctx = self._prepare(ops, iters, self._thread_last_end, self._copy_spans)
+        host = self._host_records(ctx)
+        for dd in self.devices.values():
+            self._device_pass(ctx, dd, host)
+        self._write_host(ctx, host)
 
     def _record_sampling(self, chunk: CaptureChunk) -> None:
         """Keep msprof_cli_sampling.json (raw/sampling.py) up to date: which iterations were
@@ -252,6 +277,9 @@ class Device:
         if self._closed:
             return
         self._closed = True
+        # the end of the collection on the emulated system's clock (time_model.TimeWarp)
+        clock = ClockPair(wall_us=clock.wall_us + self.warp.delta // 1000,
+                          mono_ns=clock.mono_ns + self.warp.delta)
         control.write_end_info(self.host_path, clock, None)
         self.host.close()
         for dd in self.devices.values():
@@ -292,7 +320,131 @@ class Device:
                         log.warning(w)
                         self.messages.append(w)
 
-    def _prepare(self, ops: OpTable, iters: IterTable) -> _ChunkCtx:
+    # --- the emulated system's time (time_model.py) ----------------------------------------
+    def _host_work_sigs(self) -> np.ndarray:
+        """Per signature: a host-executed op whose measured time is kept."""
+        return np.array([op_map.normalize_tf_type(t)[0] in op_map.HOST_WORK_OPS
+                         for t in self.sigs.tf_type], bool)
+
+    def _emulate_time(self, ops: OpTable, iters: IterTable) -> None:
+        """Rewrite the chunk's host times onto the emulated system's clock (in place).
+
+        1. `time_model.layout`: each step's host part relative to its start.
+        2. A scratch schedule of the chunk with every step far from the others gives each
+           step's device span (the real scheduler, all devices and streams).
+        3. Steps and eager ops are placed one after the other, each keeping the measured
+           gap before it (`TimeWarp.place`)."""
+        sig = self.sigs.arrays()
+        cost = evaluate(sig, self.chip, rank_size=max(1, len(self.devices)))
+        kind = sig["kind"][ops.sig].astype(np.int64)
+        launch = kind != op_map.KIND_NONE
+        eager = ops.eager if ops.eager is not None else np.zeros(len(ops), bool)
+        host_work = self._host_work_sigs()[ops.sig] if len(ops) else np.zeros(0, bool)
+        n_it = len(iters)
+        wait = iters.input_wait if len(iters.input_wait) == n_it else np.zeros(n_it, np.int64)
+        tick = int(round(self.chip.tick_ns))
+        dev_ns = cost.dur_ticks[ops.sig].astype(np.int64) * tick
+        lay = TM.layout(ops.iter_row, launch, eager, host_work, ops.host_start, ops.host_end,
+                        n_it, wait, dev_ns,
+                        TM.launch_keys(ops.model_id, ops.iter_row, ops.name_idx,
+                                       ops.host_start, {m: i.op_order for m, i in
+                                                        self.models.items()}, self.names.items))
+        inn = ops.iter_row >= 0
+        single = np.flatnonzero(~inn)
+        emul_dur = np.zeros(n_it, np.int64)
+        if n_it:
+            emul_dur = self._step_spans(ops, iters, lay, inn, single)
+        # placement: steps and single ops in real order, measured gaps kept
+        s_launch = launch[single]
+        s_dur = np.where(s_launch, TM.EAGER_LAUNCH_NS,
+                         np.where(host_work[single],
+                                  ops.host_end[single] - ops.host_start[single], 0))
+        # the agent's own time before a step is not the script's: the step's real span
+        # reaches back over it, so the gap before the step loses it
+        agent = iters.agent_before if len(iters.agent_before) == n_it else np.zeros(n_it, np.int64)
+        ev_rs = np.r_[iters.start - np.clip(agent, 0, None), ops.host_start[single]]
+        ev_re = np.r_[np.maximum(iters.end, iters.start), ops.host_end[single]]
+        ev_dur = np.r_[emul_dur, s_dur].astype(np.int64)
+        order = np.lexsort((np.arange(len(ev_rs)), ev_rs))
+        es = np.empty(len(ev_rs), np.int64)
+        es[order] = self.warp.place(ev_rs[order], ev_re[order], ev_dur[order])
+        it_s = es[:n_it]
+        # steps on the device's tick grid: the scratch schedule holds when shifted
+        it_s = self.sync_ns + -((self.sync_ns - it_s) // tick) * tick
+        if n_it:
+            r = np.flatnonzero(inn)
+            base = it_s[ops.iter_row[r]]
+            ops.host_start[r] = base + lay.op_rel_start[r]
+            ops.host_end[r] = base + lay.op_rel_end[r]
+        s_start = es[n_it:]
+        ops.host_start[single] = s_start
+        ops.host_end[single] = s_start + np.where(s_launch, TM.EAGER_WINDOW_NS, s_dur)
+        iters.start[:] = it_s
+        iters.end[:] = it_s + emul_dur
+        self._copy_spans = (it_s + lay.in_copy[0], it_s + lay.in_copy[1],
+                            it_s + lay.out_copy[0], it_s + lay.out_copy[1])
+
+    def _step_spans(self, ops: OpTable, iters: IterTable, lay: TM.Layout, inn: np.ndarray,
+                    single: np.ndarray) -> np.ndarray:
+        """Emulated length of each step: its host part, or its device work (a scratch
+        schedule, each step on an idle device), whichever ends last, plus the return."""
+        tick = int(round(self.chip.tick_ns))
+        free = max([self.sync_ns] + [
+            int(dd.state.clock.ns(np.array([st.free_tick]))[0])
+            for dd in self.devices.values() for st in dd.state.streams.values()
+            if st.free_tick > S.NEVER] + list(self._thread_last_end.values()))
+        ub = -(-lay.upper_bound // tick) * tick
+        v = free + 1_000_000
+        v = self.sync_ns + -((self.sync_ns - v) // tick) * tick
+        V = v + np.r_[0, np.cumsum(ub)[:-1]]
+        v_end = int(V[-1] + ub[-1])
+        v_ops = dataclasses.replace(ops, host_start=ops.host_start.copy(),
+                                    host_end=ops.host_end.copy())
+        r = np.flatnonzero(inn)
+        v_ops.host_start[r] = V[ops.iter_row[r]] + lay.op_rel_start[r]
+        v_ops.host_end[r] = V[ops.iter_row[r]] + lay.op_rel_end[r]
+        # single ops after all steps, so they cannot delay them
+        k = np.arange(len(single), dtype=np.int64) * TM.EAGER_LAUNCH_NS
+        v_ops.host_start[single] = v_end + k
+        v_ops.host_end[single] = v_end + k + TM.EAGER_WINDOW_NS
+        v_iters = dataclasses.replace(iters, start=V.copy(), end=V + ub - 1)
+        spans = (V + lay.in_copy[0], V + lay.in_copy[1], V + lay.out_copy[0],
+                 V + lay.out_copy[1])
+        ctx = self._prepare(v_ops, v_iters, dict(self._thread_last_end), spans)
+        dev_end, d2h = self._device_ends(ctx)
+        dev_rel = np.where(dev_end > S.NEVER, dev_end - V, 0)
+        return TM.finish(lay, dev_rel, d2h)
+
+    def _device_ends(self, ctx: _ChunkCtx) -> tuple[np.ndarray, np.ndarray]:
+        """Per iteration: the end (ns) of its last task on any device and stream but the
+        output copy, and the output copy's device time (ns, the longest over the devices),
+        scheduled on scratch copies of the streams (nothing is emitted, no state changes)."""
+        self._copy_apis(ctx, {"api_event": []})
+        n_it = len(ctx.iters)
+        end = np.full(n_it, S.NEVER, np.int64)
+        d2h = np.zeros(n_it, np.int64)
+        for dd in self.devices.values():
+            saved = copy.deepcopy(dd.state.streams)
+            try:
+                res = self._schedule_device(ctx, dd)
+            finally:
+                dd.state.streams = saved
+            if res is None:
+                continue
+            scheduled, memcpy, _ = res
+            tick = dd.state.clock.tick_ns
+            for sch in list(scheduled.values()) + memcpy:
+                sel = sch.iter_row >= 0
+                if not sel.any():
+                    continue
+                if sch.stream_id == MC.D2H_STREAM:
+                    np.maximum.at(d2h, sch.iter_row[sel], (sch.end - sch.start)[sel] * tick)
+                else:
+                    np.maximum.at(end, sch.iter_row[sel], dd.state.clock.ns(sch.end[sel]))
+        return end, d2h
+
+    def _prepare(self, ops: OpTable, iters: IterTable, last_end: dict[int, int],
+                 copy_spans: tuple[np.ndarray, ...] | None = None) -> _ChunkCtx:
         sig = self.sigs.arrays()
         rank_size = max(1, len(self.devices))
         cost = evaluate(sig, self.chip, rank_size=rank_size)
@@ -301,8 +453,7 @@ class Device:
         in_iter = ops.iter_row >= 0
         rec_thread = np.where(in_iter, iters.thread[np.maximum(ops.iter_row, 0)]
                               if len(iters) else 0, ops.thread).astype(np.uint32)
-        win = launch_windows(launch, rec_thread, ops.host_start, ops.host_end,
-                             self._thread_last_end)
+        win = launch_windows(launch, rec_thread, ops.host_start, ops.host_end, last_end)
         n_it = len(iters)
         me_begin = iters.start.copy()
         me_end = iters.end.copy()
@@ -317,8 +468,7 @@ class Device:
             t = iters.thread
             for thr in np.unique(t).tolist():
                 m = t == thr
-                self._thread_last_end[thr] = max(self._thread_last_end.get(thr, -1),
-                                                 int(me_end[m].max()))
+                last_end[thr] = max(last_end.get(thr, -1), int(me_end[m].max()))
         fp_name: dict[int, np.ndarray] = {}
         bp_name: dict[int, np.ndarray] = {}
         for dev in self.devices:
@@ -329,7 +479,8 @@ class Device:
                 if fb:
                     fp_name[dev][i] = self._name_idx(fb.fp)
                     bp_name[dev][i] = self._name_idx(fb.bp)
-        return _ChunkCtx(ops, iters, sig, cost, kind, win, me_begin, me_end, fp_name, bp_name)
+        return _ChunkCtx(ops, iters, sig, cost, kind, win, me_begin, me_end, fp_name, bp_name,
+                         copy_spans=copy_spans)
 
     def _name_idx(self, name: str | None) -> int:
         idx = None if name is None else self.names.get(name)
@@ -415,7 +566,11 @@ class Device:
         if len(rows):
             np.minimum.at(first, ops.iter_row[rows], win.begin[rows])
             np.maximum.at(last, ops.iter_row[rows], win.end[rows])
-        ib, ie, iok, ob, oe, ook = copy_spans(ctx.me_begin, ctx.me_end, first, last)
+        if ctx.copy_spans is not None:  # the time model's InputCopy / OutputCopy
+            ib, ie, ob, oe = ctx.copy_spans
+            iok = ook = np.ones(len(iters), bool)
+        else:
+            ib, ie, iok, ob, oe, ook = copy_spans(ctx.me_begin, ctx.me_end, first, last)
         ctx.copies = (ib, ie, iok, ob, oe, ook)
         for typ, b, e, ok in ((L.MODEL_INPUT_COPY, ib, ie, iok),
                               (L.MODEL_OUTPUT_COPY, ob, oe, ook)):
@@ -492,8 +647,8 @@ class Device:
                            ).write_lines(lines)
         arr = msproftx_records(
             self.pid, np.array([m.thread_id for m in mk], np.uint32),
-            np.array([m.start_ns for m in mk], np.int64),
-            np.array([m.end_ns for m in mk], np.int64),
+            self.warp(np.array([m.start_ns for m in mk], np.int64)),
+            self.warp(np.array([m.end_ns for m in mk], np.int64)),
             np.array([m.category for m in mk], np.uint32),
             np.array([m.event_type for m in mk], np.uint32),
             np.arange(self._tx_count, self._tx_count + n, dtype=np.uint64),
@@ -506,6 +661,16 @@ class Device:
     # --- device side -----------------------------------------------------------------------
     def _device_pass(self, ctx: _ChunkCtx, dd: _DeviceDir,
                      host: dict[str, list[np.ndarray]]) -> None:
+        res = self._schedule_device(ctx, dd)
+        if res is None:
+            return
+        scheduled, memcpy, copies = res
+        self._emit(ctx, dd, scheduled, host, self._emit_memcpy(ctx, dd, memcpy, copies, host))
+
+    def _schedule_device(self, ctx: _ChunkCtx, dd: _DeviceDir
+                         ) -> tuple[dict[int, S.ScheduledStream], list[S.ScheduledStream],
+                                    dict[str, np.ndarray] | None] | None:
+        """Schedule this device's tasks of the chunk on its streams (state updated)."""
         ops, iters, win, kind = ctx.ops, ctx.iters, ctx.win, ctx.kind
         cfg = self.config
         clk = dd.state.clock
@@ -518,7 +683,7 @@ class Device:
             have_ops[ops.iter_row[ops.iter_row >= 0]] = True
             it_rows = np.union1d(it_rows, np.flatnonzero(~have_ops))
         if len(rows) == 0 and (len(it_rows) == 0 or not trace):
-            return
+            return None
         tt = win.track_ts[rows]
         ready = clk.ticks(tt + S.LAUNCH_LATENCY_NS)
         dur = ctx.cost.dur_ticks[ops.sig[rows]]
@@ -600,7 +765,7 @@ class Device:
                                       last[it]),
                      dur=copies["d2h_dur"], gap=S.TASK_GAP_TICKS, tag=-1, iter_row=it)
             memcpy.append(S.schedule(plan, dd.state, MC.D2H_STREAM))
-        self._emit(ctx, dd, scheduled, host, self._emit_memcpy(ctx, dd, memcpy, copies, host))
+        return scheduled, memcpy, copies
 
     def _side_and_compute(self, ctx: _ChunkCtx, dd: _DeviceDir, clk: S.DeviceClock,
                           it_rows: np.ndarray, rows: np.ndarray, tt: np.ndarray,
@@ -617,7 +782,7 @@ class Device:
             if len(k_order) and m.any():
                 pos = np.searchsorted(k_order, tt[m], side="left") - 1
                 has = pos >= 0
-                dep[has] = np.maximum(dep[has], k_end[pos[has]])
+                dep[has] = np.maximum(dep[has], k_end[pos[has]] + S.EVENT_WAIT_TICKS)
             plan = S.StreamPlan()
             plan.add(op_row=rows[m], order_ns=tt[m], sub=0, ready=dep, dur=dur[m],
                      gap=S.TASK_GAP_TICKS, tag=-1, iter_row=op_iter[m])

@@ -285,6 +285,16 @@ AI_CPU_OPS: dict[str, str] = {
     "SelfAdjointEigV2": "SelfAdjointEig",
 }
 
+# Host-only ops whose measured time is real host work on an Ascend system too (the time model
+# keeps it, docs/device-model.md 5.2): Python callbacks, checkpoint I/O, file reads.  Every
+# other host-only op is folded away by GE (no host time).  The input pipeline's wait is taken
+# from TF's iterator kernel span instead (`Iteration.input_wait_ns`), so the iterator ops are
+# not listed here (their op events would count it twice).
+HOST_WORK_OPS = frozenset({
+    "PyFunc", "PyFuncStateless", "EagerPyFunc", "SaveV2", "RestoreV2", "MergeV2Checkpoints",
+    "Save", "SaveSlices", "Restore", "RestoreSlice", "ReadFile", "WriteFile", "MatchingFiles",
+})
+
 # Launch nothing: graph bookkeeping, variables handles (variables stay in device memory),
 # shape arithmetic folded by GE, control flow callers (their bodies' ops are traced
 # separately), host<->device transfers that GE turns into model inputs, data pipeline ops.
@@ -312,7 +322,7 @@ HOST_ONLY_OPS = frozenset({
     "TensorListReserve", "TensorListFromTensor", "TensorListStack", "TensorListGetItem",
     "TensorListSetItem", "TensorListLength", "TensorListElementShape",
     "Timestamp", "GuaranteeConst", "FakeParam", "_SwitchN", "Unstage", "Stage",
-})
+}) | HOST_WORK_OPS
 
 # collective ops -> GE HCCL op type; AllReduce kinds get step-trace reduce tags
 COLLECTIVE_OPS: dict[str, tuple[str, bool]] = {

@@ -246,6 +246,10 @@ class IterTable:
     start: np.ndarray  # i8 host ns
     end: np.ndarray  # i8 host ns
     thread: np.ndarray  # u4
+    # measured input wait per step (ns); empty = none (hand-built tables)
+    input_wait: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # the profiler's own time just before each step (ns; removed from the gap before it)
+    agent_before: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def __len__(self) -> int:
         return len(self.model_id)
@@ -265,6 +269,7 @@ class OpTable:
     host_end: np.ndarray  # i8 ns
     fused_idx: np.ndarray  # i8 into `fused` list, -1 if the op is not a fusion
     fused: list[tuple[str, ...]] = field(default_factory=list)
+    eager: np.ndarray | None = None  # bool per row: a single-op launch (None: no eager op)
 
     def __len__(self) -> int:
         return len(self.sig)
@@ -273,16 +278,17 @@ class OpTable:
         return OpTable(self.device_id[rows], self.model_id[rows], self.iter_row[rows],
                        self.name_idx[rows], self.sig[rows], self.thread[rows],
                        self.host_start[rows], self.host_end[rows], self.fused_idx[rows],
-                       self.fused)
+                       self.fused, None if self.eager is None else self.eager[rows])
 
 
 def build_tables(chunk: CaptureChunk, sigs: SignatureRegistry, names: Interner
                  ) -> tuple[OpTable, IterTable]:
     """Walk the chunk once: iterations in order (their ops), then single ops."""
     cols: dict[str, list[int]] = {k: [] for k in ("dev", "model", "iter", "name", "sig", "thr",
-                                                  "s", "e", "fz")}
+                                                  "s", "e", "fz", "eager")}
     fused: list[tuple[str, ...]] = []
-    it_cols: dict[str, list[int]] = {k: [] for k in ("model", "index", "s", "e", "thr")}
+    it_cols: dict[str, list[int]] = {k: [] for k in ("model", "index", "s", "e", "thr",
+                                                     "wait", "agent")}
 
     def add(op: OpRun, model: int, iter_row: int) -> None:
         cols["dev"].append(op.device_id)
@@ -294,6 +300,7 @@ def build_tables(chunk: CaptureChunk, sigs: SignatureRegistry, names: Interner
         cols["thr"].append(op.thread_id)
         cols["s"].append(op.start_ns)
         cols["e"].append(op.end_ns)
+        cols["eager"].append(op.eager)
         if op.fused_ops:
             cols["fz"].append(len(fused))
             fused.append(tuple(op.fused_ops))
@@ -306,6 +313,8 @@ def build_tables(chunk: CaptureChunk, sigs: SignatureRegistry, names: Interner
         it_cols["s"].append(it.start_ns)
         it_cols["e"].append(it.end_ns)
         it_cols["thr"].append(it.thread_id)
+        it_cols["wait"].append(it.input_wait_ns)
+        it_cols["agent"].append(it.agent_before_ns)
         for op in it.ops:
             add(op, it.model_id, row)
     for op in chunk.single_ops:
@@ -321,6 +330,7 @@ def build_tables(chunk: CaptureChunk, sigs: SignatureRegistry, names: Interner
         host_end=np.array(cols["e"], np.int64),
         fused_idx=np.array(cols["fz"], np.int64),
         fused=fused,
+        eager=np.array(cols["eager"], bool),
     )
     iters = IterTable(
         model_id=np.array(it_cols["model"], np.uint64),
@@ -328,6 +338,8 @@ def build_tables(chunk: CaptureChunk, sigs: SignatureRegistry, names: Interner
         start=np.array(it_cols["s"], np.int64),
         end=np.array(it_cols["e"], np.int64),
         thread=np.array(it_cols["thr"], np.uint32),
+        input_wait=np.array(it_cols["wait"], np.int64),
+        agent_before=np.array(it_cols["agent"], np.int64),
     )
     return ops, iters
 

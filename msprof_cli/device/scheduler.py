@@ -21,6 +21,7 @@ HCCL_STREAM = 4
 LAUNCH_LATENCY_NS = 10_000  # host task_track -> earliest device start
 TASK_GAP_TICKS = 100  # 1 us between two kernels on a stream (hwts dispatch)
 MARKER_GAP_TICKS = 50  # 0.5 us before a step-trace marker task
+EVENT_WAIT_TICKS = 100  # 1 us: a cross-stream wait (event record on one stream, wait on another)
 TASK_ID_SPACE = 1 << 16
 NEVER = np.iinfo(np.int64).min // 4
 

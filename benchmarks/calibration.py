@@ -1,0 +1,128 @@
+"""Calibration of the emulated Ascend 910 against published single-card figures (issue 14).
+
+    python benchmarks/calibration.py [--steps 4] [--models resnet50,bert]
+
+Collects each model with `msprof collect` (real TensorFlow on this CPU), exports it, and
+prints the median emulated Iteration Time (step_trace, after the first step) against the
+published figure:
+
+* ResNet-50 (`tf.keras.applications.ResNet50(weights=None)`), batch 32: about 16 ms/step
+  (MLPerf Training v1.0 closed, Peng Cheng Lab, MindSpore, 910 Pro A at 1.1 GHz: about
+  2,010 img/s per chip).
+* BERT-base encoder (12 layers, hidden 768, 12 heads, FFN 3072, sequence 128,
+  sentence-pair classification), batch 32: 83.29 ms/step (Ascend ModelZoo-TensorFlow,
+  `Bert_Google_finetune_for_TensorFlow`, MRPC fine-tune).
+
+Target: within +-30 %.  The constants of the device model are not fitted to these models
+(docs/device-model.md); this only reports how far the emulation is.  The same script runs
+itself as the profiled child (`--child MODEL`).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PUBLISHED_MS = {"resnet50": 16.0, "bert": 83.29}
+BATCH = 32
+
+
+def _resnet50(steps: int) -> None:
+    import numpy as np
+    import tensorflow as tf
+
+    model = tf.keras.applications.ResNet50(weights=None, classes=1000)
+    model.compile(tf.keras.optimizers.SGD(0.1, momentum=0.9),
+                  "sparse_categorical_crossentropy")
+    rng = np.random.default_rng(0)
+    x = rng.random((BATCH * steps, 224, 224, 3), dtype=np.float32)
+    y = rng.integers(0, 1000, BATCH * steps)
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0)
+
+
+def _bert(steps: int) -> None:
+    import numpy as np
+    import tensorflow as tf
+
+    L, H, A, F, S, VOCAB = 12, 768, 12, 3072, 128, 30522
+    ids = tf.keras.Input((S,), dtype="int32")
+    seg = tf.keras.Input((S,), dtype="int32")
+    h = tf.keras.layers.Embedding(VOCAB, H)(ids) + tf.keras.layers.Embedding(2, H)(seg)
+    h = h + tf.keras.layers.Embedding(S, H)(tf.range(S))
+    h = tf.keras.layers.LayerNormalization(epsilon=1e-12)(h)
+    for _ in range(L):
+        att = tf.keras.layers.MultiHeadAttention(A, H // A)(h, h)
+        h = tf.keras.layers.LayerNormalization(epsilon=1e-12)(h + att)
+        ff = tf.keras.layers.Dense(F, activation="gelu")(h)
+        h = tf.keras.layers.LayerNormalization(epsilon=1e-12)(h + tf.keras.layers.Dense(H)(ff))
+    cls = tf.keras.layers.Dense(H, activation="tanh")(h[:, 0])
+    out = tf.keras.layers.Dense(2)(cls)
+    model = tf.keras.Model([ids, seg], out)
+    model.compile(tf.keras.optimizers.Adam(2e-5),
+                  tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    rng = np.random.default_rng(0)
+    n = BATCH * steps
+    model.fit([rng.integers(0, VOCAB, (n, S)).astype("int32"),
+               rng.integers(0, 2, (n, S)).astype("int32")],
+              rng.integers(0, 2, n), batch_size=BATCH, epochs=1, verbose=0)
+
+
+CHILDREN = {"resnet50": _resnet50, "bert": _bert}
+
+
+def _median_iteration_ms(prof: Path) -> tuple[float, int, float]:
+    """(median Iteration Time ms after the first step, steps, median device busy share)."""
+    [path] = sorted((prof / "device_0" / "summary").glob("step_trace_0_*.csv"))
+    with open(path, newline="") as fh:
+        steps = list(csv.DictReader(fh))
+    times = [float(r["Iteration Time(us)"]) / 1000 for r in steps[1:]]
+    return statistics.median(times), len(steps), statistics.median(
+        float(r["FP to BP Time(us)"]) / max(float(r["Iteration Time(us)"]), 1e-9)
+        for r in steps[1:])
+
+
+def run(model: str, steps: int, work: Path) -> dict[str, object]:
+    out = work / model
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "msprof_cli", "collect", "--output", str(out), "--",
+                    sys.executable, __file__, "--child", model, "--steps", str(steps)],
+                   check=True, capture_output=True, text=True)
+    collect_s = time.perf_counter() - t0
+    [prof] = sorted(out.glob("PROF_*"))
+    subprocess.run([sys.executable, "-m", "msprof_cli", "export", "--output", str(prof)],
+                   check=True, capture_output=True, text=True)
+    ms, n, fpbp = _median_iteration_ms(prof)
+    ref = PUBLISHED_MS[model]
+    return {"model": model, "steps": n, "emulated_ms": round(ms, 2), "published_ms": ref,
+            "ratio": round(ms / ref, 3), "fp_bp_share": round(fpbp, 3),
+            "collect_s": round(collect_s, 1), "prof": str(prof)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--models", default="resnet50,bert")
+    ap.add_argument("--child", choices=sorted(CHILDREN))
+    ap.add_argument("--keep", help="directory for the PROF dirs (default: a temp dir)")
+    args = ap.parse_args()
+    if args.child:
+        CHILDREN[args.child](args.steps)
+        return
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="msprof_calib_"))
+    print(f"{'model':10} {'steps':>5} {'emulated ms':>12} {'published ms':>13} {'ratio':>6} "
+          f"{'FP-BP share':>11} {'collect s':>9}")
+    for model in args.models.split(","):
+        r = run(model.strip(), args.steps, work)
+        ok = "ok" if 0.7 <= float(r["ratio"]) <= 1.3 else "OUT OF +-30%"
+        print(f"{r['model']:10} {r['steps']:>5} {r['emulated_ms']:>12} {r['published_ms']:>13} "
+              f"{r['ratio']:>6} {r['fp_bp_share']:>11} {r['collect_s']:>9}  {ok}", flush=True)
+    print(f"PROF dirs under {work}")
+
+
+if __name__ == "__main__":
+    main()
