@@ -91,7 +91,8 @@ def test_layout_orders_launches_after_host_work():
     he = np.array([12, 3_020, 9, 1])
     lay = TM.layout(it, launch, eager, work, hs, he, 1, np.array([1_000]), np.zeros(4, np.int64))
     entry = TM.MODEL_EXECUTE_ENTRY_NS + 1_000 + 3_000  # input wait + the host op
-    assert lay.in_copy[0][0] == entry
+    # InputCopy starts with ModelExecute and spans the entry and the measured host work
+    assert lay.in_copy[0][0] == 0 and lay.in_copy[1][0] == entry + TM.COPY_API_NS
     # op 2 started first on the CPU, so it is launched first
     assert lay.op_rel_start[2] == entry + TM.COPY_API_NS
     assert lay.op_rel_start[0] == entry + TM.COPY_API_NS + TM.GRAPH_LAUNCH_NS

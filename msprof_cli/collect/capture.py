@@ -14,6 +14,16 @@ from dataclasses import dataclass, field
 
 SINGLE_OP_MODEL_ID = 4294967295  # model id of ops run outside any model (single-op mode)
 
+# bytes per element of each TensorSpec.dtype name (string: the Ascend TensorDesc size of a
+# string element; resource / variant: a handle)
+DTYPE_BYTES: dict[str, int] = {
+    "float32": 4, "float": 4, "float16": 2, "half": 2, "int8": 1, "int32": 4, "uint8": 1,
+    "int16": 2, "uint16": 2, "uint32": 4, "int64": 8, "uint64": 8, "float64": 8, "double": 8,
+    "bool": 1, "string": 16, "complex64": 8, "complex128": 16, "qint8": 1, "qint16": 2,
+    "qint32": 4, "quint8": 1, "quint16": 2, "resource": 8, "variant": 8, "bfloat16": 2,
+    "int4": 1,
+}
+
 
 @dataclass(frozen=True)
 class TensorSpec:

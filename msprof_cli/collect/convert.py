@@ -21,7 +21,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from msprof_cli.collect.capture import CaptureChunk, Iteration, ModelInfo, OpRun, TensorSpec
+from msprof_cli.collect.capture import (DTYPE_BYTES, CaptureChunk, Iteration, ModelInfo, OpRun,
+                                        TensorSpec)
 from msprof_cli.collect.records import ExecRecord
 from msprof_cli.collect.tf_graphs import (CALL_OPS, CONTROL_FLOW_OPS, DATA_SOURCES, OpShape,
                                           StaticGraph, StaticOp, lowered_name, replica_of_name,
@@ -266,6 +267,8 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
             chunk.notes.append(f"{dropped_unknown} graph ops ran outside any recorded step "
                                "(e.g. a ConcreteFunction called directly): kept as single ops")
 
+    waits.sort()
+    batches.sort()
     wait_of = _input_waits(waits, markers)
     used_models: set[int] = set()
     for rec in sorted(records, key=lambda r: r.seq):
@@ -282,8 +285,9 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
                 _attach_shapes(op, static, state, key)
             restored = _restore_collectives(ops, static, state, key,
                                             (marker.start, marker.end))
-            batch = _step_batch(static, [b for t, b in batches
-                                         if marker.start <= t <= marker.end], state, key)
+            lo = bisect.bisect_left(batches, (marker.start, -1))
+            hi = bisect.bisect_right(batches, (marker.end, 1 << 62))
+            batch = _step_batch(static, [b for _, b in batches[lo:hi]], state, key)
             if batch:
                 for op in ops:
                     _with_batch(op, batch, state)
@@ -456,13 +460,8 @@ def _has_unknown(op: OpRun) -> bool:
 
 
 def _dtype_size(dtype: str) -> int | None:
-    try:
-        import tensorflow as tf
-
-        size = tf.dtypes.as_dtype(dtype).size
-    except Exception:
-        return None
-    return size if dtype not in ("string", "resource", "variant") else None
+    """Bytes per element of a dense dtype (strings and handles have no fixed size here)."""
+    return None if dtype in ("string", "resource", "variant") else DTYPE_BYTES.get(dtype)
 
 
 def _step_batch(static: StaticGraph | None, sizes: list[int], state: ConverterState,
@@ -532,8 +531,14 @@ def _replay_wait(schedule: Schedule | None, rec: ExecRecord) -> int:
 
 
 def _wait_in(waits: list[tuple[int, int]], start: int, end: int) -> int:
-    """Input wait inside [start, end]: the union of the GetNext spans, clipped to it."""
-    spans = sorted((max(s, start), min(e, end)) for s, e in waits if s < end and e > start)
+    """Input wait inside [start, end]: the union of the GetNext spans (`waits`, sorted by
+    start), clipped to it.  A GetNext that began before the step is found by going back
+    from the first one starting inside it while spans still reach the step."""
+    i = bisect.bisect_left(waits, (start, -1))
+    j = bisect.bisect_right(waits, (end, 1 << 62))
+    while i > 0 and waits[i - 1][1] > start:
+        i -= 1
+    spans = [(max(s, start), min(e, end)) for s, e in waits[i:j] if s < end and e > start]
     total, reach = 0, start
     for s, e in spans:
         s = max(s, reach)

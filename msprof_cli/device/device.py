@@ -153,6 +153,7 @@ class Device:
         self._thread_last_end: dict[int, int] = {}
         self.warp = TM.TimeWarp()  # real host clock -> the emulated system's (time_model.py)
         self._copy_spans: tuple[np.ndarray, ...] | None = None
+        self._cost_cache: tuple[tuple[int, int], CostTable] | None = None
         self._tx_count = 0
         self._closed = False
         self.host_path = self.prof_dir / "host"
@@ -321,10 +322,13 @@ class Device:
                         self.messages.append(w)
 
     # --- the emulated system's time (time_model.py) ----------------------------------------
-    def _host_work_sigs(self) -> np.ndarray:
-        """Per signature: a host-executed op whose measured time is kept."""
-        return np.array([op_map.normalize_tf_type(t)[0] in op_map.HOST_WORK_OPS
-                         for t in self.sigs.tf_type], bool)
+    def _cost(self, sig: dict[str, np.ndarray]) -> CostTable:
+        """The cost of every signature, evaluated once per new signature / rank size (a
+        chunk needs it for the time model, its scratch schedule and the real one)."""
+        key = (len(self.sigs), max(1, len(self.devices)))
+        if self._cost_cache is None or self._cost_cache[0] != key:
+            self._cost_cache = (key, evaluate(sig, self.chip, rank_size=key[1]))
+        return self._cost_cache[1]
 
     def _emulate_time(self, ops: OpTable, iters: IterTable) -> None:
         """Rewrite the chunk's host times onto the emulated system's clock (in place).
@@ -335,11 +339,11 @@ class Device:
         3. Steps and eager ops are placed one after the other, each keeping the measured
            gap before it (`TimeWarp.place`)."""
         sig = self.sigs.arrays()
-        cost = evaluate(sig, self.chip, rank_size=max(1, len(self.devices)))
+        cost = self._cost(sig)
         kind = sig["kind"][ops.sig].astype(np.int64)
         launch = kind != op_map.KIND_NONE
         eager = ops.eager if ops.eager is not None else np.zeros(len(ops), bool)
-        host_work = self._host_work_sigs()[ops.sig] if len(ops) else np.zeros(0, bool)
+        host_work = sig["host_work"][ops.sig]
         n_it = len(iters)
         wait = iters.input_wait if len(iters.input_wait) == n_it else np.zeros(n_it, np.int64)
         tick = int(round(self.chip.tick_ns))
@@ -446,8 +450,7 @@ class Device:
     def _prepare(self, ops: OpTable, iters: IterTable, last_end: dict[int, int],
                  copy_spans: tuple[np.ndarray, ...] | None = None) -> _ChunkCtx:
         sig = self.sigs.arrays()
-        rank_size = max(1, len(self.devices))
-        cost = evaluate(sig, self.chip, rank_size=rank_size)
+        cost = self._cost(sig)
         kind = sig["kind"][ops.sig].astype(np.int64)
         launch = kind != op_map.KIND_NONE
         in_iter = ops.iter_row >= 0
@@ -830,7 +833,9 @@ class Device:
         tick = dd.state.clock.tick_ns
         h = it_rows[(hb[it_rows] > 0) & iok[it_rows]]
         d = it_rows[(db[it_rows] > 0) & ook[it_rows]]
-        return {"h2d_it": h, "h2d_ts": ib[h] + (ie[h] - ib[h]) // 2,
+        # the input copy is issued at the end of InputCopy (which may span a wait for the
+        # batch: time_model.py), the output copy in the middle of OutputCopy
+        return {"h2d_it": h, "h2d_ts": ie[h] - np.minimum(1_000, (ie[h] - ib[h]) // 2),
                 "h2d_dur": MC.duration_ticks(hb[h], tick), "h2d_bytes": hb[h],
                 "d2h_it": d, "d2h_ts": ob[d] + (oe[d] - ob[d]) // 2,
                 "d2h_dur": MC.duration_ticks(db[d], tick), "d2h_bytes": db[d]}

@@ -15,7 +15,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from msprof_cli.collect.capture import SINGLE_OP_MODEL_ID, CaptureChunk, OpRun, TensorSpec
+from msprof_cli.collect.capture import (DTYPE_BYTES, SINGLE_OP_MODEL_ID, CaptureChunk, OpRun,
+                                        TensorSpec)
 from msprof_cli.device import op_map
 from msprof_cli.raw import layouts as L
 
@@ -23,14 +24,14 @@ DEFAULT_DIM = 32  # a dimension captured as -1 (unknown) counts as 32 elements i
 DEFAULT_TENSOR_ELEMS = 1024  # an op captured without any tensor spec counts as 1024 elements
 
 # TF dtype name -> (GE data type id, bytes per element)
-TF_DTYPES: dict[str, tuple[int, int]] = {
-    "float32": (0, 4), "float": (0, 4), "float16": (1, 2), "half": (1, 2), "int8": (2, 1),
-    "int32": (3, 4), "uint8": (4, 1), "int16": (6, 2), "uint16": (7, 2), "uint32": (8, 4),
-    "int64": (9, 8), "uint64": (10, 8), "float64": (11, 8), "double": (11, 8), "bool": (12, 1),
-    "string": (13, 16), "complex64": (16, 8), "complex128": (17, 16), "qint8": (18, 1),
-    "qint16": (19, 2), "qint32": (20, 4), "quint8": (21, 1), "quint16": (22, 2),
-    "resource": (23, 8), "variant": (26, 8), "bfloat16": (27, 2), "int4": (29, 1),
+_GE_DTYPE_IDS: dict[str, int] = {
+    "float32": 0, "float": 0, "float16": 1, "half": 1, "int8": 2, "int32": 3, "uint8": 4,
+    "int16": 6, "uint16": 7, "uint32": 8, "int64": 9, "uint64": 10, "float64": 11, "double": 11,
+    "bool": 12, "string": 13, "complex64": 16, "complex128": 17, "qint8": 18, "qint16": 19,
+    "qint32": 20, "quint8": 21, "quint16": 22, "resource": 23, "variant": 26, "bfloat16": 27,
+    "int4": 29,
 }
+TF_DTYPES: dict[str, tuple[int, int]] = {k: (v, DTYPE_BYTES[k]) for k, v in _GE_DTYPE_IDS.items()}
 UNDEFINED_DTYPE = (0xFFFFFFFF, 4)
 
 # dtype classes used by the cost model / PMU split
@@ -69,6 +70,7 @@ class SignatureRegistry:
     kind: list[int] = field(default_factory=list)
     cost: list[int] = field(default_factory=list)
     allreduce: list[bool] = field(default_factory=list)
+    host_work: list[bool] = field(default_factory=list)  # measured host work (op_map)
     flops: list[float] = field(default_factory=list)
     vec_elems: list[float] = field(default_factory=list)
     bytes_in: list[float] = field(default_factory=list)
@@ -96,13 +98,15 @@ class SignatureRegistry:
     def add_features(self, *, tf_type: str, ge_type: str, kind: int, cost: int, flops: float,
                      vec_elems: float, bytes_in: float, bytes_out: float, max_elems: float,
                      dtype_class: int = DT_FP32, dtype_bytes: int = 4, n_fused: int = 0,
-                     allreduce: bool = False, tensors: np.ndarray | None = None) -> int:
+                     allreduce: bool = False, tensors: np.ndarray | None = None,
+                     host_work: bool = False) -> int:
         """Register a signature from precomputed features (benchmark generators use this)."""
         self.tf_type.append(tf_type)
         self.ge_type.append(ge_type)
         self.kind.append(kind)
         self.cost.append(cost)
         self.allreduce.append(allreduce)
+        self.host_work.append(host_work)
         self.flops.append(float(flops))
         self.vec_elems.append(float(vec_elems))
         self.bytes_in.append(float(bytes_in))
@@ -153,7 +157,8 @@ class SignatureRegistry:
             tf_type=tf_type, ge_type=m.ge_type, kind=kind, cost=cost, flops=flops,
             vec_elems=vec, bytes_in=bytes_in, bytes_out=bytes_out, max_elems=max_elems,
             dtype_class=dclass, dtype_bytes=dbytes, n_fused=n_fused, allreduce=m.allreduce,
-            tensors=tensor_records(inputs, outputs))
+            tensors=tensor_records(inputs, outputs),
+            host_work=op_map.normalize_tf_type(tf_type)[0] in op_map.HOST_WORK_OPS)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Column arrays of all signatures (cached until the next new signature)."""
@@ -162,6 +167,7 @@ class SignatureRegistry:
                 "kind": np.array(self.kind, np.uint8),
                 "cost": np.array(self.cost, np.uint8),
                 "allreduce": np.array(self.allreduce, bool),
+                "host_work": np.array(self.host_work, bool),
                 "flops": np.array(self.flops, np.float64),
                 "vec_elems": np.array(self.vec_elems, np.float64),
                 "bytes_in": np.array(self.bytes_in, np.float64),

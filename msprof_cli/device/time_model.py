@@ -29,7 +29,6 @@ length, each step / eager op is stretched or squeezed onto its emulated span).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,32 +44,23 @@ EAGER_LAUNCH_NS = 20_000  # single-op mode: one op's host launch (compile cache 
 EAGER_WINDOW_NS = 18_000
 
 
-_LOWERED = re.compile(r"/_\d+/")  # lowered While/If bodies: `while/body/_1/...`
-
-
 def launch_keys(model_id: np.ndarray, iter_row: np.ndarray, name_idx: np.ndarray,
                 host_start: np.ndarray, orders: dict[int, dict[str, int]],
                 names: list[str]) -> np.ndarray:
     """Per op row: its topological op id in its model's graph (`ModelInfo.op_order`, GE's
-    task order); an op the graph walk does not name takes the id of the op the CPU started
-    just before it in the same step (+0.5), so it keeps its place.  Without any op order:
-    the real start times."""
+    task order); an op the graph walk does not name (a lowered loop body's runtime name)
+    takes the id of the op the CPU started just before it in the same step (+0.5), so it
+    keeps its place.  Without any op order: the real start times."""
     rows = np.flatnonzero(iter_row >= 0)
     if not len(rows) or not any(orders.get(int(m)) for m in np.unique(model_id[rows]).tolist()):
         return host_start.astype(np.float64)
     key = np.full(len(iter_row), -1.0)
-    mids = model_id[rows].astype(np.int64)
-    combo = np.unique(np.stack([mids, name_idx[rows]]), axis=1)
-    table: dict[tuple[int, int], float] = {}
-    for mid, idx in combo.T.tolist():
-        order = orders.get(mid)
-        if order:
-            o = order.get(names[idx])
-            if o is None:
-                o = order.get(_LOWERED.sub("/", names[idx]))
-            if o is not None:
-                table[(mid, idx)] = float(o)
-    got = np.array([table.get(k, -1.0) for k in zip(mids.tolist(), name_idx[rows].tolist())])
+    pairs = np.stack([model_id[rows].astype(np.int64), name_idx[rows]])
+    combo, inverse = np.unique(pairs, axis=1, return_inverse=True)
+    # one dict lookup per distinct (model, op name), not per row
+    value = np.array([float(orders.get(mid, {}).get(names[idx], -1))
+                      for mid, idx in combo.T.tolist()])
+    got = value[inverse.reshape(-1)]
     by_start = np.lexsort((host_start[rows], iter_row[rows]))
     g = got[by_start]
     it = iter_row[rows][by_start]
@@ -111,8 +101,11 @@ def layout(iter_row: np.ndarray, launch: np.ndarray, eager: np.ndarray, host_wor
     work = np.asarray(input_wait, np.int64).copy()
     hw = inn[host_work[inn]]
     np.add.at(work, iter_row[hw], np.maximum(host_end[hw] - host_start[hw], 0))
-    t0 = MODEL_EXECUTE_ENTRY_NS + work  # the InputCopy starts here
-    in_b, in_e = t0, t0 + COPY_API_NS
+    # InputCopy starts with ModelExecute (the real analysis nests by time: a model-level API
+    # strictly inside ModelExecute would end the model's scope for the launches after it) and
+    # spans the entry and the wait for the batch; the H2D copy is issued at its end
+    in_b = np.zeros(n_iters, np.int64)
+    in_e = MODEL_EXECUTE_ENTRY_NS + work + COPY_API_NS
     # launches in the graph's topological order (GE's task order: the same every step), else
     # in the step's real start order (also a dependency order: TF's executor starts an op
     # after its inputs are done, but the order of independent ops varies between runs)
@@ -161,13 +154,14 @@ def finish(lay: Layout, dev_rel: np.ndarray, d2h_ns: np.ndarray) -> np.ndarray:
 
     GE runs a step synchronously: after the launches the host waits for the stream, then
     OutputCopy copies the fetched outputs back (the D2H task sits in its middle: issued
-    half-way, LAUNCH_LATENCY later on the device) and ModelExecute returns."""
+    half-way, LAUNCH_LATENCY later on the device) and ModelExecute returns with it (both end
+    together, as the real analysis' nesting expects)."""
     from msprof_cli.device.scheduler import LAUNCH_LATENCY_NS
     out_b = np.maximum(lay.host_end_rel, dev_rel) + 1
     out_len = COPY_API_NS + 2 * (LAUNCH_LATENCY_NS + d2h_ns + 1_000)
-    out_len = np.where(d2h_ns > 0, out_len, COPY_API_NS)
+    out_len = np.where(d2h_ns > 0, out_len, COPY_API_NS) + MODEL_RETURN_NS
     lay.out_copy = (out_b, out_b + out_len)
-    return out_b + out_len + MODEL_RETURN_NS
+    return out_b + out_len
 
 
 @dataclass
@@ -220,5 +214,4 @@ class TimeWarp:
         lin = es[k] + (tt - rs[k]) * (ee[k] - es[k]) // span
         after = tt + (ee[k] - re_[k])  # the offset after event k
         out[has] = np.where(inside, lin, after)
-        # monotone even when events overlap: never before the emulated end of an earlier one
         return out
