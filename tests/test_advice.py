@@ -150,3 +150,23 @@ def test_stamp_ns_parses_exactly():
     got = _stamp_ns(np.array(["1700000000000001.237\t", "-1.500", "12", "N/A", 2.5],
                              dtype=object))
     assert got.tolist() == [1_700_000_000_000_001_237, -1500, 12000, NA_NS, 2500]
+
+
+def test_brief_names_one_bottleneck_per_op():
+    """conv and relu are flagged by both 'low vector' and 'low cube' (relu) usage: the
+    console summary lists each op once with its busiest pipe, heaviest first."""
+    from msprof_cli.export.advice import OpTable, RuleState, brief
+
+    state = RuleState(32)
+    state.add(OpTable.from_summary(frame(ROWS), 32))
+    rule = state.rule_json("PipeUtilization")
+    lines = brief(rule, state)
+    comp = [ln for ln in lines if ln.startswith("Computation:")]
+    assert len(comp) == 1
+    assert "2 AI Core ops" in comp[0]
+    assert "cube 1 ops (91 %)" in comp[0] and "MTE2 1 ops (9 %)" in comp[0]
+    assert comp[0].endswith("Heaviest: conv (cube 0.90, 100 us); relu (MTE2 0.90, 10 us)")
+    # every other finding keeps its own line, with the ops' numbers
+    assert any(ln.startswith("Operator Processing: Check and reduce AI CPU operators (1 ops; "
+                             "heaviest: uniq: 1 task, 50 us in total)") for ln in lines)
+    assert sum(ln.startswith("Computation") for ln in lines) == 1

@@ -361,7 +361,7 @@ def test_no_hccl_file_single_device(tmp_path: Path) -> None:
 
 def test_prof_rule_and_console_report(tmp_path: Path, capsys) -> None:
     prof = run(tmp_path, [make_chunk(3)], cfg(tmp_path, aicpu="on"))
-    res = run_export(prof)
+    res = run_export(prof, advice="full")  # the real tool's whole report
     out = capsys.readouterr().out
     rule = json.loads((prof / "device_0/summary/prof_rule_0.json").read_text())
     assert rule["status"] == 0
@@ -379,6 +379,28 @@ def test_prof_rule_and_console_report(tmp_path: Path, capsys) -> None:
     # quiet: no report on the console, but the file is still written
     run_export(prof, quiet=True)
     assert "Performance Summary Report" not in capsys.readouterr().out
+
+
+def test_brief_advice_is_the_default(tmp_path: Path, capsys) -> None:
+    """One line per finding, the Computation rules as one statement naming each op's
+    bottleneck pipe, and where the full report is; `off` prints none of it."""
+    prof = run(tmp_path, [make_chunk(3)], cfg(tmp_path, aicpu="on",
+                                              aic_metrics="PipeUtilization"))
+    res = run_export(prof)
+    out = capsys.readouterr().out
+    assert "Performance Summary Report" not in out
+    [adv] = res.advice
+    head = [ln for ln in out.splitlines() if ln.startswith("[INFO] Tuning advice")]
+    assert head == [f"[INFO] Tuning advice: {len(adv.brief)} findings (full report: {adv.path};"
+                    " msprof export --advice full prints it)"]
+    lines = [ln for ln in out.splitlines() if ln.startswith("  - ")]
+    assert lines == [f"  - {b}" for b in adv.brief] and 1 <= len(lines) <= 8
+    comp = [ln for ln in lines if ln.startswith("  - Computation:")]
+    assert len(comp) == 1 and "by bottleneck pipe" in comp[0]
+    assert "Check and reduce AI CPU operators (1 ops; heaviest: "\
+           "dropout/random_uniform/RandomUniform: 3 tasks" in out
+    run_export(prof, advice="off")
+    assert "Tuning advice" not in capsys.readouterr().out
 
 
 def test_iteration_selection_applies_to_every_file(tmp_path: Path) -> None:

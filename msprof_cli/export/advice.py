@@ -445,7 +445,8 @@ class RuleState:
         values as integers (EVIDENCE_SCALE) and their count -- exact, so the means do not
         depend on the chunking."""
         df = t.df
-        wanted = sorted({f for fs in EVIDENCE_FIELDS.values() for f in fs if f in df})
+        wanted = sorted({f for fs in EVIDENCE_FIELDS.values() for f in fs if f in df} |
+                        {f for f in PIPE_FIELDS if f in df})
         part = {}
         for f in wanted:
             v = df[f].to_numpy(np.float64)
@@ -594,6 +595,87 @@ class RuleState:
                         items.append((weight, f"{name}: " + ", ".join(parts)))
                     out[res["Rule Suggestion"]] = items
         return out
+
+
+PIPE_FIELDS = ("mac_ratio", "vec_ratio", "scalar_ratio", "mte1_ratio", "mte2_ratio",
+               "mte3_ratio")  # per-op means kept for the console summary's bottleneck pipe
+_PIPE_NAMES = ("cube", "vector", "scalar", "MTE1", "MTE2", "MTE3")
+COMPUTATION = "Computation"
+
+
+def _op_pipes(st: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """Per op name (rows of `st`): mean ratio of every pipe, its bottleneck pipe (the busiest)
+    and total task time (us)."""
+    rows = st.loc[[n for n in names if n in st.index]]
+    out = pd.DataFrame(index=rows.index)
+    for f in PIPE_FIELDS:
+        if f in rows and "#" + f in rows:
+            cnt = rows["#" + f].to_numpy(np.float64)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[f] = np.where(cnt > 0, rows[f].to_numpy(np.float64) / cnt
+                                  / EVIDENCE_SCALE.get(f, 10**6), np.nan)
+    out["time_us"] = rows["_dur"].to_numpy(np.float64) / 1000
+    pipes = [f for f in PIPE_FIELDS if f in out]
+    if pipes:
+        vals = out[pipes].to_numpy(np.float64)
+        ok = ~np.isnan(vals).all(axis=1)
+        best = np.where(ok, np.nanargmax(np.where(np.isnan(vals), -1, vals), axis=1), -1)
+        out["pipe"] = [_PIPE_NAMES[PIPE_FIELDS.index(pipes[b])] if b >= 0 else ""
+                       for b in best.tolist()]
+        out["ratio"] = np.where(ok, vals.max(axis=1, initial=0, where=~np.isnan(vals)), np.nan)
+    return out
+
+
+def brief(rule_json: dict, state: "RuleState", max_ops: int = 3) -> list[str]:
+    """The console summary of the advice: one line per rule group with findings, heaviest
+    ops first.  The Computation rules (high scalar / low vector / low cube usage) flag mostly
+    the same ops from three sides, so they become one statement naming each op's bottleneck
+    pipe (its busiest pipe); prof_rule JSON keeps every finding as the real tool writes it."""
+    st = state.stats
+    evidence = state.evidence(rule_json)
+    lines: list[str] = []
+    for groups in rule_json["data"].values():
+        for group in groups:
+            results = group["result"]
+            if not results:
+                continue
+            rtype = group["Rule Type"]
+            if rtype == COMPUTATION and st is not None:
+                names: list[str] = []
+                seen: set[str] = set()
+                for res in results:
+                    if isinstance(res["Tuning Data"], list):
+                        for n in res["Tuning Data"]:
+                            if n not in seen:
+                                seen.add(n)
+                                names.append(n)
+                ops = _op_pipes(st, names)
+                if "pipe" in ops and len(ops):
+                    by_pipe = ops.groupby("pipe")["time_us"].agg(["size", "sum"]) \
+                        .sort_values("sum", ascending=False)
+                    total = float(by_pipe["sum"].sum()) or 1.0
+                    parts = [f"{p or 'unknown'} {int(r['size'])} ops "
+                             f"({100 * r['sum'] / total:.0f} %)" for p, r in by_pipe.iterrows()]
+                    top = ops.sort_values("time_us", ascending=False).head(max_ops)
+                    heavy = "; ".join(f"{n} ({r['pipe']} {r['ratio']:.2f}, "
+                                      f"{_num_text(r['time_us'])} us)" for n, r in top.iterrows())
+                    lines.append(f"{rtype}: {len(ops)} AI Core ops below the pipe targets, by "
+                                 f"bottleneck pipe (share of their time): {', '.join(parts)}. "
+                                 f"Heaviest: {heavy}")
+                    continue
+            for res in results:
+                data = res["Tuning Data"]
+                text = f"{rtype}: {res['Rule Suggestion']}"
+                if isinstance(data, list):
+                    items = sorted(evidence.get(res["Rule Suggestion"], []),
+                                   key=lambda it: -it[0])[:max_ops]
+                    text += f" ({len(data)} ops"
+                    text += "; heaviest: " + "; ".join(t for _, t in items) + ")" if items \
+                        else ")"
+                elif isinstance(data, dict):
+                    text += " (" + ", ".join(f"{k} {_num_text(v)}" for k, v in data.items()) + ")"
+                lines.append(text)
+    return lines
 
 
 def evaluate(summary: pd.DataFrame, core_num: int = 32, aic_metrics: str = "",

@@ -77,11 +77,13 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
                iteration_id: int | None = None, iteration_count: int = 1,
                reports: Path | None = None, clear: bool = False,
                csv_slice_rows: int = CSV_SLICE_ROWS, json_slice_events: int = JSON_SLICE_EVENTS,
-               quiet: bool = False) -> ExportResult:
+               quiet: bool = False, advice: str = "brief") -> ExportResult:
     """Export every PROF dir at `path`; raise msprof_cli.errors exceptions on failure."""
     path = Path(path)
     if layout not in LAYOUTS:
         raise ExportError(f"Unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}.")
+    if advice not in ("brief", "full", "off"):
+        raise ExportError(f"Unknown advice mode {advice!r}; choose brief, full or off.")
     if summary_format not in ("csv", "json"):
         raise ExportError(f"Unknown summary format {summary_format!r}; choose csv or json.")
     if type_ not in ("text", "db"):
@@ -201,7 +203,7 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
         _print_summary(result)
         from .report import print_advice
 
-        print_advice(result.advice)
+        print_advice(result.advice, advice)
     return result
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -86,7 +86,8 @@ class Advice:
 
     path: Path
     rule: dict
-    text: str
+    text: str  # the real tool's console report (section 5.4), with evidence
+    brief: list[str] = field(default_factory=list)  # one line per finding (advice.brief)
 
 
 def export_legacy(data: ProfData, *, summary_format: str = "csv", model_id: int | None = None,
@@ -295,5 +296,6 @@ def write_advice(dev: DeviceData, state: A.RuleState, advice: list[Advice] | Non
     if advice is not None:
         advice.append(Advice(path, rule, A.render(rule, state.evidence(rule),
                                                       more_hint=f" in {path.name}",
-                                                      max_names=CONSOLE_MAX_NAMES)))
+                                                      max_names=CONSOLE_MAX_NAMES),
+                             A.brief(rule, state)))
     return path

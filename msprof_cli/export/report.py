@@ -1,6 +1,7 @@
-"""Console output of the tuning advice (step-trace-and-advice.md 5.4): after a legacy export,
-every device's "Performance Summary Report" is printed on stdout -- with rich styling on a
-terminal, as the plain section-5.4 text otherwise -- under a line naming its prof_rule file."""
+"""Console output of the tuning advice: after a legacy export, by default a short summary per
+device (one line per finding, advice.brief) under a line naming its prof_rule file;
+`--advice full` prints every device's "Performance Summary Report" (step-trace-and-advice.md
+5.4) -- with rich styling on a terminal, as the plain section-5.4 text otherwise."""
 from __future__ import annotations
 
 import sys
@@ -8,8 +9,13 @@ import sys
 from .legacy import Advice
 
 
-def print_advice(items: list[Advice]) -> None:
-    if not items:
+def print_advice(items: list[Advice], mode: str = "brief") -> None:
+    """`brief`: per device a header naming its prof_rule file, then one line per finding
+    (advice.brief); `full`: the real tool's whole report; `off`: nothing."""
+    if not items or mode == "off":
+        return
+    if mode == "brief":
+        _print_brief(items)
         return
     if sys.stdout.isatty():
         from rich.console import Console
@@ -33,3 +39,26 @@ def print_advice(items: list[Advice]) -> None:
         for item in items:
             print(f"[INFO] Tuning advice ({item.path}):")
             print(item.text, end="")
+
+
+def _print_brief(items: list[Advice]) -> None:
+    tty = sys.stdout.isatty()
+    console = None
+    if tty:
+        from rich.console import Console
+
+        console = Console()
+    for item in items:
+        n = len(item.brief)
+        head = (f"[INFO] Tuning advice: {n} finding{'s' if n != 1 else ''} (full report: "
+                f"{item.path}; msprof export --advice full prints it)")
+        body = [f"  - {line}" for line in item.brief] or ["  - nothing to report"]
+        if console is not None:
+            from rich.text import Text
+
+            console.print(Text(head, style="bold cyan"), highlight=False)
+            for line in body:
+                console.print(Text(line), highlight=False, soft_wrap=True)
+        else:
+            print(head)
+            print("\n".join(body))
