@@ -287,6 +287,13 @@ def test_xla_jit_compile_warns(tmp_path: Path) -> None:
     its = run.iterations()
     assert len(its) == 3
     assert any("XLA-compiled" in n for c in run.chunks for n in c["notes"])
+    # the compiled cluster is replaced by the function's graph ops, with their static shapes
+    # (GE compiles the TF graph; issue 14 item 3)
+    for it in its:
+        by_type = {o["tf_type"]: o for o in it["ops"]}
+        assert {"MatMul", "Relu", "Sum"} <= set(by_type), list(by_type)
+        assert [i["shape"] for i in by_type["MatMul"]["inputs"]] == [[8, 8], [8, 8]]
+        assert not any(o["tf_type"].startswith("__inference_") for o in it["ops"])
 
 
 def test_env_route_refuses_a_symlinked_output_and_the_script_still_runs(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ def collect_export(tmp: Path, script: str, *flags: str) -> Path:
 
 
 def rows(prof: Path, name: str) -> list[dict[str, str]]:
-    [path] = sorted((prof / "device_0" / "summary").glob(f"{name}_0_*.csv"))
+    [path] = sorted((prof / "device_0" / "summary").glob(f"{name}_0*.csv"))
     with open(path, newline="") as fh:
         return list(csv.DictReader(fh))
 
@@ -129,3 +129,17 @@ def test_keras_fit_costs_the_real_batch(tmp_path: Path) -> None:
     assert conv and all(1.5 <= r <= 2.4 for r in ratios.values()), ratios
     for r in rows(profs[32], "op_summary"):
         assert "4294967295" not in r["Input Shapes"] + r["Output Shapes"], r
+
+
+def test_eager_ops_carry_shapes_and_costs_that_grow(tmp_path: Path) -> None:
+    """Single-op mode: TF's op callbacks give each traced eager op its real tensors."""
+    prof = collect_export(tmp_path, "time_eager.py")
+    mm = [r for r in rows(prof, "op_summary") if r["OP Type"] == "MatMulV2"]
+    by_n = {}
+    for r in mm:
+        n = int(r["Input Shapes"].strip('"').split(",")[0])
+        assert r["Input Shapes"].strip('"') == f"{n},{n};{n},{n}", r
+        by_n.setdefault(n, []).append(float(r["Task Duration(us)"]))
+    assert sorted(by_n) == [64, 256, 1024] and all(len(v) == 3 for v in by_n.values())
+    # a 1024^3 matmul is 4,096x the work of a 64^3 one; small ones cost their prologue
+    assert min(by_n[1024]) > 3 * max(by_n[64] + by_n[256])

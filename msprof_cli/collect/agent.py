@@ -29,6 +29,7 @@ from typing import Any
 
 from msprof_cli.collect.capture import CaptureChunk
 from msprof_cli.collect.convert import ConverterState, GraphRegistry, convert
+from msprof_cli.collect.eager_shapes import EagerShapes
 from msprof_cli.collect.records import ExecRecord
 from msprof_cli.collect.routes import CHILDREN_VAR, rank_from_env
 from msprof_cli.collect.sampling import SamplingPolicy
@@ -131,7 +132,8 @@ class Collection:
         self.policy = SamplingPolicy(config.full_trace)
         self.records: list[ExecRecord] = []
         self.traced_keys: set[str] = set()
-        self.deferred: list[tuple[bytes | None, list[ExecRecord], int]] = []
+        self.deferred: list[tuple[bytes | None, list[ExecRecord], int, list]] = []
+        self.eager = EagerShapes()  # shapes of the eager ops run while the tracer runs
         self.tracer: Any = None
         self.tracer_failed = False
         self.chunk_no = 0
@@ -166,6 +168,7 @@ class Collection:
                             "not captured", exc)
             return False
         self.tracer = tracer
+        self.eager.install()
         self.chunk_started = time.monotonic()
         self.steps_in_chunk = 0
         return True
@@ -201,6 +204,9 @@ class Collection:
             return
         tracer, self.tracer = self.tracer, None
         records, self.records = self.records, []
+        if not restart:
+            self.eager.remove()
+        eager = self.eager.take()
         steps = self.steps_in_chunk
         data = None
         if tracer is not None:
@@ -214,14 +220,14 @@ class Collection:
         else:
             self.chunk_started = time.monotonic()
         if data is not None or records:
-            self.deferred.append((data, records, steps))
+            self.deferred.append((data, records, steps, eager))
         if defer:
             return
         pending, self.deferred = self.deferred, []
         self.converted_at = time.monotonic()
         self.pending_steps = 0
-        for data, records, steps in pending:
-            self._convert(data, records, steps)
+        for data, records, steps, eager in pending:
+            self._convert(data, records, steps, eager)
         with self.markers_lock:
             markers, self.markers = self.markers, []
         if markers:  # user annotations go out with the chunk boundary they fall in
@@ -235,7 +241,8 @@ class Collection:
             else:
                 self.dropped_markers += 1
 
-    def _convert(self, data: bytes | None, records: list[ExecRecord], steps: int) -> None:
+    def _convert(self, data: bytes | None, records: list[ExecRecord], steps: int,
+                 eager: list | None = None) -> None:
         try:
             trace = None
             if data is not None:
@@ -247,7 +254,7 @@ class Collection:
             fault("convert")
             chunk = convert(trace, records, self.state, self.agent.registry,
                             fallback_offset_ns=self.offset_ns(), fp_point=self.config.fp_point,
-                            bp_point=self.config.bp_point)
+                            bp_point=self.config.bp_point, eager_specs=eager or [])
         except Exception as exc:
             self.agent.fail(f"a trace chunk could not be converted ({exc!r}): the ops of "
                             f"{len(records)} steps are lost", exc)

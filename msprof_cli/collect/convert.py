@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from msprof_cli.collect.capture import (DTYPE_BYTES, CaptureChunk, Iteration, ModelInfo, OpRun,
                                         TensorSpec)
+from msprof_cli.collect import eager_shapes
 from msprof_cli.collect.records import ExecRecord
 from msprof_cli.collect.tf_graphs import (CALL_OPS, CONTROL_FLOW_OPS, DATA_SOURCES, OpShape,
                                           StaticGraph, StaticOp, lowered_name, replica_of_name,
@@ -110,7 +111,7 @@ def _interval_events(starts: list[int], events: list[Event], lo: int, hi: int) -
 
 def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterState,
             registry: GraphRegistry, *, fallback_offset_ns: int, fp_point: str = "",
-            bp_point: str = "") -> CaptureChunk:
+            bp_point: str = "", eager_specs: list | None = None) -> CaptureChunk:
     chunk = CaptureChunk()
     by_seq = {r.seq: r for r in records}
     ops_by_seq: dict[int, list[OpRun]] = {}
@@ -118,7 +119,7 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
     batches: list[tuple[int, int]] = []  # (time, bytes) of the batches the iterator delivered
     markers: dict[int, Event] = {}
     graph_of_seq: dict[int, str] = {}
-    dropped_data = dropped_unknown = 0
+    dropped_data = dropped_unknown = expanded_clusters = 0
     restored_collectives = 0
     # steps_per_execution > 1: loop iteration (ExecutorState::Process iter_num) of the ops
     split_seqs = {r.seq for r in records if r.sub_steps > 1}
@@ -267,6 +268,9 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
             chunk.notes.append(f"{dropped_unknown} graph ops ran outside any recorded step "
                                "(e.g. a ConcreteFunction called directly): kept as single ops")
 
+    if eager_specs:  # shapes of the traced eager ops, from TF's op callbacks
+        eager_shapes.match(chunk.single_ops + [o for ops_ in ops_by_seq.values() for o in ops_],
+                           eager_specs)
     waits.sort()
     batches.sort()
     wait_of = _input_waits(waits, markers)
@@ -281,6 +285,8 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
         marker = markers.get(rec.seq)
         if marker is not None:
             ops = sorted(ops_by_seq.get(rec.seq, []), key=lambda o: (o.start_ns, o.name))
+            ops, compiled = _expand_compiled(ops, static, key)
+            expanded_clusters += compiled
             for op in ops:
                 _attach_shapes(op, static, state, key)
             restored = _restore_collectives(ops, static, state, key,
@@ -342,6 +348,10 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
         chunk.iterations.append(it)
     for mid in used_models:
         chunk.models[mid] = state.models[mid]
+    if expanded_clusters:
+        chunk.notes.append(f"{expanded_clusters} executions of XLA-compiled functions were "
+                           "replaced by their graph's ops (costed as GE compiles the TF graph; "
+                           "their host times inside the cluster are not measured)")
     unknown = sum(1 for it in chunk.iterations for o in it.ops if _has_unknown(o)) + \
         sum(1 for o in chunk.single_ops if _has_unknown(o))
     if unknown:
@@ -453,6 +463,37 @@ def _replay(schedule: Schedule | None, rec: ExecRecord) -> list[OpRun]:
     return [OpRun(name, typ, t0 + int(s * scale), t0 + int(max(e, s) * scale), tid, ins, outs,
                   fused, dev, eager)
             for name, typ, s, e, tid, ins, outs, fused, dev, eager in schedule.ops]
+
+
+# executor plumbing of a graph walk: no op of its own on the device or the host
+_PLUMBING = frozenset({"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval", "NoOp", "_Send",
+                       "_Recv", "_HostSend", "_HostRecv"})
+
+
+def _expand_compiled(ops: list[OpRun], static: StaticGraph | None, key: str
+                     ) -> tuple[list[OpRun], int]:
+    """A `jit_compile=True` step: TF's tracer reports the XLA cluster as one op named after
+    the function (its ops run as compiled thunks).  GE compiles the TF graph itself (it does
+    not use XLA), so the cluster is replaced by the function graph's ops in topological
+    order, each with its static shapes (attached later by name), sharing the cluster's span
+    (host times inside a step do not matter to the time model).  Returns (ops, clusters)."""
+    if static is None or not any(o.tf_type == key for o in ops):
+        return ops, 0
+    body = sorted(((n, sop) for n, sop in static.ops.items() if sop.type not in _PLUMBING),
+                  key=lambda kv: static.order.get(kv[0], 0))
+    out: list[OpRun] = []
+    clusters = 0
+    for op in ops:
+        if op.tf_type != key or not body:
+            out.append(op)
+            continue
+        clusters += 1
+        n, span = len(body), max(op.end_ns - op.start_ns, 0)
+        for i, (name, sop) in enumerate(body):
+            out.append(OpRun(name, sop.type, op.start_ns + span * i // n,
+                             op.start_ns + span * (i + 1) // n, op.thread_id,
+                             device_id=op.device_id))
+    return out, clusters
 
 
 def _has_unknown(op: OpRun) -> bool:

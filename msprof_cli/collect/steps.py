@@ -86,9 +86,10 @@ def _observed_call(agent: Agent, original: Any, fn: Any, args: tuple, kwds: dict
                 # events inside, so these steps reach the device without ops
                 agent.warn_once(
                     f"tf.function {getattr(fn, '_name', '?')} is XLA-compiled "
-                    "(jit_compile=True): XLA runs its ops as compiled thunks that TensorFlow's "
-                    "tracer does not report, so each step shows only the compiled cluster as "
-                    "one op. Profile with jit_compile=False to see the ops.")
+                    "(jit_compile=True): TensorFlow's tracer does not report the ops of the "
+                    "compiled cluster, so msprof_cli emulates the function's graph ops (as GE "
+                    "compiles the TF graph) without their measured host times. Profile with "
+                    "jit_compile=False to trace the ops themselves.")
             concrete = fn.get_concrete_function(*args, **kwds)  # cache hit: no retrace
             key = _concrete_key(concrete)
             if key not in agent.registry.graphs:
