@@ -81,6 +81,7 @@ class SignatureRegistry:
     n_fused: list[int] = field(default_factory=list)
     tensors: list[np.ndarray] = field(default_factory=list)  # L.TENSOR arrays
     _index: dict[tuple, int] = field(default_factory=dict)
+    _by_id: dict[tuple, tuple] = field(default_factory=dict)
     _arrays: dict[str, np.ndarray] | None = None
 
     def __len__(self) -> int:
@@ -88,11 +89,21 @@ class SignatureRegistry:
 
     def intern(self, tf_type: str, inputs: tuple[TensorSpec, ...],
                outputs: tuple[TensorSpec, ...], n_fused: int) -> int:
+        # replayed steps (and ops resolved from one shape cache) share their spec tuples: a
+        # look-up by identity skips hashing the nested specs (frozen dataclasses hash their
+        # fields on every call); the entry keeps the tuples alive, so an id is never reused
+        fast = (tf_type, id(inputs), id(outputs), n_fused)
+        hit = self._by_id.get(fast)
+        if hit is not None:
+            return hit[0]
         key = (tf_type, inputs, outputs, n_fused)
         idx = self._index.get(key)
         if idx is None:
             idx = self._add(tf_type, inputs, outputs, n_fused)
             self._index[key] = idx
+        if len(self._by_id) >= 1 << 18:
+            self._by_id.clear()  # bounded: new tuples of traced steps keep arriving
+        self._by_id[fast] = (idx, inputs, outputs)
         return idx
 
     def add_features(self, *, tf_type: str, ge_type: str, kind: int, cost: int, flops: float,

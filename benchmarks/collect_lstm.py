@@ -1,0 +1,69 @@
+"""Collect overhead and raw-data volume of a loop-heavy model (issue 14 item 6).
+
+    python benchmarks/collect_lstm.py [--steps 60] [--repeats 2]
+
+A Keras Bidirectional-LSTM `fit` of `--steps` steps (batch 32, sequence 50, 64 units): each
+step runs the recurrent loop's ops once per time step, so a traced step has thousands of op
+events.  Prints the median wall time of the plain script and under `msprof collect`
+(default options: sampled tracing), their ratio (target <= 1.3) and the size of the PROF
+dir's raw data.  Runs are interleaved (plain, collect, plain, ...).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SCRIPT = '''
+import sys
+import numpy as np
+import tensorflow as tf
+steps = int(sys.argv[1])
+x = np.random.default_rng(0).random((32 * steps, 50, 16), dtype=np.float32)
+y = np.zeros((32 * steps, 1), np.float32)
+model = tf.keras.Sequential([tf.keras.layers.Input((50, 16)),
+                             tf.keras.layers.Bidirectional(tf.keras.layers.LSTM(64)),
+                             tf.keras.layers.Dense(1)])
+model.compile("adam", "mse")
+model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+'''
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--repeats", type=int, default=2)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="msprof_lstm_"))
+    script = work / "lstm.py"
+    script.write_text(SCRIPT)
+    plain, profiled, sizes = [], [], []
+    for k in range(args.repeats):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, str(script), str(args.steps)], check=True,
+                       capture_output=True)
+        plain.append(time.perf_counter() - t0)
+        out = work / f"out{k}"
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "msprof_cli", "collect", "--output", str(out),
+                        "--", sys.executable, str(script), str(args.steps)], check=True,
+                       capture_output=True)
+        profiled.append(time.perf_counter() - t0)
+        [prof] = sorted(out.glob("PROF_*"))
+        sizes.append(_size(prof))
+    p, c = statistics.median(plain), statistics.median(profiled)
+    print(f"bidirectional LSTM fit, {args.steps} steps: plain {p:.1f} s, msprof collect "
+          f"{c:.1f} s, ratio {c / p:.2f} (target <= 1.3); raw data "
+          f"{statistics.median(sizes) / 2**20:.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()
