@@ -25,6 +25,9 @@ AICPU_BASE_NS = 20_000.0  # AI CPU kernel: dispatch + framework overhead
 AICPU_NS_PER_ELEM = 2.0
 HCCL_BASE_NS = 15_000.0  # collective: notify/handshake latency
 L2_HIT_IN_L2 = 0.9  # L2 hit rate when the task's working set fits in L2
+# measured cube peak of a 910: 216 TFLOPS fp16 of the 262 TFLOPS of 32 cores x 16^3 MACs at
+# 1 GHz (issue 14's figure; docs/device-model.md 1): the cube sustains 82 % of its nominal rate
+CUBE_EFFICIENCY = 216.0 / 262.144
 
 
 @dataclass
@@ -78,7 +81,7 @@ def evaluate(sig: dict[str, np.ndarray], chip: ChipSpec, rank_size: int = 1) -> 
     # --- per-core pipe cycles ------------------------------------------------------------------
     cube_rate = np.where(dclass == DT_INT8, chip.cube_int8_ops_per_cycle,
                          chip.cube_flops_per_cycle).astype(np.float64)
-    cube = np.where(is_cube, flops / (cube_rate * block) * tail, 0.0)
+    cube = np.where(is_cube, flops / (cube_rate * CUBE_EFFICIENCY * block) * tail, 0.0)
     # fp32 work runs on the vector unit at fp32 width; cube ops' fused epilogue at fp16 width
     lane_bytes = np.where(is_cube, 2.0, np.where(dclass == DT_FP16, 2.0,
                                                  np.where(dclass == DT_INT8, 1.0, 4.0)))
@@ -87,7 +90,13 @@ def evaluate(sig: dict[str, np.ndarray], chip: ChipSpec, rank_size: int = 1) -> 
     vec = sig["vec_elems"] / (lanes * block) * tail
     working = bytes_in + bytes_out
     fits = working <= chip.l2_bytes
-    chip_bw = np.where(fits, chip.l2_bytes_per_s, chip.hbm_bytes_per_s) / (chip.aic_mhz * 1e6)
+    # the traffic the PMU model reports (pmu.py: L2 reads = bytes x hit, main memory = the
+    # rest) also sets the bandwidth: hits at L2 speed, misses at HBM speed -- no cliff when
+    # the working set outgrows L2
+    l2_hit = np.where(fits, L2_HIT_IN_L2,
+                      L2_HIT_IN_L2 * chip.l2_bytes / np.maximum(working, 1.0))
+    chip_bw = 1.0 / (l2_hit / chip.l2_bytes_per_s + (1.0 - l2_hit) / chip.hbm_bytes_per_s) \
+        / (chip.aic_mhz * 1e6)
     core_bw = np.minimum(float(chip.mte_bytes_per_cycle_per_core), chip_bw / block)
     mte2 = bytes_in / block / core_bw * tail
     mte3 = bytes_out / block / core_bw * tail
@@ -111,8 +120,6 @@ def evaluate(sig: dict[str, np.ndarray], chip: ChipSpec, rank_size: int = 1) -> 
     # totalCycles = duration x aic clock x block dim / waves (raw-format.md 5.2)
     cycles_per_tick = chip.aic_mhz / chip.hwts_mhz
     total = np.where(aic, np.rint(dur_ticks * cycles_per_tick * block / waves), 0.0)
-    l2_hit = np.where(fits, L2_HIT_IN_L2,
-                      L2_HIT_IN_L2 * chip.l2_bytes / np.maximum(working, 1.0))
     zero = np.zeros(n)
     return CostTable(
         block_dim=np.where(kind == op_map.KIND_NONE, 0, block).astype(np.uint16),
