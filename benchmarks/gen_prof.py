@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from msprof_cli.collect.capture import (CaptureChunk, Iteration, ModelInfo,  # noqa: E402
+from msprof_cli.capture import (CaptureChunk, Iteration, ModelInfo,  # noqa: E402
                                         OpRun, TensorSpec)
 from msprof_cli.device import Device  # noqa: E402
 from msprof_cli.device.op_map import KIND_AI_CORE, KIND_AI_CPU  # noqa: E402

@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any, Iterator
 
-from msprof_cli.collect.capture import TxMarker
+from msprof_cli.capture import TxMarker
 
 MARK, PUSH_POP, START_END = 0, 1, 2  # TxMarker.event_type
 _local = threading.local()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from msprof_cli.collect.capture import CaptureChunk, ModelInfo, TxMarker
+from msprof_cli.capture import CaptureChunk, ModelInfo, TxMarker
 from msprof_cli.device import Device
 from msprof_cli.raw.control import ClockPair
 from tests.test_device_records import (CLOCK, STEP_OPS, STEP_THREAD, T0, config,

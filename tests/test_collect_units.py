@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from msprof_cli.collect import launcher, routes
-from msprof_cli.collect.capture import OpRun, TensorSpec
+from msprof_cli.capture import OpRun, TensorSpec
 from msprof_cli.collect.convert import ConverterState, GraphRegistry, convert
 from msprof_cli.collect.records import ExecRecord
 from msprof_cli.collect.sampling import WARMUP, SamplingPolicy
@@ -369,7 +369,7 @@ def test_replica_counterpart() -> None:
 
 
 def test_split_steps_by_loop_iteration() -> None:
-    from msprof_cli.collect.capture import OpRun
+    from msprof_cli.capture import OpRun
     from msprof_cli.collect.convert import split_steps
 
     def op(name: str, t: int) -> OpRun:
@@ -417,7 +417,7 @@ def test_sampled_chunks_are_converted_on_time(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_missing_collective_of_a_replica_is_restored_from_the_graph() -> None:
-    from msprof_cli.collect.capture import OpRun, TensorSpec
+    from msprof_cli.capture import OpRun, TensorSpec
     from msprof_cli.collect.convert import ConverterState, _restore_collectives
     from msprof_cli.collect.tf_graphs import StaticGraph, StaticOp
 
@@ -489,7 +489,7 @@ def test_collectives_all_dropped_in_a_step_are_restored() -> None:
     """TF's tracer dropped every replica's collective of a step (CI: a step without its
     AllReduce): they come back at their place in the last schedule, else just before the
     first observed op of their scope."""
-    from msprof_cli.collect.capture import OpRun, TensorSpec
+    from msprof_cli.capture import OpRun, TensorSpec
     from msprof_cli.collect.convert import ConverterState, Schedule, _restore_collectives
     from msprof_cli.collect.tf_graphs import StaticGraph, StaticOp
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from msprof_cli.collect.capture import TensorSpec as T
+from msprof_cli.capture import TensorSpec as T
 from msprof_cli.device import op_map
 from msprof_cli.device.chip import ASCEND910, get_chip
 from msprof_cli.device.cost_model import evaluate

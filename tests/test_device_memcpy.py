@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from msprof_cli.collect.capture import TensorSpec as T
+from msprof_cli.capture import TensorSpec as T
 from msprof_cli.device import memcpy as MC
 from msprof_cli.device import readback as R
 from msprof_cli.device import scheduler as S

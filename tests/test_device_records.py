@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from msprof_cli.collect.capture import (SINGLE_OP_MODEL_ID, CaptureChunk, Iteration, ModelInfo,
+from msprof_cli.capture import (SINGLE_OP_MODEL_ID, CaptureChunk, Iteration, ModelInfo,
                                         OpRun, TensorSpec as T, TxMarker)
 from msprof_cli.device import Device
 from shared_paths import GOLDEN_RAW

@@ -277,7 +277,7 @@ def test_string_ids_intern_vectorised() -> None:
 
 
 def test_communication_from_hccl_info_two_devices(tmp_path: Path) -> None:
-    from msprof_cli.collect.capture import CaptureChunk, ModelInfo
+    from msprof_cli.capture import CaptureChunk, ModelInfo
     from tests.test_device_records import STEP_OPS, T0, F, T, config, make_iteration, run
 
     ops = STEP_OPS[:4] + [("allreduce/CollectiveReduceV2", "CollectiveReduceV2",

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from msprof_cli.cli.collect import flags_to_options
-from msprof_cli.collect.capture import TxMarker
+from msprof_cli.capture import TxMarker
 from msprof_cli.export.api import run_export
 from msprof_cli.options import validate_options
 from test_device_records import (F, STEP_OPS, T, hwts_tasks, make_chunk, make_iteration, run)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from msprof_cli.collect.capture import CaptureChunk, Iteration, ModelInfo, OpRun, TensorSpec
+from msprof_cli.capture import CaptureChunk, Iteration, ModelInfo, OpRun, TensorSpec
 from msprof_cli.collect.convert import ConverterState, _step_batch, _with_batch
 from msprof_cli.collect.tf_graphs import StaticGraph, StaticOp
 from msprof_cli.device import readback as R

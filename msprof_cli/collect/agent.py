@@ -27,7 +27,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from msprof_cli.collect.capture import CaptureChunk
+from msprof_cli.capture import CaptureChunk
 from msprof_cli.collect.convert import ConverterState, GraphRegistry, convert
 from msprof_cli.collect.eager_shapes import EagerShapes
 from msprof_cli.collect.records import ExecRecord

@@ -21,7 +21,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from msprof_cli.collect.capture import (DTYPE_BYTES, CaptureChunk, Iteration, ModelInfo, OpRun,
+from msprof_cli.capture import (DTYPE_BYTES, CaptureChunk, Iteration, ModelInfo, OpRun,
                                         TensorSpec)
 from msprof_cli.collect import eager_shapes
 from msprof_cli.collect.records import ExecRecord

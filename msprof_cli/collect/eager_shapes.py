@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-from msprof_cli.collect.capture import OpRun, TensorSpec
+from msprof_cli.capture import OpRun, TensorSpec
 
 MAX_RECORDS = 200_000  # per chunk: a runaway eager loop cannot grow the agent without bound
 MATCH_WINDOW_NS = 5_000_000  # a record later than this after the op's kernel is not its own

@@ -37,7 +37,6 @@ def rank_from_env(environ: dict[str, str] | None = None) -> int:
         if value.isdigit():
             return int(value)
     return -1
-from msprof_cli.collect.autoload import SHIMS_DIR  # noqa: E402
 
 
 def error(message: str) -> None:

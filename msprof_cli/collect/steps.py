@@ -14,9 +14,10 @@ eagerly, e.g. Keras' variable initialisation) belong to the enclosing one.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from msprof_cli.collect.agent import Agent
+if TYPE_CHECKING:  # the agent imports this module when TensorFlow arrives: no import cycle
+    from msprof_cli.collect.agent import Agent
 
 _local = threading.local()
 KERAS_TAG = "_msprof_wrapped"

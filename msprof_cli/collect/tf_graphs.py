@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from msprof_cli.collect.capture import TensorSpec
+from msprof_cli.capture import TensorSpec
 
 CALL_OPS = ("StatefulPartitionedCall", "PartitionedCall")
 # ops Grappler/oneDNN fold into the tail of a Conv2D/MatMul chain

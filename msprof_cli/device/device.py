@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from msprof_cli.collect.capture import CaptureChunk, Iteration
+from msprof_cli.capture import CaptureChunk, Iteration
 from msprof_cli.device import memcpy as MC
 from msprof_cli.device import op_map
 from msprof_cli.device import scheduler as S

@@ -21,7 +21,7 @@ from typing import Iterable
 
 import numpy as np
 
-from msprof_cli.collect.capture import ModelInfo, TensorSpec
+from msprof_cli.capture import ModelInfo, TensorSpec
 from msprof_cli.device.op_table import TF_DTYPES, UNDEFINED_DTYPE, SignatureRegistry, \
     dims_elems
 

@@ -15,7 +15,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from msprof_cli.collect.capture import (DTYPE_BYTES, SINGLE_OP_MODEL_ID, CaptureChunk, OpRun,
+from msprof_cli.capture import (DTYPE_BYTES, SINGLE_OP_MODEL_ID, CaptureChunk, OpRun,
                                         TensorSpec)
 from msprof_cli.device import op_map
 from msprof_cli.raw import layouts as L

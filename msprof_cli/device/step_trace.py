@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from msprof_cli.collect.capture import Iteration, ModelInfo
+from msprof_cli.capture import Iteration, ModelInfo
 from msprof_cli.device import op_map
 
 FP_NOT_FOUND = "First forward op name can't be found in graph for training trace."
