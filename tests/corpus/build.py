@@ -112,12 +112,31 @@ def unpack(dest: Path) -> dict[str, Path]:
     return {c.name: next(c.glob("PROF_*")) for c in sorted(dest.iterdir()) if c.is_dir()}
 
 
+def _digest(p: Path) -> str:
+    """sha256 of a file; of an SQLite db, of its content (schema entries in order, every
+    table's rows by rowid): the page layout of the same rows depends on how they were
+    inserted, which is the writer's business, not the output's."""
+    if p.suffix != ".db":
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+    import sqlite3
+
+    h = hashlib.sha256()
+    with sqlite3.connect(f"file:{p}?mode=ro", uri=True) as conn:
+        entries = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY rowid")
+        for kind, name, sql in entries.fetchall():
+            h.update(repr((kind, name, sql)).encode())
+            if kind == "table":
+                for row in conn.execute(f'SELECT * FROM "{name}" ORDER BY rowid'):
+                    h.update(repr(row).encode())
+    return "db:" + h.hexdigest()
+
+
 def _digest_tree(root: Path, skip: set[Path] = frozenset()) -> dict[str, str]:
     out = {}
     for p in sorted(root.rglob("*")):
         if p.is_file() and p not in skip:
             rel = _STAMP.sub("", str(p.relative_to(root)))
-            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+            out[rel] = _digest(p)
     return out
 
 
