@@ -1,6 +1,6 @@
 """`msprof export` at 50k / 1M (/ 10M with --big) device tasks, both layouts.
 
-    python benchmarks/export_bench.py [--sizes 50k,1m] [--big] [--layouts legacy,mindstudio]
+    python benchmarks/export_bench.py [--sizes 50k,1m] [--big] [--layouts legacy,mindstudio,db]
                                       [--work DIR] [--keep] [--devices N]
 
 Per case: wall seconds of the whole `msprof export` process (interpreter start-up included),
@@ -37,6 +37,8 @@ def _prof_size(prof: Path) -> int:
 
 
 def _outputs(prof: Path, layout: str) -> list[Path]:
+    if layout == "db":
+        return sorted(prof.glob("msprof_*.db"))
     if layout == "mindstudio":
         d = prof / "mindstudio_profiler_output"
         return sorted(p for p in d.iterdir() if p.is_file()) if d.is_dir() else []
@@ -49,6 +51,8 @@ def _outputs(prof: Path, layout: str) -> list[Path]:
 
 
 def _clean_outputs(prof: Path) -> None:
+    for db in prof.glob("msprof_*.db"):
+        db.unlink()
     shutil.rmtree(prof / "mindstudio_profiler_output", ignore_errors=True)
     for dev in prof.glob("device_*"):
         for sub in ("summary", "timeline"):
@@ -65,8 +69,8 @@ def run_case(prof: Path, layout: str, tasks: int, workers: str = "") -> dict:
     child_env = env()
     if workers:
         child_env["MSPROF_EXPORT_WORKERS"] = workers
-    args = ["--output", str(prof)] + (["--layout", "mindstudio"] if layout == "mindstudio"
-                                      else [])
+    args = ["--output", str(prof)] + {"mindstudio": ["--layout", "mindstudio"],
+                                      "db": ["--type", "db"]}.get(layout, [])
     t0 = time.perf_counter()
     proc = subprocess.Popen(CHILD + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env=child_env, cwd=ROOT)

@@ -110,14 +110,16 @@ def test_keras_ops_names_types_shapes(keras_run: Run) -> None:
             assert it["start_ns"] <= op["start_ns"] <= op["end_ns"] <= it["end_ns"] + 1_000_000
     ops = {op["name"]: op for op in traced[-1]["ops"]}
     conv = ops["StatefulPartitionedCall/tiny_cnn_1/conv2d_1/Relu"]
-    assert conv["tf_type"] == "_MklNativeFusedConv2D"
+    # the Grappler fusion of Conv2D+BiasAdd(+Relu): oneDNN's name where TF picks its
+    # kernels, the plain one on CPUs where it does not (both seen on this project's VMs)
+    assert conv["tf_type"] in ("_MklNativeFusedConv2D", "_FusedConv2D")
     assert conv["inputs"][0]["shape"] == [4, 8, 8, 1]
     assert conv["inputs"][1]["shape"] == [3, 3, 1, 4]
     assert conv["outputs"][0]["shape"] == [4, 6, 6, 4]
     assert conv["outputs"][0]["dtype"] == "float32"
     assert conv["fused_ops"][0].endswith("conv2d_1/convolution")
     dense = ops["StatefulPartitionedCall/tiny_cnn_1/dense_1/BiasAdd"]
-    assert dense["tf_type"] == "_MklNativeFusedMatMul"
+    assert dense["tf_type"] in ("_MklNativeFusedMatMul", "_FusedMatMul")
     assert [t["shape"] for t in dense["inputs"]] == [[4, 144], [144, 3], [3]]
     # every op of a traced step ran on a TF executor thread or the caller
     assert len({op["thread_id"] for op in traced[-1]["ops"]}) >= 1
@@ -138,9 +140,13 @@ def test_custom_loop_full_trace(custom_run: Run) -> None:
     assert len(its) == 3 and not any(it["replayed"] for it in its)
     ops = {op["name"]: op for op in its[-1]["ops"]}
     relu = ops["Relu"]
-    assert relu["tf_type"] == "_MklNativeFusedMatMul"
-    assert relu["fused_ops"] == ["MatMul", "add", "Relu"]
-    assert [t["shape"] for t in relu["inputs"]] == [[4, 16], [16, 8], [8]]
+    if relu["tf_type"] == "Relu":  # no oneDNN kernels on this CPU: Grappler fuses less
+        assert [t["shape"] for t in ops["MatMul"]["inputs"]] == [[4, 16], [16, 8]]
+        assert relu["inputs"][0]["shape"] == [4, 8]
+    else:
+        assert relu["tf_type"] == "_MklNativeFusedMatMul"
+        assert relu["fused_ops"] == ["MatMul", "add", "Relu"]
+        assert [t["shape"] for t in relu["inputs"]] == [[4, 16], [16, 8], [8]]
     single = [op["tf_type"] for c in custom_run.chunks for op in c["single_ops"]]
     assert "MatMul" in single and "Softmax" in single  # eager ops outside any step
 
@@ -197,7 +203,7 @@ def test_tf1_session_runs(tf1_run: Run) -> None:
     assert [it["index"] for it in its] == [1, 2, 3]
     last = {op["name"]: op for op in its[-1]["ops"]}
     fc1 = last["fc1"]
-    assert fc1["tf_type"] == "_MklNativeFusedMatMul"
+    assert fc1["tf_type"] in ("_MklNativeFusedMatMul", "_FusedMatMul")
     # the batch dim is dynamic in the graph; the sampled FULL_TRACE run fills it in
     assert [t["shape"] for t in fc1["inputs"]] == [[8, 16], [16, 8], [8]]
     assert fc1["outputs"][0]["shape"] == [8, 8]

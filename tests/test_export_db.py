@@ -12,6 +12,8 @@ import pytest
 
 from msprof_cli.export import db as DB
 from msprof_cli.export.api import run_export
+from msprof_cli.export.db_output import export_db
+from msprof_cli.export.plan import one_window
 from msprof_cli.export.dataset import load_prof
 from msprof_cli.export.mindstudio import export_mindstudio
 from tests.export_fixtures import copy_golden
@@ -235,7 +237,7 @@ def test_communication_op_when_hccl_tasks_exist(tmp_path: Path) -> None:
     mm = (tasks["op_type"] == "MatMulV2").to_numpy()
     tasks.loc[mm, "task_type"] = "HCCL"
     tasks.loc[mm, "op_type"] = "HcomAllReduce"
-    [dbp] = DB.export_db(data)
+    [dbp] = export_db(one_window(data))
     rows = _q(dbp, """SELECT s.value, c.endNs - c.startNs, c.deviceId FROM COMMUNICATION_OP c
                       JOIN STRING_IDS s ON s.id = c.opType""")
     assert len(rows) == int(mm.sum()) == 6
@@ -295,7 +297,7 @@ def test_communication_from_hccl_info_two_devices(tmp_path: Path) -> None:
     data = load_prof(prof)
     if len(data.host.tables.hccl) == 0:
         pytest.skip("the emulated device wrote no hccl_info")
-    [dbp] = DB.export_db(data)
+    [dbp] = export_db(one_window(data))
     rows = _q(dbp, """SELECT s.value, o.value, c.deviceId, c.endNs > c.startNs
                       FROM COMMUNICATION_OP c JOIN STRING_IDS s ON s.id = c.opName
                       JOIN STRING_IDS o ON o.id = c.opType ORDER BY c.deviceId, c.startNs""")
@@ -371,10 +373,10 @@ def test_a_failing_pmu_side_file_leaves_nothing(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "2")
     monkeypatch.setattr(DB, "PMU_SIDE_MIN_ROWS", 0)
 
-    def boom(side, table, cols):
+    def boom(side, cols):
         side.write_bytes(b"partial")
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(DB, "_side_file", boom)
+    monkeypatch.setattr(DB, "pmu_side_file", boom)
     with pytest.raises(Exception, match="disk .or quota. is full|No space"):
         run_export(prof, type_="db", quiet=True)
     assert not list(prof.glob("msprof_*.db"))

@@ -570,25 +570,25 @@ def _db_tables(prof: Path) -> list:
 
 @pytest.mark.parametrize("source,window", [("big", 700), ("two_devices", 700),
                                            ("two_devices", 50), ("rich", 10)])
-def test_windowed_db_equals_the_whole_db(request, tmp_path, monkeypatch, source, window):
+def test_windowed_db_equals_the_one_window_db(request, tmp_path, monkeypatch, source, window):
     """--type db window by window: every table (rows, order, STRING_IDS numbering,
-    OVERLAP_ANALYSIS ids, CANN_API order) equals the whole export's, with several devices
-    and HCCL data, and with msproftx markers."""
-    from msprof_cli.export import windowed_db as WDB
+    OVERLAP_ANALYSIS ids, CANN_API order) equals the one-window plan's (the same db output,
+    its other strategy), with several devices and HCCL data, and with msproftx markers."""
+    from msprof_cli.export import db_output as WDB
 
     src = request.getfixturevalue(source)
     dbs = []
     for name, w in (("whole", 0), ("win", window)):
         monkeypatch.setenv(WN.WINDOW_TASKS_ENV, str(w))
         seen = []
-        real = WDB.export_db_windows
-        monkeypatch.setattr(WDB, "export_db_windows",
-                            lambda plans, _r=real, **kw: seen.append(len(plans[0])) or
-                            _r(plans, **kw))
+        real = WDB.export_db
+        monkeypatch.setattr(WDB, "export_db",
+                            lambda plan, _r=real, **kw: seen.append(len(plan)) or
+                            _r(plan, **kw))
         prof = tmp_path / name / src.name
         shutil.copytree(src, prof)
         run_export(prof, type_="db", quiet=True)
-        assert (seen and seen[0] >= 3) if w else not seen
+        assert (seen[0] >= 3) if w else (seen == [1])
         assert not [p for p in prof.iterdir() if ".tmp" in p.name]
         dbs.append(_db_tables(prof))
     whole, win = dbs
@@ -600,7 +600,7 @@ def test_windowed_db_equals_the_whole_db(request, tmp_path, monkeypatch, source,
 
 
 def test_a_failing_db_window_leaves_nothing(big, tmp_path, monkeypatch):
-    from msprof_cli.export import windowed_db as WDB
+    from msprof_cli.export import db_output as WDB
 
     monkeypatch.setenv(WN.WINDOW_TASKS_ENV, "700")
     prof = tmp_path / big.name

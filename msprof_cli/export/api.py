@@ -19,10 +19,11 @@ from msprof_cli.raw.sampling import replay_notes
 from msprof_cli.raw.profdir import find_prof_dirs, incomplete_result_dirs, result_dirs
 
 from .dataset import ProfData, load_prof
-from .db import export_db
 from .legacy import Advice, export_legacy
 from .memory import release, tune_allocator
 from .mindstudio import export_mindstudio
+from .plan import Plan, plan_export
+from . import db_output
 from .selection import check_args
 from .writers import CSV_SLICE_ROWS, JSON_SLICE_EVENTS, clean_stale_temps
 
@@ -154,13 +155,11 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
                     _finish(prof, clear, say)
                     stage("Exported", advance=1)
                     continue
-            if type_ == "db":
-                files = _export_db_windows(prof, result, stage)
-                if files is not None:  # a big PROF dir, written window by window
-                    result.files.extend(files)
-                    _finish(prof, clear, say)
-                    stage("Exported", advance=1)
-                    continue
+            if type_ == "db":  # only PROF_X/msprof_{ts}.db, as the real tool (db.py)
+                result.files.extend(_export_db(prof, result, stage))
+                _finish(prof, clear, say)
+                stage("Exported", advance=1)
+                continue
             stage(f"Decoding {prof.name}")
             data = load_prof(prof)
             stage(f"Writing {'database' if type_ == 'db' else layout + ' files'} of {prof.name}",
@@ -171,9 +170,7 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
             if not data.devices and (data.host.apis is None or len(data.host.apis) == 0):
                 raise ProfDirError(f"{prof} contains no device data and no host API data; "
                                    f"nothing to export.")
-            if type_ == "db":  # only PROF_X/msprof_{ts}.db, as the real tool (db.py)
-                files = export_db(data)
-            elif layout == "mindstudio":
+            if layout == "mindstudio":
                 files = export_mindstudio(data, summary_format=summary_format, reports=reports,
                                           csv_slice_rows=csv_slice_rows,
                                           json_slice_events=json_slice_events)
@@ -284,34 +281,34 @@ def _export_windows(prof: Path, result: ExportResult, layout: str,
     return files
 
 
-def _export_db_windows(prof: Path, result: ExportResult, stage) -> list[Path] | None:
-    """``--type db`` of a PROF dir too big to decode whole, window by window
-    (windowed_db.py); None when it is decoded whole instead."""
-    from .windowed_db import export_db_windows
-    from .windows import NotWindowable, device_ids, plan_all_devices, plan_windows
+def _export_db(prof: Path, result: ExportResult, stage) -> list[Path]:
+    """``--type db``: the database written from the plan of `prof` (plan.py), window by
+    window or as one window."""
+    from .windows import NotWindowable
 
-    ids = device_ids(prof)
     stage(f"Scanning {prof.name}")
-    plan = plan_all_devices(prof) if len(ids) > 1 else \
-        plan_windows(prof, device=ids[0] if ids else None)
+    plan = plan_export(prof)
     release()
-    if plan is None:
-        return None
-    plans = plan if isinstance(plan, list) else [plan]
-    n = len(plans[0])
+    n = len(plan)
     stage(f"Writing the database of {prof.name}: window 1/{n}", advance=1)
     try:
-        files = export_db_windows(plans, on_window=lambda k: stage(
+        files = db_output.export_db(plan, on_window=lambda k: stage(
             f"Writing the database of {prof.name}: window {min(k + 2, n)}/{n}"))
-    except NotWindowable:
+    except NotWindowable as exc:  # a window found damage the scan did not: one window
         release()
-        return None  # nothing was left behind: the whole export writes
-    warnings = list(dict.fromkeys(w for p in plans for w in p.log.warnings))
+        plan = Plan(prof, None, f"window decode: {exc}")
+        files = db_output.export_db(plan)
+    _report(plan, result)
+    release()
+    return files
+
+
+def _report(plan: Plan, result: ExportResult) -> None:
+    """The plan's decode warnings, on stderr and in the result."""
+    warnings = plan.warnings()
     for w in warnings:
         print(f"[WARNING] {w}", file=sys.stderr)
     result.warnings.extend(warnings)
-    release()
-    return files
 
 
 def _remove_stale_temps(profs: list[Path]) -> None:

@@ -17,7 +17,6 @@ error) and renamed into place with ``os.replace``.
 from __future__ import annotations
 
 import os
-import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -26,17 +25,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from msprof_cli.errors import ExportError
 from msprof_cli.raw import control
 from msprof_cli.raw import layouts as L
 
-from . import communication, msproftx
+from . import msproftx
 from .dataset import DROPPED_GE_TYPES, MEMCPY_SOURCE, DeviceData, ProfData
 from .host import NA
-from .parallel import JobPool
 from .pmu import GB, tail_columns, tail_header
-from .timeline import CONTEXT_ID_910, overlap_intervals, task_kind
-from .writers import FILE_MODE, _write_error, output_dir
+from .timeline import CONTEXT_ID_910, task_kind
+from .writers import FILE_MODE
 
 SCHEMA_VERSION = (1, 2, 0)
 NO_CONNECTION = 4294967295  # TASK/COMMUNICATION_OP.connectionId of a task without host launch
@@ -324,55 +321,6 @@ def _pmu_rows(dev: DeviceData, rows: pd.DataFrame, gid: np.ndarray, strings: Str
     return [g, pmu_names(header, valid, strings)[idx], values]
 
 
-def _device_tables(data: ProfData, strings: StringIds):
-    """Per device in turn, {table: columns} -- TASK, COMPUTE_TASK_INFO, TASK_PMU_INFO,
-    OVERLAP_ANALYSIS, STEP_TIME, COMMUNICATION_OP, those with rows -- made (and their texts
-    interned) one device at a time, so only one device's rows exist at once."""
-    pid = _app_pid(data)
-    base = 0
-    overlap_id = 0
-    op_id = 0
-    for dev in data.devices:
-        out: dict[str, Columns] = {}
-        t = dev.tasks
-        n = len(t)
-        gid = base + np.arange(n, dtype=np.int64)
-        base += n
-        text = lambda slot, values: strings.column(values)  # noqa: E731
-        out["TASK"] = task_cols(t, dev.device_id, gid, pid, text)
-        keep = _compute_mask(dev)
-        rows = t[keep]
-        cgid = gid[keep]
-        m = len(rows)
-        if m:
-            out["COMPUTE_TASK_INFO"] = compute_cols(rows, cgid, text, strings.one(NA))
-            pmu = _pmu_rows(dev, rows.reset_index(drop=True), cgid, strings)
-            if pmu:
-                out["TASK_PMU_INFO"] = pmu
-            comm = communication.device_comm(data, dev)
-            parts = overlap_intervals(rows, comm.ops if comm is not None else None)
-            k = sum(len(s) for s, _ in parts)  # types 0..3 = ENUM_OVERLAP_ANALYSIS_TYPE ids
-            out["OVERLAP_ANALYSIS"] = [
-                overlap_id + np.arange(k), np.full(k, dev.device_id),
-                np.concatenate([s for s, _ in parts]), np.concatenate([e for _, e in parts]),
-                np.concatenate([np.full(len(s), kind) for kind, (s, _) in enumerate(parts)])]
-            overlap_id += k
-        its = dev.iterations
-        if len(its):
-            its = its.sort_values("step_end_ns", kind="stable")
-            out["STEP_TIME"] = [_ns(its["iteration_id"]), _ns(its["step_start_ns"]),
-                                _ns(its["step_end_ns"]), np.full(len(its), dev.device_id),
-                                _ns(its["model_id"])]
-        comm = communication.hccl_rows(dev, data)
-        c = len(comm)
-        if c:
-            out["COMMUNICATION_OP"] = comm_cols(comm, op_id, dev.device_id, text,
-                                                strings.one(NA))
-            op_id += c
-        yield out
-        del out
-
-
 def _app_pid(data: ProfData) -> int:
     if data.devices:
         return data.devices[0].rd.app_pid
@@ -385,16 +333,6 @@ def api_names(apis: pd.DataFrame) -> np.ndarray:
     lvl = apis["level"].to_numpy()
     return np.where(lvl == L.LEVEL_HCCL, apis["item_name"].to_numpy(object),
                     apis["type_name"].to_numpy(object))
-
-
-def _cann_api(data: ProfData, strings: StringIds) -> Columns:
-    apis = data.host.apis
-    if apis is None or len(apis) == 0:
-        return []
-    pid = np.int64(_app_pid(data))
-    return [_ns(apis["begin_local"]), _ns(apis["end_local"]), _ns(apis["level"]),
-            (pid << np.int64(32)) | _ns(apis["thread_id"]), _ns(apis["connection_id"]),
-            strings.column(api_names(apis))]
 
 
 def _mstx(data: ProfData, strings: StringIds) -> Columns:
@@ -465,8 +403,10 @@ def connect_new(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(path, isolation_level=None)
 
 
-def _side_file(side: Path, table: str, cols: Columns) -> Path:
-    """`table` alone in a new SQLite file (a forked worker's job; merged into the db)."""
+def pmu_side_file(side: Path, cols: Columns) -> Path:
+    """TASK_PMU_INFO rows alone in a new SQLite file (a forked worker's job; SQLite copies
+    them into the db)."""
+    table = "TASK_PMU_INFO"
     conn = connect_new(side)
     try:
         conn.execute("PRAGMA journal_mode=OFF")
@@ -482,91 +422,3 @@ def _side_file(side: Path, table: str, cols: Columns) -> Path:
 
 def db_path(prof: Path) -> Path:
     return prof / f"msprof_{time.strftime('%Y%m%d%H%M%S', time.localtime())}.db"
-
-
-def export_db(data: ProfData) -> list[Path]:
-    """Write ``PROF_X/msprof_{ts}.db`` for one decoded PROF dir; returns [path]."""
-    path = db_path(data.prof)
-    output_dir(path.parent)  # no symlinked / foreign directory (writers.output_dir)
-    # unique per process and call, so concurrent exports never share a temp file
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.{secrets.token_hex(4)}")
-    strings = StringIds()
-    strings.one(NA)
-    has_comm = False
-    pool = JobPool()  # this process goes on building the other tables: one worker
-    sides: list[Path] = []
-    conn = connect_new(tmp)
-    try:
-        conn.execute("PRAGMA journal_mode=OFF")
-        conn.execute("PRAGMA synchronous=OFF")
-        conn.execute("BEGIN")
-        for table in ("TASK", "COMPUTE_TASK_INFO", "CANN_API", "TASK_PMU_INFO", "STEP_TIME",
-                      "OVERLAP_ANALYSIS", "SESSION_TIME_INFO", "NPU_INFO", "HOST_INFO",
-                      "META_DATA", "RANK_DEVICE_MAP"):
-            _create(conn, table, SCHEMA[table])
-        # device by device (each table's rows in device order, as before); the texts are
-        # interned in the same order as well: the devices', then CANN_API's, then mstx's
-        for tables in _device_tables(data, strings):
-            if "TASK_PMU_INFO" in tables and pool.parallel \
-                    and len(tables["TASK_PMU_INFO"][0]) >= PMU_SIDE_MIN_ROWS:
-                # most of the rows (~15 per op): forked workers bind them into side files,
-                # PMU_SIDES parts (one worker while this process inserts the rest, two once
-                # it waits); merged below, in order, by SQLite itself
-                pmu = tables.pop("TASK_PMU_INFO")
-                n = len(pmu[0])
-                for lo in range(0, n, -(-n // PMU_SIDES)):
-                    side = tmp.with_name(f".{path.name}.pmu{len(sides)}.tmp{os.getpid()}."
-                                         f"{secrets.token_hex(4)}")
-                    sides.append(side)
-                    part = [c[lo:lo + -(-n // PMU_SIDES)] for c in pmu]
-                    pool.submit(lambda side=side, cols=part: _side_file(
-                        side, "TASK_PMU_INFO", cols))
-                del pmu
-            for table, cols in tables.items():
-                if table == "COMMUNICATION_OP" and not has_comm:  # only with HCCL data
-                    _create(conn, "COMMUNICATION_OP", SCHEMA["COMMUNICATION_OP"])
-                    has_comm = True
-                _insert(conn, table, cols)
-            del tables
-        cann = _cann_api(data, strings)
-        mstx = _mstx(data, strings)
-        if mstx:
-            _create(conn, "MSTX_EVENTS", SCHEMA["MSTX_EVENTS"])
-            _insert(conn, "MSTX_EVENTS", mstx)
-        _insert(conn, "CANN_API", cann)
-        _insert(conn, "SESSION_TIME_INFO", _session(data))
-        for table, rows in _info_tables(data).items():
-            if rows:
-                conn.executemany(f"INSERT INTO {table} VALUES (?, ?)", rows)
-        for table, rows in ENUMS.items():
-            _create(conn, table, ENUM_SCHEMA)
-            conn.executemany(f"INSERT INTO {table} VALUES (?, ?)", rows)
-        _create(conn, "STRING_IDS", SCHEMA["STRING_IDS"])
-        conn.executemany("INSERT INTO STRING_IDS VALUES (?, ?)", strings.rows())
-        conn.execute("CREATE INDEX TaskIndex ON TASK (startNs, globalTaskId)")
-        conn.execute("COMMIT")
-        pool.results()
-        for side in sides:  # in device order (rows of one table keep the device order)
-            conn.execute("ATTACH DATABASE ? AS side", (str(side),))
-            conn.execute("BEGIN")
-            conn.execute("INSERT INTO main.TASK_PMU_INFO SELECT * FROM side.TASK_PMU_INFO "
-                         "ORDER BY rowid")
-            conn.execute("COMMIT")
-            conn.execute("DETACH DATABASE side")
-            side.unlink()
-    except BaseException as exc:
-        pool.cancel()
-        conn.close()
-        tmp.unlink(missing_ok=True)
-        for side in sides:
-            side.unlink(missing_ok=True)
-        if isinstance(exc, sqlite3.OperationalError):  # e.g. "database or disk is full"
-            raise ExportError(f"cannot write {path}: SQLite said: {exc}. No partial database "
-                              "was left under that name; the raw data is unchanged.") from None
-        if isinstance(exc, OSError):
-            raise _write_error(path, exc) from None
-        raise
-    conn.close()
-    os.chmod(tmp, FILE_MODE)
-    os.replace(tmp, path)
-    return [path]

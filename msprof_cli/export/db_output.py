@@ -1,5 +1,5 @@
-"""``--type db`` of a big PROF dir, window by window (windows.py): the same tables as
-db.export_db of the whole decode.
+"""``--type db``: the one db output, written from an export plan (plan.py) -- window by
+window for a big PROF dir, as one window for every other -- with the tables of db.py.
 
 What crosses windows, and how:
 
@@ -7,13 +7,15 @@ What crosses windows, and how:
   device, column by column.  A window cannot know the final numbers, so each column has a
   *slot* of its own (`_Slots`: its distinct texts in first-seen order, the windows coming
   in row order), the window's rows carry slot-local codes, and the final numbering is made
-  at the end -- the slots in the order the whole export interns them (CANN_API names by
-  their first record, the API table's order) -- and applied while the rows are copied into
-  the db.
-* Each window's rows go to a side SQLite file written by a forked worker while the export
-  process decodes the next window; at the end SQLite copies them into the db in the whole
-  export's order (device-major, windows in order, OVERLAP_ANALYSIS kind-major, CANN_API by
-  connection id), adding the per-device task / op numbering bases and mapping the codes.
+  at the end -- the slots in the order the rows intern them (CANN_API names by their first
+  record, the API table's order) -- and applied while the rows go into the db.
+* Two strategies behind one interface (the rows of the windows, then `finish`):
+  several windows -- each window's rows go to a side SQLite file written by a forked worker
+  while this process decodes the next window, and at the end SQLite copies them into the db
+  (device-major, windows in order, OVERLAP_ANALYSIS kind-major, CANN_API by connection id),
+  adding the per-device task / op numbering bases and mapping the codes; one window -- its
+  rows are held and inserted with the same order and mapping by numpy, the big
+  TASK_PMU_INFO table bound into side files by forked workers meanwhile.
 * OVERLAP_ANALYSIS: no task crosses a cut, so each window's Computing / Communication /
   Not Overlapped intervals are its own; the Free gap across a cut (last computing end
   before it, first start after it; the scan keeps HCCL executions out of such gaps) is the
@@ -39,7 +41,7 @@ from .parallel import JobPool
 from .timeline import merge_intervals, overlap_intervals
 from .selection import ALL
 from .windowed import _slim, window_comm
-from .windows import WindowPlan, load_window
+from .plan import Plan
 from .writers import FILE_MODE, _write_error, output_dir
 
 SIDE_SCHEMA = {  # side tables: the db columns (codes for texts) + the device where missing
@@ -73,12 +75,12 @@ class _Slots:
         return list(self.slots.get(key, {}))
 
 
-def export_db_windows(plans: list[WindowPlan], on_window=None) -> list[Path]:
-    """``PROF_X/msprof_{ts}.db`` of the devices of `plans` (plan_windows of one device, or
-    plan_all_devices), window by window."""
-    run = _DbWindows(plans)
+def export_db(plan: Plan, on_window=None) -> list[Path]:
+    """``PROF_X/msprof_{ts}.db`` of every device of `plan`, window by window (a one-window
+    plan: the whole decode)."""
+    run = _DbWindows(plan)
     try:
-        for k in range(len(plans[0])):
+        for k in range(len(plan)):
             run.window(k)
             if on_window is not None:
                 on_window(k)
@@ -95,26 +97,31 @@ def export_db_windows(plans: list[WindowPlan], on_window=None) -> list[Path]:
 
 
 class _DbWindows:
-    def __init__(self, plans: list[WindowPlan]) -> None:
-        self.plans = plans
-        prof = plans[0].prof
-        self.path = DB.db_path(prof)
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.path = DB.db_path(plan.prof)
         output_dir(self.path.parent)
         self.tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}."
                                        f"{secrets.token_hex(4)}")
         self.slots = _Slots()
         self.cann_first: dict[str, int] = {}  # CANN_API name -> its first connection id
-        n = len(plans)
+        self.sides: list[Path] = []
+        self.pool = JobPool()
+        self.pool.caller_busy = True  # this process decodes the next window meanwhile
+        self.first: ProfData | None = None
+        self.dev_ids: list[int] = []
+        self.held: dict[str, list[np.ndarray]] | None = None  # a one-window plan's rows
+
+    def _start(self, data: ProfData) -> None:
+        """Per-device state, once the first window tells the devices."""
+        self.dev_ids = [d.rd.device_id or 0 for d in data.devices]
+        n = len(self.dev_ids)
         self.tasks = [0] * n  # per device: tasks so far (globalTaskId within the device)
         self.ops = [0] * n  # per device: communication ops so far (opId)
         self.computing = [False] * n  # the device has op rows (db: OVERLAP_ANALYSIS)
         self.last_end: list[int | None] = [None] * n  # its last computing end so far
         self.pmu_valid: list[np.ndarray | None] = [None] * n
         self.pmu_header: list[list[str]] = [[] for _ in range(n)]
-        self.sides: list[Path] = []
-        self.pool = JobPool()
-        self.pool.caller_busy = True  # this process decodes the next window meanwhile
-        self.first: ProfData | None = None
 
     def discard(self) -> None:
         self.pool.cancel()
@@ -126,9 +133,10 @@ class _DbWindows:
 
     # -- a window ---------------------------------------------------------------------
     def window(self, k: int) -> None:
-        plans = self.plans
-        data = load_window(plans if len(plans) > 1 else plans[0], k)
-        lo, hi = plans[0].bounds(k)
+        data = self.plan.load(k)
+        if self.first is None:
+            self._start(data)
+        lo, hi = self.plan.bounds(k)
         tables: dict[str, list[list[np.ndarray]]] = {t: [] for t in SIDE_SCHEMA}
         pid = DB._app_pid(data)
         for j, dev in enumerate(data.devices):
@@ -153,6 +161,11 @@ class _DbWindows:
         if self.first is None:  # what the end needs of it: control info, iterations, markers
             self.first = _slim(data)
         del data, tables, apis
+        self.plan.release()
+        if len(self.plan) == 1:  # one window: its rows go straight into the db at the end
+            self.sides.pop()
+            self.held = cols
+            return
         # one window's rows wait at most: the worker binds them while this process decodes
         self.pool.wait_below(2)
         self.pool.submit(lambda side=side, cols=cols: _side_file(side, cols))
@@ -235,7 +248,16 @@ class _DbWindows:
                           "STEP_TIME", "OVERLAP_ANALYSIS", "SESSION_TIME_INFO", "NPU_INFO",
                           "HOST_INFO", "META_DATA", "RANK_DEVICE_MAP"):
                 DB._create(conn, table, DB.SCHEMA[table])
-            self._merge(conn, ids)
+            if self.held is not None:
+                conn.execute("BEGIN")
+                pmu_sides = self._insert_held(conn)
+                conn.execute("COMMIT")
+                self.pool.results()
+                for side in pmu_sides:  # device by device, part by part
+                    self._run(conn, side, "TASK_PMU_INFO", "INSERT INTO main.TASK_PMU_INFO "
+                              "SELECT * FROM side.TASK_PMU_INFO ORDER BY rowid")
+            else:
+                self._merge(conn, ids)
             DB._insert(conn, "SESSION_TIME_INFO", DB._session(first))
             for table, rows in DB._info_tables(first).items():
                 if rows:
@@ -266,7 +288,7 @@ class _DbWindows:
             texts = self.slots.texts(key) if texts is None else texts
             self.maps[key] = np.array([ids.one(x) for x in texts], dtype=np.int64)
 
-        for j in range(len(self.plans)):
+        for j in range(len(self.dev_ids)):
             slot((j, "taskType"))
             for s, _ in DB.COMPUTE_TEXTS:
                 slot((j, s))
@@ -286,7 +308,7 @@ class _DbWindows:
     def _merge(self, conn: sqlite3.Connection, ids: DB.StringIds) -> None:
         """The side files' rows into the db, in the whole export's order."""
         maps = self.maps
-        n = len(self.plans)
+        n = len(self.dev_ids)
         for key, lut in maps.items():
             name = _map_name(key)
             conn.execute(f"CREATE TEMP TABLE {name} (code INTEGER PRIMARY KEY, id INTEGER)")
@@ -306,7 +328,7 @@ class _DbWindows:
             DB._insert(conn, "MSTX_EVENTS", self.mstx)
         overlap_id = 0
         for j in range(n):
-            dev_id = self.plans[j].dev_rd.device_id or 0
+            dev_id = self.dev_ids[j]
             base = bases[j]
             per_side = {
                 "TASK": (f"INSERT INTO main.TASK SELECT startNs, endNs, deviceId, connectionId,"
@@ -353,13 +375,7 @@ class _DbWindows:
                             f"endNs, type FROM side.OVERLAP_ANALYSIS WHERE deviceId = "
                             f"{dev_id} AND type = {kind} ORDER BY rowid"))
                         overlap_id += conn.total_changes - before
-            its = self.first.devices[j].iterations
-            if len(its):
-                its = its.sort_values("step_end_ns", kind="stable")
-                DB._insert(conn, "STEP_TIME", [
-                    DB._ns(its["iteration_id"]), DB._ns(its["step_start_ns"]),
-                    DB._ns(its["step_end_ns"]), np.full(len(its), dev_id),
-                    DB._ns(its["model_id"])])
+            self._step_time(conn, j, dev_id)
         # CANN_API in connection-id order (the API table's; windows hold APIs by begin)
         conn.execute("CREATE TEMP TABLE cann_all AS SELECT * FROM main.CANN_API WHERE 0")
         for side in self.sides:
@@ -371,6 +387,102 @@ class _DbWindows:
                      "ORDER BY connectionId")
         conn.execute("DROP TABLE temp.cann_all")
         conn.execute("COMMIT")
+
+    def _insert_held(self, conn: sqlite3.Connection) -> list[Path]:
+        """The one window's rows into the db with numpy, in `_merge`'s order and with its
+        mapping (the same rows, without the side file and its SQL copy); returns the side
+        files of TASK_PMU_INFO its workers are binding (copied in after this)."""
+        held, maps = self.held, self.maps
+        n = len(self.dev_ids)
+        bases = np.cumsum([0] + self.tasks[:-1]).tolist()
+        op_bases = np.cumsum([0] + self.ops[:-1]).tolist()
+        if sum(self.ops) > 0:
+            DB._create(conn, "COMMUNICATION_OP", DB.SCHEMA["COMMUNICATION_OP"])
+        if self.mstx:
+            DB._create(conn, "MSTX_EVENTS", DB.SCHEMA["MSTX_EVENTS"])
+            DB._insert(conn, "MSTX_EVENTS", self.mstx)
+
+        def rows(table: str, dev_col: str, dev: int) -> dict[str, np.ndarray] | None:
+            cols = held.get(table)
+            if cols is None:
+                return None
+            names = [c for c, _ in SIDE_SCHEMA[table]]
+            keep = np.asarray(cols[names.index(dev_col)]) == dev
+            return {c: np.asarray(v)[keep] for c, v in zip(names, cols)}
+
+        def put(table: str, got: dict[str, np.ndarray] | None, j: int,
+                mapped: dict[str, str], plus: dict[str, int]) -> None:
+            if got is None or not len(next(iter(got.values()))):
+                return
+            for col, slot in mapped.items():
+                got[col] = maps[(j, slot)][got[col].astype(np.int64)]
+            for col, base in plus.items():
+                got[col] = got[col].astype(np.int64) + base
+            DB._insert(conn, table, [got[c] for c, _ in DB.SCHEMA[table]])
+
+        overlap_id = 0
+        pmu_sides: list[Path] = []
+        for j in range(n):
+            dev_id, base = self.dev_ids[j], bases[j]
+            put("TASK", rows("TASK", "deviceId", dev_id), j, {"taskType": "taskType"},
+                {"globalTaskId": base})
+            put("COMPUTE_TASK_INFO", rows("COMPUTE_TASK_INFO", "dev", j), j, {
+                "name": "op_name", "taskType": "task_type", "opType": "op_type",
+                "inputFormats": "in_formats", "inputDataTypes": "in_types",
+                "inputShapes": "in_shapes", "outputFormats": "out_formats",
+                "outputDataTypes": "out_types", "outputShapes": "out_shapes",
+                "opState": "op_state", "hf32Eligible": "hf32"}, {"globalTaskId": base})
+            pmu = rows("TASK_PMU_INFO", "dev", j)
+            if pmu is not None and self.pool.parallel \
+                    and len(pmu["name"]) >= DB.PMU_SIDE_MIN_ROWS:
+                # most of the rows (~15 per op): forked workers bind them into side files
+                # while this process inserts the rest; SQLite copies them in, in order
+                pmu_sides += self._pmu_sides(j, pmu, base)
+            else:
+                put("TASK_PMU_INFO", pmu, j, {"name": "pmu"}, {"globalTaskId": base})
+            if sum(self.ops) > 0:
+                put("COMMUNICATION_OP", rows("COMMUNICATION_OP", "deviceId", dev_id), j,
+                    {"opName": "comm_name", "opType": "comm_type"}, {"opId": op_bases[j]})
+            got = rows("OVERLAP_ANALYSIS", "deviceId", dev_id) if self.computing[j] else None
+            if got is not None and len(got["type"]):
+                order = np.argsort(got["type"], kind="stable")  # kind by kind, in row order
+                DB._insert(conn, "OVERLAP_ANALYSIS", [
+                    overlap_id + np.arange(len(order)), got["deviceId"][order],
+                    got["startNs"][order], got["endNs"][order], got["type"][order]])
+                overlap_id += len(order)
+            self._step_time(conn, j, dev_id)
+        cann = held.get("CANN_API")
+        if cann is not None:
+            order = np.argsort(np.asarray(cann[4]), kind="stable")
+            DB._insert(conn, "CANN_API", [np.asarray(c)[order] for c in cann[:5]]
+                       + [maps[("cann",)][np.asarray(cann[5])[order]]])
+        self.held = None
+        return pmu_sides
+
+    def _pmu_sides(self, j: int, pmu: dict[str, np.ndarray], base: int) -> list[Path]:
+        """Device j's TASK_PMU_INFO rows, mapped, in DB.PMU_SIDES side files (worker jobs)."""
+        cols = [pmu["globalTaskId"].astype(np.int64) + base,
+                self.maps[(j, "pmu")][pmu["name"].astype(np.int64)], pmu["value"]]
+        n = len(cols[0])
+        step = -(-n // DB.PMU_SIDES)
+        out = []
+        for lo in range(0, n, step):
+            side = self.tmp.with_name(f".{self.path.name}.pmu{len(self.sides)}.tmp"
+                                      f"{os.getpid()}.{secrets.token_hex(4)}")
+            self.sides.append(side)
+            out.append(side)
+            part = [c[lo:lo + step] for c in cols]
+            self.pool.submit(lambda side=side, part=part: DB.pmu_side_file(side, part))
+        return out
+
+    def _step_time(self, conn: sqlite3.Connection, j: int, dev_id: int) -> None:
+        its = self.first.devices[j].iterations
+        if len(its):
+            its = its.sort_values("step_end_ns", kind="stable")
+            DB._insert(conn, "STEP_TIME", [
+                DB._ns(its["iteration_id"]), DB._ns(its["step_start_ns"]),
+                DB._ns(its["step_end_ns"]), np.full(len(its), dev_id),
+                DB._ns(its["model_id"])])
 
     @staticmethod
     def _run(conn: sqlite3.Connection, side: Path, table: str, sql: str) -> None:
