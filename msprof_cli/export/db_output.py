@@ -156,16 +156,17 @@ class _DbWindows:
         side = self.tmp.with_name(f".{self.path.name}.w{k}.tmp{os.getpid()}."
                                   f"{secrets.token_hex(4)}")
         self.sides.append(side)
-        cols = {t: [np.concatenate([p[i] for p in parts]) for i in range(len(parts[0]))]
-                for t, parts in tables.items() if parts}
         if self.first is None:  # what the end needs of it: control info, iterations, markers
             self.first = _slim(data)
-        del data, tables, apis
+        del data, apis
         self.plan.release()
         if len(self.plan) == 1:  # one window: its rows go straight into the db at the end
             self.sides.pop()
-            self.held = cols
+            self.held = {t: parts for t, parts in tables.items() if parts}  # device parts
             return
+        cols = {t: [np.concatenate([p[i] for p in parts]) for i in range(len(parts[0]))]
+                for t, parts in tables.items() if parts}
+        del tables
         # one window's rows wait at most: the worker binds them while this process decodes
         self.pool.wait_below(2)
         self.pool.submit(lambda side=side, cols=cols: _side_file(side, cols))
@@ -403,25 +404,35 @@ class _DbWindows:
             DB._insert(conn, "MSTX_EVENTS", self.mstx)
 
         def rows(table: str, dev_col: str, dev: int) -> dict[str, np.ndarray] | None:
-            cols = held.get(table)
-            if cols is None:
-                return None
+            """Device `dev`'s part of `table` (`_device` adds one part per device), as
+            views: no copy of the rows."""
             names = [c for c, _ in SIDE_SCHEMA[table]]
-            keep = np.asarray(cols[names.index(dev_col)]) == dev
-            return {c: np.asarray(v)[keep] for c, v in zip(names, cols)}
+            at = names.index(dev_col)
+            for part in held.get(table, ()):
+                if len(part[at]) and int(np.asarray(part[at])[0]) == dev:
+                    return {c: np.asarray(v) for c, v in zip(names, part)}
+            return None
 
         def put(table: str, got: dict[str, np.ndarray] | None, j: int,
                 mapped: dict[str, str], plus: dict[str, int]) -> None:
             if got is None or not len(next(iter(got.values()))):
                 return
             for col, slot in mapped.items():
-                got[col] = maps[(j, slot)][got[col].astype(np.int64)]
+                got[col] = maps[(j, slot)][got[col].astype(np.int64, copy=False)]
             for col, base in plus.items():
-                got[col] = got[col].astype(np.int64) + base
+                if base:
+                    got[col] = got[col].astype(np.int64, copy=False) + base
             DB._insert(conn, table, [got[c] for c, _ in DB.SCHEMA[table]])
 
         overlap_id = 0
         pmu_sides: list[Path] = []
+        for j in range(n):  # the big TASK_PMU_INFO first: its workers bind while we insert
+            pmu = rows("TASK_PMU_INFO", "dev", j)
+            if pmu is not None and self.pool.parallel \
+                    and len(pmu["name"]) >= DB.PMU_SIDE_MIN_ROWS:
+                pmu_sides += self._pmu_sides(j, pmu, bases[j])
+                held["TASK_PMU_INFO"] = [p for p in held["TASK_PMU_INFO"]
+                                         if int(np.asarray(p[3])[0]) != j]
         for j in range(n):
             dev_id, base = self.dev_ids[j], bases[j]
             put("TASK", rows("TASK", "deviceId", dev_id), j, {"taskType": "taskType"},
@@ -432,14 +443,9 @@ class _DbWindows:
                 "inputShapes": "in_shapes", "outputFormats": "out_formats",
                 "outputDataTypes": "out_types", "outputShapes": "out_shapes",
                 "opState": "op_state", "hf32Eligible": "hf32"}, {"globalTaskId": base})
-            pmu = rows("TASK_PMU_INFO", "dev", j)
-            if pmu is not None and self.pool.parallel \
-                    and len(pmu["name"]) >= DB.PMU_SIDE_MIN_ROWS:
-                # most of the rows (~15 per op): forked workers bind them into side files
-                # while this process inserts the rest; SQLite copies them in, in order
-                pmu_sides += self._pmu_sides(j, pmu, base)
-            else:
-                put("TASK_PMU_INFO", pmu, j, {"name": "pmu"}, {"globalTaskId": base})
+            # (the parts of the devices whose rows went to side files are gone)
+            put("TASK_PMU_INFO", rows("TASK_PMU_INFO", "dev", j), j, {"name": "pmu"},
+                {"globalTaskId": base})
             if sum(self.ops) > 0:
                 put("COMMUNICATION_OP", rows("COMMUNICATION_OP", "deviceId", dev_id), j,
                     {"opName": "comm_name", "opType": "comm_type"}, {"opId": op_bases[j]})
@@ -451,8 +457,8 @@ class _DbWindows:
                     got["startNs"][order], got["endNs"][order], got["type"][order]])
                 overlap_id += len(order)
             self._step_time(conn, j, dev_id)
-        cann = held.get("CANN_API")
-        if cann is not None:
+        if held.get("CANN_API"):
+            cann = held["CANN_API"][0]  # one part: the window's
             order = np.argsort(np.asarray(cann[4]), kind="stable")
             DB._insert(conn, "CANN_API", [np.asarray(c)[order] for c in cann[:5]]
                        + [maps[("cann",)][np.asarray(cann[5])[order]]])
