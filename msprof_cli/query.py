@@ -16,6 +16,7 @@ from pathlib import Path
 
 from msprof_cli.errors import ProfDirError
 from msprof_cli.raw import ageing, control, profdir, sampling
+from msprof_cli.textsafety import escape_controls, safe_cell
 
 HEADERS = ("Job Info", "Device ID", "Dir Name", "Collection Time", "Model ID",
            "Iteration Number", "Top Time Iteration", "Rank ID")
@@ -152,7 +153,8 @@ def query_rows(path: Path) -> list[QueryRow]:
 def format_plain(rows: list[QueryRow], na_text: bool = False) -> str:
     """The real tool's layout: cells ljust to the column width + TAB, each line followed by
     an empty line.  N/A cells are empty unless na_text (query.md 4)."""
-    table = [[c if (na_text or c != NA) else "" for c in r.cells()] for r in rows]
+    table = [[escape_controls(c) if (na_text or c != NA) else "" for c in r.cells()]
+             for r in rows]
     widths = [max([len(h)] + [len(row[i]) for row in table]) for i, h in enumerate(HEADERS)]
     lines = ["".join(h.ljust(widths[i]) + "\t" for i, h in enumerate(HEADERS)), ""]
     for row in table:
@@ -186,7 +188,7 @@ def print_query(path: Path, fmt: str = "table", na_text: bool = False) -> None:
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(HEADERS)
-        writer.writerows(r.cells() for r in rows)
+        writer.writerows([safe_cell(c) for c in r.cells()] for r in rows)
         out.write(buf.getvalue())
         return
     if not rows:
@@ -197,7 +199,8 @@ def print_query(path: Path, fmt: str = "table", na_text: bool = False) -> None:
 
         table = Table(*HEADERS, title=None)
         for r in rows:
-            table.add_row(*[c if (na_text or c != NA) else "" for c in r.cells()])
+            table.add_row(*[escape_controls(c) if (na_text or c != NA) else ""
+                            for c in r.cells()])
         Console().print(table)
     else:
         out.write(format_plain(rows, na_text))

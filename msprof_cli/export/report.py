@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import sys
 
+from msprof_cli.textsafety import escape_controls
+
 from .legacy import Advice
 
 
@@ -24,7 +26,7 @@ def print_advice(items: list[Advice], mode: str = "brief") -> None:
         console = Console()
         for item in items:
             console.print(Text(f"Tuning advice ({item.path})", style="bold cyan"))
-            for line in item.text.split("\n"):
+            for line in escape_controls(item.text).split("\n"):
                 text = Text(line.replace("\t", "    "))
                 if line == "Performance Summary Report:":
                     text.stylize("bold")
@@ -38,7 +40,7 @@ def print_advice(items: list[Advice], mode: str = "brief") -> None:
     else:
         for item in items:
             print(f"[INFO] Tuning advice ({item.path}):")
-            print(item.text, end="")
+            print(escape_controls(item.text), end="")
 
 
 def _print_brief(items: list[Advice]) -> None:
@@ -50,9 +52,11 @@ def _print_brief(items: list[Advice]) -> None:
         console = Console()
     for item in items:
         n = len(item.brief)
-        head = (f"[INFO] Tuning advice: {n} finding{'s' if n != 1 else ''} (full report: "
-                f"{item.path}; msprof export --advice full prints it)")
-        body = [f"  - {line}" for line in item.brief] or ["  - nothing to report"]
+        head = escape_controls(f"[INFO] Tuning advice: {n} finding{'s' if n != 1 else ''} "
+                               f"(full report: {item.path}; msprof export --advice full "
+                               f"prints it)")
+        body = [f"  - {escape_controls(line)}" for line in item.brief] or \
+            ["  - nothing to report"]
         if console is not None:
             from rich.text import Text
 

@@ -35,6 +35,7 @@ import pandas as pd
 
 from msprof_cli.errors import ExportError
 from msprof_cli.raw.profdir import make_dir
+from msprof_cli.textsafety import FORMULA_LEADS, NUMBER_RE, escape_controls
 
 CSV_SLICE_ROWS = 1_000_000
 JSON_SLICE_EVENTS = 699_050
@@ -173,13 +174,14 @@ class AtomicFile:
 
 
 # --- CSV formula injection ---------------------------------------------------------------
-FORMULA_CHARS = ("=", "+", "-", "@")
-_NUMBER_RE = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\t?|[+-]?(?:inf|nan)"
-_MAYBE_FORMULA = re.compile(r'(?:^|,)"?[=+\-@]', re.M)
+# the rule is textsafety's (one for every output); here it is applied to whole columns
+FORMULA_CHARS = FORMULA_LEADS
+_NUMBER_RE = NUMBER_RE
+_MAYBE_FORMULA = re.compile('(?:^|,)"?[=+\\-@\t\r]', re.M)
 
 
 def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:
-    """Prefix ``'`` to text cells starting with = + - @ (OWASP CSV injection advice) so that a
+    """Prefix ``'`` to text cells starting with = + - @ TAB CR (textsafety) so that a
     spreadsheet shows them as text; cells that are numbers (``-1``, ``-0.5``, ``-1e-05``, a
     time with its TAB) are left exactly as they are.  Vectorised per column."""
     out = None
@@ -262,12 +264,14 @@ def _render(df: pd.DataFrame, fill_na: bool = False) -> str:
     """CSV rows of `df`; `fill_na`: missing cells print ``N/A`` (as after ``fillna``)."""
     text = _csv_text(df, fill_na)
     # fast path: no formula character at all, or none at the start of a cell
-    if not any(ch in text for ch in FORMULA_CHARS) or not _MAYBE_FORMULA.search(text):
-        return text
-    if fill_na and df.isna().to_numpy().any():
-        df = df.fillna("N/A")
-    safe = neutralise_formulas(df)
-    return text if safe is df else _csv_text(safe)
+    if any(ch in text for ch in FORMULA_CHARS) and _MAYBE_FORMULA.search(text):
+        if fill_na and df.isna().to_numpy().any():
+            df = df.fillna("N/A")
+        safe = neutralise_formulas(df)
+        if safe is not df:
+            text = _csv_text(safe)
+    # names chosen by the profiled program never drive the reader's terminal (one C scan)
+    return escape_controls(text)
 
 
 def csv_line(values: Iterable[str]) -> str:
