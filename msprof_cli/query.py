@@ -150,13 +150,29 @@ def query_rows(path: Path) -> list[QueryRow]:
     return rows
 
 
+def _with_prof(rows: list[QueryRow], short: bool = False) -> tuple[tuple[str, ...],
+                                                                    list[list[str]]]:
+    """Headers and cells, with a trailing PROF column when the rows come from several PROF
+    dirs (every run is PROF_000001_*: only the name tells two runs apart).  One PROF dir
+    keeps the real tool's columns exactly.  `short`: the name's random suffix only."""
+    cells = [r.cells() for r in rows]
+    if len({r.prof_dir for r in rows}) < 2:
+        return HEADERS, cells
+    names = [Path(r.prof_dir).name for r in rows]
+    if short:
+        names = [n.rsplit("_", 1)[-1] for n in names]
+    return HEADERS + ("PROF",), [c + [n] for c, n in zip(cells, names)]
+
+
 def format_plain(rows: list[QueryRow], na_text: bool = False) -> str:
     """The real tool's layout: cells ljust to the column width + TAB, each line followed by
-    an empty line.  N/A cells are empty unless na_text (query.md 4)."""
-    table = [[escape_controls(c) if (na_text or c != NA) else "" for c in r.cells()]
-             for r in rows]
-    widths = [max([len(h)] + [len(row[i]) for row in table]) for i, h in enumerate(HEADERS)]
-    lines = ["".join(h.ljust(widths[i]) + "\t" for i, h in enumerate(HEADERS)), ""]
+    an empty line.  N/A cells are empty unless na_text (query.md 4).  Rows of several PROF
+    dirs get a trailing PROF column (docs/query.md)."""
+    headers, cells = _with_prof(rows)
+    table = [[escape_controls(c) if (na_text or c != NA) else "" for c in row]
+             for row in cells]
+    widths = [max([len(h)] + [len(row[i]) for row in table]) for i, h in enumerate(headers)]
+    lines = ["".join(h.ljust(widths[i]) + "\t" for i, h in enumerate(headers)), ""]
     for row in table:
         lines.append("".join(c.ljust(widths[i]) + "\t" for i, c in enumerate(row)))
         lines.append("")
@@ -187,8 +203,9 @@ def print_query(path: Path, fmt: str = "table", na_text: bool = False) -> None:
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(HEADERS)
-        writer.writerows([safe_cell(c) for c in r.cells()] for r in rows)
+        writer.writerow(HEADERS + ("PROF",))  # machine readers: always the PROF dir
+        writer.writerows([safe_cell(c) for c in r.cells()] + [safe_cell(r.prof_dir)]
+                         for r in rows)
         out.write(buf.getvalue())
         return
     if not rows:
@@ -197,11 +214,12 @@ def print_query(path: Path, fmt: str = "table", na_text: bool = False) -> None:
         from rich.console import Console
         from rich.table import Table
 
-        table = Table(*HEADERS, title=None)
-        for r in rows:
-            table.add_row(*[escape_controls(c) if (na_text or c != NA) else ""
-                            for c in r.cells()])
-        Console().print(table)
+        console = Console()
+        headers, cells = _with_prof(rows, short=console.width < 140)
+        table = Table(*headers, title=None)
+        for row in cells:
+            table.add_row(*[escape_controls(c) if (na_text or c != NA) else "" for c in row])
+        console.print(table)
     else:
         out.write(format_plain(rows, na_text))
 

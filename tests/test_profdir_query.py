@@ -70,3 +70,39 @@ def test_query_golden(tmp_path):
         ["NA", "", "host", "2023-11-14 22:13:20.000000", "N/A", "N/A", "N/A", "-1"],
     ]
     assert len(HEADERS) == 8
+
+
+def test_rows_of_several_prof_dirs_get_a_prof_column():
+    """Every run is PROF_000001_*: with two runs the plain table names each row's PROF dir
+    (last column, aligned, no colour); one PROF dir keeps the real tool's columns."""
+    a = "/r/PROF_000001_20261201010101000_AAAAAAAAAAAAAAAA"
+    b = "/r/PROF_000001_20261202020202000_BBBBBBBBBBBBBBBB"
+    text = format_plain([_row(prof_dir=a), _row(prof_dir=b)])
+    lines = [ln for ln in text.splitlines() if ln]
+    assert lines[0].split("\t")[:-1][-1].strip() == "PROF"
+    assert lines[1].rstrip("\t").endswith(Path(a).name)
+    assert lines[2].rstrip("\t").endswith(Path(b).name)
+    assert len({len(ln.split("\t")[-2]) for ln in lines}) == 1  # aligned
+    assert "\x1b[" not in text
+    one = format_plain([_row(prof_dir=a), _row(prof_dir=a, dir_name="host")])
+    assert "PROF" not in one.splitlines()[0]
+
+
+def test_query_csv_ends_with_the_prof_dir(tmp_path, capsys):
+    import csv
+    import io
+    import shutil
+
+    from export_fixtures import copy_golden
+    from msprof_cli.query import print_query
+
+    prof = copy_golden(tmp_path)
+    second = tmp_path / prof.name.replace("_20", "_21", 1)
+    shutil.copytree(prof, second)
+    print_query(tmp_path, fmt="csv")
+    rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+    assert rows[0][-1] == "PROF"
+    assert {Path(r[-1]).name for r in rows[1:]} == {prof.name, second.name}
+    print_query(tmp_path, fmt="table")  # not a terminal: the plain layout
+    out = capsys.readouterr().out
+    assert prof.name in out and second.name in out
