@@ -682,31 +682,68 @@ def read_reports(path) -> dict[str, bool]:
     return on
 
 
+# The msprof json layers, in their order (defined once: the whole export, the windows'
+# fixed positions and the windowed metadata all follow it): (kind, one layer per device,
+# the --reports switches that must all be on).  msproftx last: project choice.
+MSPROF_LAYER_ORDER: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
+    ("step", True, ("step_trace",)),
+    ("cann", False, ("cann",)),
+    ("hardware", True, ("ascend",)),
+    ("flow", True, ("ascend", "cann")),
+    ("comm", True, ("communication",)),
+    ("overlap", True, ("overlap_analyse",)),
+    ("tx", False, ("msproftx",)),
+)
+
+
+def layer_on(kind: str, switches: dict[str, bool]) -> bool:
+    """Whether the --reports switches keep the msprof json layers of `kind`."""
+    need = next(sw for k, _, sw in MSPROF_LAYER_ORDER if k == kind)
+    return all(switches.get(name, True) for name in need)
+
+
+def layer_slots(n: int) -> dict[str, list[int] | int]:
+    """Fixed positions of the msprof json layers of `n` devices in MSPROF_LAYER_ORDER: a list
+    per per-device kind, an int per global one, `size` = the number of positions."""
+    slots: dict[str, list[int] | int] = {}
+    at = 0
+    for kind, per_device, _ in MSPROF_LAYER_ORDER:
+        slots[kind] = list(range(at, at + n)) if per_device else at
+        at += n if per_device else 1
+    slots["size"] = at
+    return slots
+
+
+def in_layer_order(parts: dict[str, list]) -> list:
+    """The items of `parts` (kind -> its layers, or metadata lines) in MSPROF_LAYER_ORDER."""
+    return [x for kind, _, _ in MSPROF_LAYER_ORDER for x in parts.get(kind, ())]
+
+
 def msprof_layers(devs: list[tuple[DeviceData, pd.DataFrame, pd.DataFrame, pd.DataFrame]],
                   apis: pd.DataFrame, app_pid: int, switches: dict[str, bool],
                   tx: Layer | None = None, comm: list[CommData | None] | None = None
                   ) -> list[Layer]:
     """devs: (device, tasks, op rows, iterations) already restricted to the export window;
     `comm`: per device (same order) its HCCL data (communication.device_comm) or None;
-    `tx`: the msproftx layer (msproftx.tx_layer), last in layer order (project choice).
-    Layer order: Step Trace, CANN, Ascend Hardware, HostToDevice, Communication, Overlap
-    Analysis, msproftx."""
+    `tx`: the msproftx layer (msproftx.tx_layer).  Layers in MSPROF_LAYER_ORDER."""
     comms = list(comm) if comm is not None else [None] * len(devs)
-    layers: list[Layer] = []
-    if switches.get("step_trace", True):
-        layers += [step_layer(d, its, app_pid) for d, _, _, its in devs]
-    if switches.get("cann", True):
-        layers.append(cann_layer(apis, app_pid))
-    if switches.get("ascend", True):
-        layers += [hardware_layer(d, t, app_pid) for d, t, _, _ in devs]
-    if switches.get("ascend", True) and switches.get("cann", True) and apis is not None \
-            and len(apis):
-        layers += [flow_layer(d, t, app_pid) for d, t, _, _ in devs]
-    if switches.get("communication", True):
-        layers += [communication_layer(d, c, app_pid) for (d, _, _, _), c in zip(devs, comms)]
-    if switches.get("overlap_analyse", True):
-        layers += [overlap_layer(d, rows, app_pid, c) for (d, t, rows, _), c in zip(devs, comms)
-                   if len(t) or (c is not None and len(c.ops))]
-    if tx is not None and len(tx) and switches.get("msproftx", True):
-        layers.append(tx)
-    return layers
+    on = {kind: layer_on(kind, switches) for kind, _, _ in MSPROF_LAYER_ORDER}
+    parts: dict[str, list[Layer]] = {}
+    if on["step"]:
+        parts["step"] = [step_layer(d, its, app_pid) for d, _, _, its in devs]
+    if on["cann"]:
+        parts["cann"] = [cann_layer(apis, app_pid)]
+    if on["hardware"]:
+        parts["hardware"] = [hardware_layer(d, t, app_pid) for d, t, _, _ in devs]
+    if on["flow"] and apis is not None and len(apis):
+        parts["flow"] = [flow_layer(d, t, app_pid) for d, t, _, _ in devs]
+    if on["comm"]:
+        parts["comm"] = [communication_layer(d, c, app_pid)
+                         for (d, _, _, _), c in zip(devs, comms)]
+    if on["overlap"]:
+        parts["overlap"] = [overlap_layer(d, rows, app_pid, c)
+                            for (d, t, rows, _), c in zip(devs, comms)
+                            if len(t) or (c is not None and len(c.ops))]
+    if tx is not None and len(tx) and on["tx"]:
+        parts["tx"] = [tx]
+    return in_layer_order(parts)

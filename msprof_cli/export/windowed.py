@@ -51,16 +51,6 @@ from .writers import SliceNamer, write_csv
 
 from msprof_cli.raw import layouts as L
 
-def layer_slots(n: int) -> dict[str, list[int] | int]:
-    """Fixed positions of the msprof json layers of `n` devices, in timeline.msprof_layers
-    order: step trace per device, CANN, Ascend Hardware, HostToDevice, Communication and
-    Overlap Analysis per device, msproftx (`size` = the number of positions)."""
-    per = lambda base: [base + j for j in range(n)]  # noqa: E731
-    return {"step": per(0), "cann": n, "hardware": per(n + 1), "flow": per(2 * n + 1),
-            "comm": per(3 * n + 1), "overlap": per(4 * n + 1), "tx": 5 * n + 1,
-            "size": 5 * n + 2}
-
-
 def _plus(t: int, sign: int = 1, margin: int = 1000) -> int:
     """t +- margin ns, the open ends of the first and last window kept open."""
     if t in (INT64_MIN, INT64_MAX):
@@ -174,7 +164,7 @@ def timeline_window(run, k: int, devs: list[tuple], apis: pd.DataFrame) -> None:
     lo_key = -np.inf if k == 0 else float(ts_sort_key(np.array([plan.cuts[k]]))[0])
     hi_key = np.inf if k == len(plan) - 1 else \
         float(ts_sort_key(np.array([plan.cuts[k + 1]]))[0])
-    slot = layer_slots(len(devs))
+    slot = T.layer_slots(len(devs))
     layers = [T.Layer()] * slot["size"]
     steps = []
     for j, (d, tasks, rows, its, models, comm, lanes) in enumerate(devs):
@@ -183,28 +173,28 @@ def timeline_window(run, k: int, devs: list[tuple], apis: pd.DataFrame) -> None:
         near = its[(its["step_start_ns"].to_numpy(np.int64) < _plus(plan.cuts[k + 1]))
                    & (its["step_end_ns"].to_numpy(np.int64) >= _plus(plan.cuts[k], -1))]
         steps.append(_restrict(T.step_layer(d, near, app_pid, models), lo_key, hi_key))
-        if sw.get("step_trace", True):
+        if T.layer_on("step", sw):
             layers[slot["step"][j]] = steps[-1]
-        if sw.get("ascend", True):
+        if T.layer_on("hardware", sw):
             layers[slot["hardware"][j]] = T.hardware_layer(d, tasks, app_pid)
-            if sw.get("cann", True) and run.use_flow:
-                layers[slot["flow"][j]] = T.flow_layer(d, tasks, app_pid)
-        if comm is not None and sw.get("communication", True):
+        if T.layer_on("flow", sw) and run.use_flow:
+            layers[slot["flow"][j]] = T.flow_layer(d, tasks, app_pid)
+        if comm is not None and T.layer_on("comm", sw):
             layers[slot["comm"][j]] = T.communication_layer(d, comm, app_pid, lanes)
-        if sw.get("overlap_analyse", True):
+        if T.layer_on("overlap", sw):
             layers[slot["overlap"][j]] = T.overlap_layer(d, rows, app_pid, comm)
     steps = [lay for lay in steps if len(lay)]
     if steps:  # step_trace json: the step layers alone
         stream = T.EventStream(steps)
         for chunk in stream.chunks(0, len(stream), W.EVENT_CHUNK):
             run.step_json.write(chunk)
-    if sw.get("cann", True):
+    if T.layer_on("cann", sw):
         layers[slot["cann"]] = T.cann_layer(apis, app_pid)
-    if run.tx_layer is not None and sw.get("msproftx", True):
+    if run.tx_layer is not None and T.layer_on("tx", sw):
         layers[slot["tx"]] = _restrict(run.tx_layer, lo_key, hi_key)
     none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     busy = [(rows["start_local"].to_numpy(np.int64), rows["end_local"].to_numpy(np.int64))
-            if sw.get("overlap_analyse", True) and len(rows) else none
+            if T.layer_on("overlap", sw) and len(rows) else none
             for _, _, rows, _, _, _, _ in devs]
     run.timeline.window(layers, busy)
 
@@ -362,7 +352,7 @@ class _WindowedExport:
         self.deferred: dict[tuple[str, int], DeferredRows | JsonRowsStream] = {}
         n = len(plans)
         self.timeline = _Timeline(self.msprof, self.dev_ids, self.app_pid,
-                                  layer_slots(n)["overlap"])
+                                  T.layer_slots(n)["overlap"])
         self.step_meta: list[str] = []
         self.tx_layer: T.Layer | None = None
         self.first: ProfData | None = None  # what is kept of the first window (_slim)
@@ -699,20 +689,17 @@ def _meta(plan: WindowPlan, first: ProfData, switches: dict, threads: set[int],
     metadata or None)."""
     app_pid = plan.dev_rd.app_pid
     devs = first.devices
-    meta: list[str] = list(step_meta)
-    if switches.get("cann", True) and threads:
-        meta += T.cann_meta(app_pid, threads)
-    if switches.get("ascend", True):
-        for d, streams in zip(devs, stream_ids):
-            if streams:
-                meta += T.hardware_meta(d.device_id, app_pid, streams)
-    if switches.get("communication", True):
-        for cm in comm_meta:
-            meta += cm or []
-    if switches.get("overlap_analyse", True):
-        for d, on in zip(devs, overlap):
-            if on:
-                meta += T.overlap_layer(d, d.tasks.iloc[:0], app_pid, None).meta
+    parts: dict[str, list[str]] = {"step": list(step_meta)}
+    if T.layer_on("cann", switches) and threads:
+        parts["cann"] = T.cann_meta(app_pid, threads)
+    if T.layer_on("hardware", switches):
+        parts["hardware"] = [m for d, streams in zip(devs, stream_ids) if streams
+                             for m in T.hardware_meta(d.device_id, app_pid, streams)]
+    if T.layer_on("comm", switches):
+        parts["comm"] = [m for cm in comm_meta for m in (cm or [])]
+    if T.layer_on("overlap", switches):
+        parts["overlap"] = [m for d, on in zip(devs, overlap) if on
+                            for m in T.overlap_layer(d, d.tasks.iloc[:0], app_pid, None).meta]
     if tx_layer is not None:
-        meta += tx_layer.meta
-    return meta
+        parts["tx"] = list(tx_layer.meta)
+    return T.in_layer_order(parts)

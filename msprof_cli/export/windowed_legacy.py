@@ -44,7 +44,7 @@ from .memory import release
 from .parallel import JobPool
 from .selection import Selection, in_window, select
 from .streams import CsvStream, JsonRowsStream, JsonStream, summary_stream
-from .windowed import (L2Names, _meta, _slim, _Timeline, close_json_streams, drive, layer_slots,
+from .windowed import (L2Names, _meta, _slim, _Timeline, close_json_streams, drive,
                        timeline_window, window_comm, window_fusion_rows, write_l2_cache,
                        write_task_rows)
 from .windows import NotWindowable, WindowPlan, load_window
@@ -143,7 +143,7 @@ class _LegacyWindowedExport:
         self.json = {stem: JsonStream(self._name(self.tdir, stem, "json"),
                                       self.json_slice_events) for stem in JSON_STEMS}
         self.timeline = _Timeline(self.json["msprof"], [self.dev_id], self.app_pid,
-                                  layer_slots(1)["overlap"])
+                                  T.layer_slots(1)["overlap"])
 
     def _csv(self, stem: str, header: list[str]) -> None:
         if stem not in self.csv:

@@ -29,6 +29,7 @@ RAW_TAR = HERE / "raw.tar.xz"
 MANIFEST = HERE / "manifest.json"
 WINDOW_ENV = "MSPROF_EXPORT_WINDOW_TASKS"  # forces windows of this many tasks (0: whole)
 WORKERS_ENV = "MSPROF_EXPORT_WORKERS"
+REPORTS = "reports_cann_overlap_off.json"
 
 # variant name -> (run_export keyword arguments, window size or None for the default plan)
 VARIANTS: dict[str, tuple[dict[str, Any], int | None]] = {
@@ -42,6 +43,9 @@ VARIANTS: dict[str, tuple[dict[str, Any], int | None]] = {
     "db": ({"layout": "mindstudio", "type_": "db"}, None),
     "db-w700": ({"layout": "mindstudio", "type_": "db"}, 700),
     "advice-full": ({"layout": "legacy", "advice": "full"}, None),
+    # --reports with the CANN, Overlap Analysis and msproftx layers off (flows go with CANN)
+    "mindstudio-reports": ({"layout": "mindstudio", "reports": HERE / REPORTS}, None),
+    "legacy-reports-w700": ({"layout": "legacy", "reports": HERE / REPORTS}, 700),
 }
 # cases that not every variant applies to (a selection needs model 1 with an iteration 2)
 SKIP: dict[str, set[str]] = {
