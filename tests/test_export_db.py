@@ -264,7 +264,7 @@ def test_db_options_ignored_and_atomic(tmp_path: Path, monkeypatch) -> None:
     def boom(*a, **k):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(DB, "_insert", boom)
+    monkeypatch.setattr(DB, "insert_rows", boom)
     with pytest.raises(RuntimeError):
         run_export(prof, type_="db", quiet=True)
     assert not [p for p in prof.iterdir() if p.suffix == ".db" or ".db.tmp" in p.name]
@@ -325,7 +325,7 @@ def test_db_is_0640_and_a_sqlite_failure_is_a_clean_export_error(tmp_path, monke
     def full(*args, **kwargs):
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(dbmod, "_insert", full)
+    monkeypatch.setattr(dbmod, "insert_rows", full)
     with pytest.raises(ExportError, match="disk is full"):
         run_export(prof, type_="db", quiet=True)
     assert not list(prof.glob("msprof_*.db")) and not list(prof.glob(".msprof_*"))

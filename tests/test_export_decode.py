@@ -15,7 +15,7 @@ from msprof_cli.export.dataset import load_prof
 from msprof_cli.export.device import assign_batches, pair_hwts
 from msprof_cli.export.host import decode_apis, decode_tensors
 from msprof_cli.export.rawread import DecodeLog, read_files
-from msprof_cli.export.steptrace import _emit, iterations
+from msprof_cli.export.steptrace import iteration_spans, iterations
 from msprof_cli.export.timeline import flow_ids, merge_intervals
 from msprof_cli.raw import layouts as L
 from tests.export_fixtures import copy_golden
@@ -111,12 +111,12 @@ def test_step_state_machine() -> None:
     # in E a 1 is ignored, so the following 4 closes [previous 4, t]
     tags = np.array([0, 4, 4, 1, 1, 4, 0, 1])
     t = np.arange(len(tags)) * 100
-    start, end = _emit(tags, t)
+    start, end = iteration_spans(tags, t)
     assert [(int(a), int(b)) for a, b in zip(start, end)] == \
         [(0, 100), (100, 200), (200, 500), (600, 700)]
     # 1 in S closes and enters M, where a 4 is ignored until the next 0
     tags = np.array([0, 1, 4, 0, 4])
-    start, end = _emit(tags, np.arange(5) * 100)
+    start, end = iteration_spans(tags, np.arange(5) * 100)
     assert [(int(a), int(b)) for a, b in zip(start, end)] == [(0, 100), (300, 400)]
 
 

@@ -25,7 +25,7 @@ from .host import (NA, HostTables, decode_apis, decode_host, decode_tensors, pac
                    resolve, type_names, unpack_frame)
 from .memory import release
 from .parallel import JobPool, parallel_available
-from .rawread import DecodeLog, _host_regex, device_records
+from .rawread import DecodeLog, host_regex, device_records
 from .steptrace import iterations
 
 HARDWARE_OP_TYPES = {"AI_CPU", "DSA", "DVPP"}
@@ -95,7 +95,7 @@ def enclose(records: pd.DataFrame, spans: pd.DataFrame, ts_col: str, payload: li
     return out
 
 
-def _named_apis(host: HostTables, rd: ResultDirInfo) -> pd.DataFrame:
+def named_apis(host: HostTables, rd: ResultDirInfo) -> pd.DataFrame:
     a = host.apis.copy()
     a["type_name"] = type_names(a["level"].to_numpy(), a["type"].to_numpy(), host.types)
     item = a["item_id"].to_numpy(np.uint64)
@@ -112,7 +112,7 @@ def _named_apis(host: HostTables, rd: ResultDirInfo) -> pd.DataFrame:
     return a
 
 
-def _host_task_info(host: HostTables, tensors: pd.DataFrame | None = None) -> pd.DataFrame:
+def host_task_info(host: HostTables, tensors: pd.DataFrame | None = None) -> pd.DataFrame:
     """task_track rows with launch connection id, model id, op info, tensor info and host
     batch id.  `tensors`: `tensors_by_launch` of the host tables when already computed (a
     worker does it while this process decodes the rest, see load_prof)."""
@@ -231,7 +231,7 @@ def device_iterations(rd: ResultDirInfo, steps: pd.DataFrame) -> pd.DataFrame:
 def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: DecodeLog,
                  host_info: pd.DataFrame | None = None, tensors_later: bool = False
                  ) -> DeviceData:
-    """`host_info`: `_host_task_info` of the host tables when the caller already has it
+    """`host_info`: `host_task_info` of the host tables when the caller already has it
     (computed once per PROF dir, not once per device)."""
     tasks = dev.tasks.copy()
     tasks["start_local"] = tasks["start_ns"] + rd.offset_ns
@@ -243,7 +243,7 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
     has_host = ht is not None and len(ht.task_track) > 0 and bool(ht.types)
     has_node = has_host and len(ht.node_basic) > 0
     if has_host:
-        tt = _host_task_info(ht) if host_info is None else host_info
+        tt = host_task_info(ht) if host_info is None else host_info
         tt = tt[tt["device_id"] == (rd.device_id or 0)]
         tt = tt.sort_values("ts_ns", kind="stable")
         tt["occ"] = tt.groupby(["stream_id", "task_id", "batch_id"], sort=False).cumcount()
@@ -416,7 +416,7 @@ def tensors_job(data_dir: Path) -> tuple[dict, DecodeLog]:
 def _tensors_in_worker(data_dir: Path) -> bool:
     if not parallel_available():
         return False
-    pattern = _host_regex("tensor_info")
+    pattern = host_regex("tensor_info")
     size = 0
     for f in data_dir.iterdir():
         if pattern.match(f.name):
@@ -445,7 +445,7 @@ def load_prof(prof: Path) -> ProfData:
     pool = None
     host: HostData | None = None
     devices: list[DeviceData] = []
-    host_info = None  # _host_task_info, the same for every device: joined once
+    host_info = None  # host_task_info, the same for every device: joined once
     try:
         if host_rd is not None and host_rd.data_dir.is_dir():
             if _tensors_in_worker(host_rd.data_dir):
@@ -457,7 +457,7 @@ def load_prof(prof: Path) -> ProfData:
                 pool.submit(lambda: tensors_job(host_rd.data_dir))
             post_log = DecodeLog() if pool is not None else None
             tables = decode_host(host_rd.data_dir, log, post_log, tensors=pool is None)
-            apis = _named_apis(tables, host_rd)
+            apis = named_apis(tables, host_rd)
             apis = apis[apis["begin_local"] >= host_rd.begin_local_ns].reset_index(drop=True)
             has_host = bool(dev_infos) and len(tables.task_track) > 0 and bool(tables.types)
             host = HostData(rd=host_rd, tables=tables, apis=apis)
@@ -487,7 +487,7 @@ def load_prof(prof: Path) -> ProfData:
                     devices.append(d)
                 del built, tens
             elif has_host:
-                host_info = _host_task_info(tables)
+                host_info = host_task_info(tables)
     finally:
         if pool is not None:  # this process failed first: stop the worker
             pool.cancel()

@@ -150,7 +150,7 @@ PMU_SIDES = 8  # side files (worker jobs) of a device's TASK_PMU_INFO rows
 PMU_SIDE_MIN_ROWS = 200_000  # fewer rows are inserted by this process (no fork, no merge)
 
 
-def _insert(conn: sqlite3.Connection, table: str, cols: Columns) -> None:
+def insert_rows(conn: sqlite3.Connection, table: str, cols: Columns) -> None:
     """executemany over zipped Python-native columns (tolist() converts numpy scalars),
     INSERT_ROWS rows at a time: at 1M tasks TASK_PMU_INFO has ~15M rows, whose Python
     lists at once took 1.5 GB."""
@@ -163,17 +163,17 @@ def _insert(conn: sqlite3.Connection, table: str, cols: Columns) -> None:
         conn.executemany(sql, zip(*[c[lo:lo + INSERT_ROWS].tolist() for c in cols]))
 
 
-def _create(conn: sqlite3.Connection, table: str, schema: list[tuple[str, str]]) -> None:
+def create_table(conn: sqlite3.Connection, table: str, schema: list[tuple[str, str]]) -> None:
     conn.execute(f"CREATE TABLE {table} ({', '.join(f'{c} {t}' for c, t in schema)})")
 
 
-def _ns(values) -> np.ndarray:
+def ns_col(values) -> np.ndarray:
     return np.asarray(values, dtype=np.int64)
 
 
 # --- table builders ------------------------------------------------------------------------
 
-def _compute_mask(dev: DeviceData) -> np.ndarray:
+def compute_mask(dev: DeviceData) -> np.ndarray:
     """Device tasks that are op_summary rows (same rule as summaries.op_rows)."""
     if not dev.has_host_ops:
         return np.zeros(len(dev.tasks), dtype=bool)
@@ -232,10 +232,10 @@ def task_cols(t: pd.DataFrame, device_id: int, gid: np.ndarray, pid: int, text: 
     of the slot ``taskType``)."""
     n = len(t)
     conn = t["connection_id"].to_numpy(np.int64)
-    return [_ns(t["start_local"]), _ns(t["end_local"]), np.full(n, device_id),
+    return [ns_col(t["start_local"]), ns_col(t["end_local"]), np.full(n, device_id),
             np.where(conn >= 0, conn, NO_CONNECTION), gid, np.full(n, pid),
             text("taskType", _task_type_names(t)), np.full(n, CONTEXT_ID_910),
-            _ns(t["stream_id"]), _ns(t["task_id"]), _ns(t["model_id"])]
+            ns_col(t["stream_id"]), ns_col(t["task_id"]), ns_col(t["model_id"])]
 
 
 def compute_cols(rows: pd.DataFrame, cgid: np.ndarray, text: Text, na_id: int) -> Columns:
@@ -244,7 +244,7 @@ def compute_cols(rows: pd.DataFrame, cgid: np.ndarray, text: Text, na_id: int) -
     c = {slot: text(slot, rows[col]) for slot, col in COMPUTE_TEXTS[:9]}
     attr = np.full(m, na_id)  # interned after the shapes, as the real table's order has it
     c.update({slot: text(slot, rows[col]) for slot, col in COMPUTE_TEXTS[9:]})
-    return [c["op_name"], cgid, _ns(rows["block_dim"]), np.full(m, MIX_BLOCK_NUM_910),
+    return [c["op_name"], cgid, ns_col(rows["block_dim"]), np.full(m, MIX_BLOCK_NUM_910),
             c["task_type"], c["op_type"], c["in_formats"], c["in_types"], c["in_shapes"],
             c["out_formats"], c["out_types"], c["out_shapes"], attr, c["op_state"], c["hf32"]]
 
@@ -255,7 +255,7 @@ def comm_cols(ops: pd.DataFrame, op_base: int, device_id: int, text: Text, na_id
     c = len(ops)
     cconn = ops["connection_id"].to_numpy(np.int64)
     name = text("comm_name", ops["op_name"])
-    return [name, _ns(ops["start_local"]), _ns(ops["end_local"]),
+    return [name, ns_col(ops["start_local"]), ns_col(ops["end_local"]),
             np.where(cconn >= 0, cconn, NO_CONNECTION), np.full(c, na_id),
             op_base + np.arange(c), np.zeros(c, np.int64), np.zeros(c, np.int64),
             np.full(c, HCCL_DATA_TYPE_NA), np.full(c, na_id), np.zeros(c, np.int64),
@@ -321,7 +321,7 @@ def _pmu_rows(dev: DeviceData, rows: pd.DataFrame, gid: np.ndarray, strings: Str
     return [g, pmu_names(header, valid, strings)[idx], values]
 
 
-def _app_pid(data: ProfData) -> int:
+def prof_app_pid(data: ProfData) -> int:
     if data.devices:
         return data.devices[0].rd.app_pid
     return data.host.rd.app_pid if data.host.rd else 0
@@ -335,15 +335,15 @@ def api_names(apis: pd.DataFrame) -> np.ndarray:
                     apis["type_name"].to_numpy(object))
 
 
-def _mstx(data: ProfData, strings: StringIds) -> Columns:
+def mstx_cols(data: ProfData, strings: StringIds) -> Columns:
     tx = msproftx.markers(data)
     if len(tx) == 0:
         return []
     gtid = (tx["process_id"].to_numpy(np.int64) << np.int64(32)) \
         | tx["tx_thread_id"].to_numpy(np.int64)
     n = len(tx)
-    return [_ns(tx["start_local"]), _ns(tx["end_local"]), _ns(tx["event_type"]),
-            tx["mark_id"].to_numpy(np.uint64).astype(np.int64), _ns(tx["category"]),
+    return [ns_col(tx["start_local"]), ns_col(tx["end_local"]), ns_col(tx["event_type"]),
+            tx["mark_id"].to_numpy(np.uint64).astype(np.int64), ns_col(tx["category"]),
             strings.column(tx["message"]), gtid, gtid, strings.column(tx["domain_name"]),
             np.full(n, NO_CONNECTION)]
 
@@ -359,7 +359,7 @@ def _end_ns(rd_path: Path, device_id: int | None) -> int | None:
         return None
 
 
-def _session(data: ProfData) -> Columns:
+def session_cols(data: ProfData) -> Columns:
     rds = [d.rd for d in data.devices] + ([data.host.rd] if data.host.rd else [])
     start = min(rd.begin_local_ns for rd in rds)
     ends = [e for rd in rds if (e := _end_ns(rd.path, rd.device_id)) is not None]
@@ -367,7 +367,7 @@ def _session(data: ProfData) -> Columns:
     return [np.array([start]), np.array([end])]
 
 
-def _info_tables(data: ProfData) -> dict[str, list[tuple]]:
+def info_tables(data: ProfData) -> dict[str, list[tuple]]:
     host_info = data.host.rd.info if data.host.rd else (
         data.devices[0].rd.info if data.devices else {})
     npu, ranks = [], []
@@ -412,8 +412,8 @@ def pmu_side_file(side: Path, cols: Columns) -> Path:
         conn.execute("PRAGMA journal_mode=OFF")
         conn.execute("PRAGMA synchronous=OFF")
         conn.execute("BEGIN")
-        _create(conn, table, SCHEMA[table])
-        _insert(conn, table, cols)
+        create_table(conn, table, SCHEMA[table])
+        insert_rows(conn, table, cols)
         conn.execute("COMMIT")
     finally:
         conn.close()

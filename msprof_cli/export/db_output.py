@@ -40,9 +40,9 @@ from .memory import release
 from .parallel import JobPool
 from .timeline import merge_intervals, overlap_intervals
 from .selection import ALL
-from .windowed import _slim, window_comm
+from .windowed import slim_first, window_comm
 from .plan import Plan
-from .writers import FILE_MODE, _write_error, output_dir
+from .writers import FILE_MODE, write_error, output_dir
 
 SIDE_SCHEMA = {  # side tables: the db columns (codes for texts) + the device where missing
     "TASK": DB.SCHEMA["TASK"],
@@ -92,7 +92,7 @@ def export_db(plan: Plan, on_window=None) -> list[Path]:
                               f"database was left under that name; the raw data is "
                               f"unchanged.") from None
         if isinstance(exc, OSError):
-            raise _write_error(run.path, exc) from None
+            raise write_error(run.path, exc) from None
         raise
 
 
@@ -138,7 +138,7 @@ class _DbWindows:
             self._start(data)
         lo, hi = self.plan.bounds(k)
         tables: dict[str, list[list[np.ndarray]]] = {t: [] for t in SIDE_SCHEMA}
-        pid = DB._app_pid(data)
+        pid = DB.prof_app_pid(data)
         for j, dev in enumerate(data.devices):
             self._device(j, dev, data, lo, hi, pid, tables)
         apis = data.host.apis
@@ -150,14 +150,14 @@ class _DbWindows:
                 if cid < self.cann_first.get(name, cid + 1):
                     self.cann_first[name] = int(cid)
             tables["CANN_API"].append([
-                DB._ns(apis["begin_local"]), DB._ns(apis["end_local"]), DB._ns(apis["level"]),
-                (np.int64(pid) << np.int64(32)) | DB._ns(apis["thread_id"]), cids,
+                DB.ns_col(apis["begin_local"]), DB.ns_col(apis["end_local"]), DB.ns_col(apis["level"]),
+                (np.int64(pid) << np.int64(32)) | DB.ns_col(apis["thread_id"]), cids,
                 self.slots.column(("cann",), names)])
         side = self.tmp.with_name(f".{self.path.name}.w{k}.tmp{os.getpid()}."
                                   f"{secrets.token_hex(4)}")
         self.sides.append(side)
         if self.first is None:  # what the end needs of it: control info, iterations, markers
-            self.first = _slim(data)
+            self.first = slim_first(data)
         del data, apis
         self.plan.release()
         if len(self.plan) == 1:  # one window: its rows go straight into the db at the end
@@ -181,7 +181,7 @@ class _DbWindows:
         self.tasks[j] += n
         text = lambda slot, values: self.slots.column((j, slot), values)  # noqa: E731
         tables["TASK"].append(DB.task_cols(t, dev.device_id, gid, pid, text))
-        keep = DB._compute_mask(dev)
+        keep = DB.compute_mask(dev)
         rows = t[keep].reset_index(drop=True)
         cgid = gid[keep]
         m = len(rows)
@@ -199,8 +199,8 @@ class _DbWindows:
         if parts is not None:
             starts, ends, kinds = [], [], []
             if m and self.last_end[j] is not None:
-                first_start = int(merge_intervals(DB._ns(rows["start_local"]),
-                                                  DB._ns(rows["end_local"]))[0][0])
+                first_start = int(merge_intervals(DB.ns_col(rows["start_local"]),
+                                                  DB.ns_col(rows["end_local"]))[0][0])
                 starts.append(np.array([self.last_end[j]]))
                 ends.append(np.array([first_start]))
                 kinds.append(np.array([3]))
@@ -248,7 +248,7 @@ class _DbWindows:
             for table in ("TASK", "COMPUTE_TASK_INFO", "CANN_API", "TASK_PMU_INFO",
                           "STEP_TIME", "OVERLAP_ANALYSIS", "SESSION_TIME_INFO", "NPU_INFO",
                           "HOST_INFO", "META_DATA", "RANK_DEVICE_MAP"):
-                DB._create(conn, table, DB.SCHEMA[table])
+                DB.create_table(conn, table, DB.SCHEMA[table])
             if self.held is not None:
                 conn.execute("BEGIN")
                 pmu_sides = self._insert_held(conn)
@@ -259,14 +259,14 @@ class _DbWindows:
                               "SELECT * FROM side.TASK_PMU_INFO ORDER BY rowid")
             else:
                 self._merge(conn, ids)
-            DB._insert(conn, "SESSION_TIME_INFO", DB._session(first))
-            for table, rows in DB._info_tables(first).items():
+            DB.insert_rows(conn, "SESSION_TIME_INFO", DB.session_cols(first))
+            for table, rows in DB.info_tables(first).items():
                 if rows:
                     conn.executemany(f"INSERT INTO {table} VALUES (?, ?)", rows)
             for table, rows in DB.ENUMS.items():
-                DB._create(conn, table, DB.ENUM_SCHEMA)
+                DB.create_table(conn, table, DB.ENUM_SCHEMA)
                 conn.executemany(f"INSERT INTO {table} VALUES (?, ?)", rows)
-            DB._create(conn, "STRING_IDS", DB.SCHEMA["STRING_IDS"])
+            DB.create_table(conn, "STRING_IDS", DB.SCHEMA["STRING_IDS"])
             conn.executemany("INSERT INTO STRING_IDS VALUES (?, ?)", ids.rows())
             conn.execute("CREATE INDEX TaskIndex ON TASK (startNs, globalTaskId)")
         finally:
@@ -303,7 +303,7 @@ class _DbWindows:
         final = {x: ids.one(x) for x in by_cid}
         self.maps[("cann",)] = np.array([final[x] for x in self.slots.texts(("cann",))],
                                         dtype=np.int64)
-        self.mstx = DB._mstx(first, ids)
+        self.mstx = DB.mstx_cols(first, ids)
         return ids
 
     def _merge(self, conn: sqlite3.Connection, ids: DB.StringIds) -> None:
@@ -323,10 +323,10 @@ class _DbWindows:
         op_bases = np.cumsum([0] + self.ops[:-1]).tolist()
         has_comm = sum(self.ops) > 0
         if has_comm:
-            DB._create(conn, "COMMUNICATION_OP", DB.SCHEMA["COMMUNICATION_OP"])
+            DB.create_table(conn, "COMMUNICATION_OP", DB.SCHEMA["COMMUNICATION_OP"])
         if self.mstx:
-            DB._create(conn, "MSTX_EVENTS", DB.SCHEMA["MSTX_EVENTS"])
-            DB._insert(conn, "MSTX_EVENTS", self.mstx)
+            DB.create_table(conn, "MSTX_EVENTS", DB.SCHEMA["MSTX_EVENTS"])
+            DB.insert_rows(conn, "MSTX_EVENTS", self.mstx)
         overlap_id = 0
         for j in range(n):
             dev_id = self.dev_ids[j]
@@ -398,10 +398,10 @@ class _DbWindows:
         bases = np.cumsum([0] + self.tasks[:-1]).tolist()
         op_bases = np.cumsum([0] + self.ops[:-1]).tolist()
         if sum(self.ops) > 0:
-            DB._create(conn, "COMMUNICATION_OP", DB.SCHEMA["COMMUNICATION_OP"])
+            DB.create_table(conn, "COMMUNICATION_OP", DB.SCHEMA["COMMUNICATION_OP"])
         if self.mstx:
-            DB._create(conn, "MSTX_EVENTS", DB.SCHEMA["MSTX_EVENTS"])
-            DB._insert(conn, "MSTX_EVENTS", self.mstx)
+            DB.create_table(conn, "MSTX_EVENTS", DB.SCHEMA["MSTX_EVENTS"])
+            DB.insert_rows(conn, "MSTX_EVENTS", self.mstx)
 
         def rows(table: str, dev_col: str, dev: int) -> dict[str, np.ndarray] | None:
             """Device `dev`'s part of `table` (`_device` adds one part per device), as
@@ -422,7 +422,7 @@ class _DbWindows:
             for col, base in plus.items():
                 if base:
                     got[col] = got[col].astype(np.int64, copy=False) + base
-            DB._insert(conn, table, [got[c] for c, _ in DB.SCHEMA[table]])
+            DB.insert_rows(conn, table, [got[c] for c, _ in DB.SCHEMA[table]])
 
         overlap_id = 0
         pmu_sides: list[Path] = []
@@ -452,7 +452,7 @@ class _DbWindows:
             got = rows("OVERLAP_ANALYSIS", "deviceId", dev_id) if self.computing[j] else None
             if got is not None and len(got["type"]):
                 order = np.argsort(got["type"], kind="stable")  # kind by kind, in row order
-                DB._insert(conn, "OVERLAP_ANALYSIS", [
+                DB.insert_rows(conn, "OVERLAP_ANALYSIS", [
                     overlap_id + np.arange(len(order)), got["deviceId"][order],
                     got["startNs"][order], got["endNs"][order], got["type"][order]])
                 overlap_id += len(order)
@@ -460,7 +460,7 @@ class _DbWindows:
         if held.get("CANN_API"):
             cann = held["CANN_API"][0]  # one part: the window's
             order = np.argsort(np.asarray(cann[4]), kind="stable")
-            DB._insert(conn, "CANN_API", [np.asarray(c)[order] for c in cann[:5]]
+            DB.insert_rows(conn, "CANN_API", [np.asarray(c)[order] for c in cann[:5]]
                        + [maps[("cann",)][np.asarray(cann[5])[order]]])
         self.held = None
         return pmu_sides
@@ -485,10 +485,10 @@ class _DbWindows:
         its = self.first.devices[j].iterations
         if len(its):
             its = its.sort_values("step_end_ns", kind="stable")
-            DB._insert(conn, "STEP_TIME", [
-                DB._ns(its["iteration_id"]), DB._ns(its["step_start_ns"]),
-                DB._ns(its["step_end_ns"]), np.full(len(its), dev_id),
-                DB._ns(its["model_id"])])
+            DB.insert_rows(conn, "STEP_TIME", [
+                DB.ns_col(its["iteration_id"]), DB.ns_col(its["step_start_ns"]),
+                DB.ns_col(its["step_end_ns"]), np.full(len(its), dev_id),
+                DB.ns_col(its["model_id"])])
 
     @staticmethod
     def _run(conn: sqlite3.Connection, side: Path, table: str, sql: str) -> None:
@@ -516,8 +516,8 @@ def _side_file(side: Path, cols: dict[str, list[np.ndarray]]) -> Path:
         conn.execute("PRAGMA synchronous=OFF")
         conn.execute("BEGIN")
         for table, c in cols.items():
-            DB._create(conn, table, SIDE_SCHEMA[table])
-            DB._insert(conn, table, c)
+            DB.create_table(conn, table, SIDE_SCHEMA[table])
+            DB.insert_rows(conn, table, c)
         conn.execute("COMMIT")
     finally:
         conn.close()

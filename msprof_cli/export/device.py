@@ -82,7 +82,7 @@ def assign_batches(tasks: pd.DataFrame, flips: pd.DataFrame, time_col: str) -> n
     return (batch + moved).astype(np.int64)
 
 
-def _reviewed(ts: dict[str, np.ndarray], rows: np.ndarray, layout: np.dtype) -> np.ndarray:
+def reviewed(ts: dict[str, np.ndarray], rows: np.ndarray, layout: np.dtype) -> np.ndarray:
     """The ts_track `rows` (decoded with the step-trace layout) re-viewed with the layout of
     their own rptType (flip, memcpy): all are 40-byte records."""
     raw = np.zeros(int(rows.sum()), dtype=L.TS_TRACK_STEP)
@@ -133,7 +133,7 @@ def decode_device(rd: ResultDirInfo, log: DecodeLog, select: dict[str, np.ndarra
     })
     fl = rpt == L.TS_RPT_FLIP
     if fl.any():
-        fv = _reviewed(ts, fl, L.TS_TRACK_FLIP)
+        fv = reviewed(ts, fl, L.TS_TRACK_FLIP)
         flips = pd.DataFrame({
             "ts_ns": to_mono_ns(fv["timestamp"], rd),
             "stream_id": fv["stream_id"].astype(np.int64) & STREAM_MASK,
@@ -170,7 +170,7 @@ def decode_device(rd: ResultDirInfo, log: DecodeLog, select: dict[str, np.ndarra
     if mc.any():
         # "ts memcpy" (rptType 11): host<->device copies run by the TS on the SDMA engine, not
         # in hwts.data; a start (taskState 0) and an end (1) record per task, paired like hwts
-        mv = _reviewed(ts, mc, L.TS_TRACK_MEMCPY)
+        mv = reviewed(ts, mc, L.TS_TRACK_MEMCPY)
         mp = pair_hwts(mv["stream_id"].astype(np.int64) & STREAM_MASK, mv["task_id"],
                        mv["task_state"], mv["timestamp"], log, "ts_track memcpy")
         tasks = pd.concat([tasks, pd.DataFrame({

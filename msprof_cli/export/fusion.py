@@ -17,7 +17,7 @@ from msprof_cli.raw import layouts as L
 from .control_info import NO_MODEL
 from .dataset import ProfData, enclose
 from .fmt import float_str, int_str, py_round
-from .host import NA, _unique_rows, resolve
+from .host import NA, unique_rows, resolve
 
 FUSION_OP = ["Model Name", "Model ID", "Fusion Op", "Original Ops", "Memory Input(KB)",
              "Memory Output(KB)", "Memory Weight(KB)", "Memory Workspace(KB)",
@@ -55,7 +55,7 @@ def fusion_rows(data: ProfData, model_names: dict[int, str]) -> pd.DataFrame:
     ids = np.stack(f["fused"].to_numpy()).astype(np.uint64)
     slot = np.arange(ids.shape[1])[None, :]
     ids = np.where(slot < f["fused_num"].to_numpy()[:, None], ids, np.uint64(0))
-    codes, uniq = _unique_rows(ids.view(np.int64))
+    codes, uniq = unique_rows(ids.view(np.int64))
     joined = np.array([ORIGINAL_OPS_SEPARATOR.join(
         resolve(row.view(np.uint64)[row != 0], ht.hashes).tolist()) for row in uniq],
         dtype=object)

@@ -169,7 +169,7 @@ def _row_hash(a: np.ndarray) -> np.ndarray:
     return h
 
 
-def _unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(row codes, unique rows) of a 2-D int array, codes numbered by first appearance.
 
     O(n): rows are hashed to one u64 and factorized; the result is verified exactly (every
@@ -239,7 +239,7 @@ def _tensor_keys(t: np.ndarray, num: np.ndarray) -> np.ndarray:
 
 def _tensor_combos(t: np.ndarray, num: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(combo code per record, key words (u32, unpadded) per distinct combo), combos numbered
-    by first appearance -- `_unique_rows` of all keys, computed TENSOR_BLOCK records at a
+    by first appearance -- `unique_rows` of all keys, computed TENSOR_BLOCK records at a
     time: each block's rows are hashed, new hashes get the next codes and keep their row as
     the representative, and every row is checked against its representative (exact; the
     whole-table method runs on a 64-bit hash collision)."""
@@ -264,7 +264,7 @@ def _tensor_combos(t: np.ndarray, num: np.ndarray) -> tuple[np.ndarray, np.ndarr
             rep_all = np.concatenate(reps)
         row_gid = gid[bcode]
         if not (rep_all[row_gid] == key).all():  # pragma: no cover - 64-bit hash collision
-            cinv, cu = _unique_rows(_tensor_keys(t, num).view(np.uint64))
+            cinv, cu = unique_rows(_tensor_keys(t, num).view(np.uint64))
             return cinv, np.ascontiguousarray(cu).view(np.uint32)[:, :nw]
         codes[lo:lo + TENSOR_BLOCK] = row_gid
     return codes, rep_all[:, :nw]
@@ -335,7 +335,7 @@ def decode_tensors(data_dir: Path, log: DecodeLog, select: np.ndarray | None = N
     })
     key3 = np.stack([df["ts_ns"].to_numpy(), df["thread_id"].to_numpy(),
                      df["op_name_hash"].to_numpy().view(np.int64)], axis=1)
-    gid, _ = _unique_rows(key3)  # numbered by first appearance
+    gid, _ = unique_rows(key3)  # numbered by first appearance
     del key3
     in_multi = np.bincount(gid)[gid] > 1
     if in_multi.any():  # > 5 tensors: several records with identical keys, concatenated in order
@@ -359,7 +359,7 @@ def _merge_multi(df: pd.DataFrame, gid: np.ndarray, in_multi: np.ndarray, combo:
     rank = np.arange(len(g)) - starts[grp]
     seq = np.full((len(starts), int(rank.max()) + 1), -1, dtype=np.int64)
     seq[grp, rank] = combo[rows]
-    sinv, su = _unique_rows(seq)
+    sinv, su = unique_rows(seq)
     first = rows[starts]
     out = {"ts_ns": df["ts_ns"].to_numpy()[first], "thread_id": df["thread_id"].to_numpy()[first],
            "op_name_hash": df["op_name_hash"].to_numpy()[first]}

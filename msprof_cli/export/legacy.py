@@ -60,7 +60,7 @@ def task_scheduler_json(dev: DeviceData, tasks: pd.DataFrame, app_pid: int
 
     def render(idx: np.ndarray) -> list[str]:  # rendered per sorted chunk (timeline.Layer)
         st = stream[idx].tolist()
-        w, f = T._us_parts(start[idx])
+        w, f = T.us_parts(start[idx])
         return list(map(tmpl.__mod__, zip(name_j.take(idx), st, w, f, T.dur_text(dur[idx]),
                                           kind_j.take(idx), st, task[idx].tolist())))
 

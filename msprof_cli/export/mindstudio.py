@@ -26,18 +26,18 @@ from .writers import (CSV_SLICE_ROWS, JSON_SLICE_EVENTS, AtomicFile, SliceNamer,
 OUTPUT_DIR = "mindstudio_profiler_output"
 
 
-def _stamp() -> str:
+def stamp() -> str:
     return time.strftime("%Y%m%d%H%M%S", time.localtime())
 
 
-def _with_device(dev_id: int, table: S.Table) -> S.Table:
+def with_device(dev_id: int, table: S.Table) -> S.Table:
     header, df = table
     df = df.copy()
     df.insert(0, "Device_id", str(dev_id))
     return ["Device_id"] + header, df
 
 
-def _merge(tables: list[S.Table]) -> S.Table | None:
+def merge_tables(tables: list[S.Table]) -> S.Table | None:
     tables = [t for t in tables if t is not None]
     if not tables:
         return None
@@ -47,7 +47,7 @@ def _merge(tables: list[S.Table]) -> S.Table | None:
     return header, df.fillna("N/A") if df.isna().any(axis=None) else df
 
 
-def _json_per_device(out_dir: Path, name: str, header: list[str], df: pd.DataFrame
+def json_per_device(out_dir: Path, name: str, header: list[str], df: pd.DataFrame
                      ) -> list[Path]:
     """``--summary-format json``: the per-device summaries copied as they are (no Device_id,
     export-files.md 2.2): ``{name}_{ts}.json`` for one device, ``{name}_device_{id}_{ts}.json``
@@ -55,12 +55,12 @@ def _json_per_device(out_dir: Path, name: str, header: list[str], df: pd.DataFra
     devices = list(dict.fromkeys(df["Device_id"].tolist())) if len(df) else []
     stem = summary_json_stem(name)
     if len(devices) <= 1:
-        return write_json_rows(out_dir / f"{stem}_{_stamp()}.json", header[1:],
+        return write_json_rows(out_dir / f"{stem}_{stamp()}.json", header[1:],
                                df.drop(columns="Device_id"))
     out: list[Path] = []
     for dev in devices:
         part = df[df["Device_id"] == dev].drop(columns="Device_id")
-        out += write_json_rows(out_dir / f"{stem}_device_{dev}_{_stamp()}.json", header[1:], part)
+        out += write_json_rows(out_dir / f"{stem}_device_{dev}_{stamp()}.json", header[1:], part)
     return out
 
 
@@ -92,19 +92,19 @@ def export_mindstudio(data: ProfData, *, summary_format: str = "csv", reports: P
         tx_layer = X.tx_layer(tx, app_pid, X.process_name(data))
         layers.append(tx_layer)
         tmeta, tev = T.assemble_stream([tx_layer])
-        event_jobs(SliceNamer(out_dir, "msprof_tx", f"_{_stamp()}", "json"), tmeta, tev,
+        event_jobs(SliceNamer(out_dir, "msprof_tx", f"_{stamp()}", "json"), tmeta, tev,
                    len(tev), json_slice_events, pool.parallel).submit_to(pool)
         timelines.append("msprof_tx")
     meta, events = T.assemble_stream(layers)
     del layers
     if events:
-        event_jobs(SliceNamer(out_dir, "msprof", f"_{_stamp()}", "json"), meta, events,
+        event_jobs(SliceNamer(out_dir, "msprof", f"_{stamp()}", "json"), meta, events,
                    len(events), json_slice_events, pool.parallel).submit_to(pool)
         timelines.append("msprof")
     step_layers = [T.step_layer(d, its, app_pid) for d, _, _, its in per_dev]
     smeta, sev = T.assemble_stream(step_layers)
     if sev:
-        event_jobs(SliceNamer(out_dir, "step_trace", f"_{_stamp()}", "json"), smeta, sev,
+        event_jobs(SliceNamer(out_dir, "step_trace", f"_{stamp()}", "json"), smeta, sev,
                    len(sev), json_slice_events, pool.parallel).submit_to(pool)
         timelines.append("step_trace")
     results = pool.results()
@@ -140,9 +140,9 @@ def _summary_job(part: str, data: ProfData, per_dev: list, tx: pd.DataFrame,
             return
         header, df = table
         if summary_format == "json":
-            written.extend(_json_per_device(out_dir, name, header, df))
+            written.extend(json_per_device(out_dir, name, header, df))
         else:
-            written.extend(write_csv(SliceNamer(out_dir, name, f"_{_stamp()}", "csv"), header, df,
+            written.extend(write_csv(SliceNamer(out_dir, name, f"_{stamp()}", "csv"), header, df,
                                      csv_slice_rows))
         summaries.add(name)
 
@@ -152,11 +152,11 @@ def _summary_job(part: str, data: ProfData, per_dev: list, tx: pd.DataFrame,
         `whole()` = the (header, frame) fallback for json output or differing headers."""
         if not parts:
             return
-        if summary_format == "json":  # per device, as `_json_per_device` splits `whole()`
+        if summary_format == "json":  # per device, as `json_per_device` splits `whole()`
             several = len(parts) > 1
             for d, n, r in parts:
                 stem = summary_json_stem(name) + (f"_device_{d}" if several else "")
-                written.extend(write_json_parts(out_dir / f"{stem}_{_stamp()}.json", header,
+                written.extend(write_json_parts(out_dir / f"{stem}_{stamp()}.json", header,
                                                 [(n, r)], fill_na=True))
             summaries.add(name)
             return
@@ -169,7 +169,7 @@ def _summary_job(part: str, data: ProfData, per_dev: list, tx: pd.DataFrame,
                 return df
             return part
 
-        written.extend(write_csv_parts(SliceNamer(out_dir, name, f"_{_stamp()}", "csv"), full,
+        written.extend(write_csv_parts(SliceNamer(out_dir, name, f"_{stamp()}", "csv"), full,
                                        [(n, with_dev(d, r)) for d, n, r in parts],
                                        csv_slice_rows))
         summaries.add(name)
@@ -195,14 +195,14 @@ def _task_time(per_dev: list, emit, emit_chunked) -> None:
     emit_chunked("task_time", S.TASK_TIME, [
         (d.device_id, len(t), lambda lo, hi, d=d, t=t: S.task_time(d, t.iloc[lo:hi])[1])
         for d, t, _, _ in per_dev if len(t)],
-        lambda: _merge([_with_device(d.device_id, S.task_time(d, t))
+        lambda: merge_tables([with_device(d.device_id, S.task_time(d, t))
                         for d, t, _, _ in per_dev if len(t)]))
 
 
 def _op_summary(per_dev: list, emit, emit_chunked) -> None:
     op_devs = [(d, rows) for d, _, rows, _ in per_dev if d.has_host_ops and len(rows)]
     op_headers = {tuple(S.op_summary_header(d)) for d, _ in op_devs}
-    op_whole = lambda: _merge([_with_device(d.device_id, S.op_summary(d, rows))  # noqa: E731
+    op_whole = lambda: merge_tables([with_device(d.device_id, S.op_summary(d, rows))  # noqa: E731
                                for d, rows in op_devs])
     if len(op_headers) == 1:
         emit_chunked("op_summary", list(op_headers.pop()), [
@@ -216,19 +216,19 @@ def _op_summary(per_dev: list, emit, emit_chunked) -> None:
 def _rest(data: ProfData, devs: list, per_dev: list, tx: pd.DataFrame, emit, host_dev: int
           ) -> None:
     if data.host.apis is not None and len(data.host.apis):
-        emit("api_statistic", _with_device(host_dev, S.api_statistic(data.host.apis)))
-    emit("op_statistic", _merge([_with_device(d.device_id, S.op_statistic(rows))
+        emit("api_statistic", with_device(host_dev, S.api_statistic(data.host.apis)))
+    emit("op_statistic", merge_tables([with_device(d.device_id, S.op_statistic(rows))
                                  for d, _, rows, _ in per_dev if d.has_node_info and len(rows)]))
-    emit("step_trace", _merge([_with_device(d.device_id, S.step_trace(its))
+    emit("step_trace", merge_tables([with_device(d.device_id, S.step_trace(its))
                                for d, _, _, its in per_dev if len(its)]))
     fusion = F.fusion_op(F.fusion_rows(data, model_names(data)))
-    emit("fusion_op", _with_device(host_dev, fusion) if fusion is not None else None)
-    emit("aicpu", _merge([_with_device(d.device_id, t) for d, tasks, _, _ in per_dev
+    emit("fusion_op", with_device(host_dev, fusion) if fusion is not None else None)
+    emit("aicpu", merge_tables([with_device(d.device_id, t) for d, tasks, _, _ in per_dev
                           if (t := S.aicpu(d, tasks)) is not None]))
-    emit("l2_cache", _merge([_with_device(d.device_id, t) for d, tasks, _, _ in per_dev
+    emit("l2_cache", merge_tables([with_device(d.device_id, t) for d, tasks, _, _ in per_dev
                              if (t := S.l2_cache(d, tasks)) is not None]))
-    emit("communication_statistic", _merge([
-        _with_device(d.device_id, C.communication_statistic(r)) for d in devs
+    emit("communication_statistic", merge_tables([
+        with_device(d.device_id, C.communication_statistic(r)) for d in devs
         if len(r := C.hccl_rows(d, data))]))
     if len(tx):
-        emit("msprof_tx", _with_device(host_dev, X.tx_table(tx, merged=True)))
+        emit("msprof_tx", with_device(host_dev, X.tx_table(tx, merged=True)))

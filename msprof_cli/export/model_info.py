@@ -18,7 +18,7 @@ from msprof_cli.raw.profdir import device_id_of
 
 from .control_info import read_result_dir, to_mono_ns
 from .rawread import DecodeLog, device_records, host_records
-from .steptrace import TAG_ITER_END, TAG_MODEL_END, TAG_MODEL_START, _emit
+from .steptrace import TAG_ITER_END, TAG_MODEL_END, TAG_MODEL_START, iteration_spans
 
 Iterations = dict[int, list[tuple[int, int, int]]]
 
@@ -40,7 +40,7 @@ def _from_steps(result_dir: Path) -> Iterations:
     off = rd.offset_ns
     bounds = np.flatnonzero(np.r_[True, model[1:] != model[:-1], True])
     for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):  # per model
-        start, end = _emit(tag[lo:hi], t[lo:hi])
+        start, end = iteration_spans(tag[lo:hi], t[lo:hi])
         if len(start):
             out[int(model[lo])] = list(zip(range(1, len(start) + 1), (start + off).tolist(),
                                            (end + off).tolist()))

@@ -45,7 +45,7 @@ def x_events(name: np.ndarray, pid: int | np.ndarray, tid: np.ndarray, start_ns:
         args_of = lambda idx: args_arr[idx].tolist()  # noqa: E731
 
     def render(idx: np.ndarray) -> list[str]:
-        w, f = T._us_parts(start_ns[idx])
+        w, f = T.us_parts(start_ns[idx])
         cols = [name_j.take(idx)]
         if pid_a is not None:
             cols.append(pid_a[idx].tolist())

@@ -59,11 +59,11 @@ class DecodeLog:
         self.lost_records += other.lost_records
 
 
-def _host_regex(kind: str) -> re.Pattern[str]:
+def host_regex(kind: str) -> re.Pattern[str]:
     return re.compile(r"^(aging|unaging)\." + re.escape(L.HOST_FILES[kind]) + r"\.slice_\d+$")
 
 
-def _device_regex(kind: str) -> re.Pattern[str]:
+def device_regex(kind: str) -> re.Pattern[str]:
     return re.compile(r"^" + re.escape(L.DEVICE_FILES[kind]) + r"\.\d+\.slice_\d+$")
 
 
@@ -270,7 +270,7 @@ def host_records(data_dir: Path, kind: str, log: DecodeLog,
                  fields: list[str] | None = None, select: np.ndarray | None = None) -> Columns:
     """Records of a host unified-format file kind (api_event, task_track, ...) as columns
     (`select`: see `read_files`)."""
-    files = data_files(data_dir, _host_regex(kind), log)
+    files = data_files(data_dir, host_regex(kind), log)
     return read_files(files, L.HOST_DTYPES[kind], log, fields, magic_field="magic",
                       select=select)
 
@@ -281,7 +281,7 @@ def device_records(data_dir: Path, kind: str, log: DecodeLog,
     """Records of a device file kind as columns (`select`: see `read_files`; the rolling
     counter is only checked on whole data: a window is taken from data the whole check
     found clean)."""
-    files = data_files(data_dir, _device_regex(kind), log)
+    files = data_files(data_dir, device_regex(kind), log)
     magic_field = "magic" if kind == "aicpu" else None
     counted = kind in ("hwts", "aicore") and select is None
     if kind in ("hwts", "aicore") and fields is not None and "flags" not in fields:
@@ -307,7 +307,7 @@ def text_dict_lines(data_dir: Path, kind: str, log: DecodeLog | None = None) -> 
 
     Bytes that are not UTF-8 are replaced (U+FFFD), never fatal; a dictionary larger than
     MAX_DICT_BYTES is refused (a real one holds a few MB of op names)."""
-    files = data_files(data_dir, _host_regex(kind), log or DecodeLog())
+    files = data_files(data_dir, host_regex(kind), log or DecodeLog())
     total = 0
     lines: list[str] = []
     for path in files:

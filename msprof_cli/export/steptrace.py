@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # pandas is imported lazily: `msprof query` uses _emit without it
+if TYPE_CHECKING:  # pandas is imported lazily: `msprof query` uses iteration_spans without it
     import pandas as pd
 
 TAG_MODEL_START, TAG_MODEL_END, TAG_FP, TAG_BP, TAG_ITER_END = 0, 1, 2, 3, 4
@@ -27,7 +27,7 @@ ITER_COLUMNS = ["model_id", "iteration_id", "step_start_ns", "step_end_ns", "fp_
                 "data_aug_ns", "iter_id"]
 
 
-def _emit(tags: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def iteration_spans(tags: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(start, end) of the iterations closed by one model's sorted 0/1/4 events."""
     n = len(tags)
     if n == 0:
@@ -60,7 +60,7 @@ def iterations(steps: pd.DataFrame) -> pd.DataFrame:
     frames = []
     for model_id, grp in s.groupby("model_id", sort=True):  # loop over models, not records
         g = grp[grp["tag_id"].isin([TAG_MODEL_START, TAG_MODEL_END, TAG_ITER_END])]
-        start, end = _emit(g["tag_id"].to_numpy(np.int64), g["ts_ns"].to_numpy(np.int64))
+        start, end = iteration_spans(g["tag_id"].to_numpy(np.int64), g["ts_ns"].to_numpy(np.int64))
         if len(start) == 0:
             continue
         it = pd.DataFrame({"model_id": int(model_id), "iteration_id": np.arange(1, len(start) + 1),

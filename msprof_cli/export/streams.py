@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import writers as W
-from .writers import AtomicFile, SliceNamer, _render, csv_line
+from .writers import AtomicFile, SliceNamer, render_csv, csv_line
 
 
 class _Slices:
@@ -48,7 +48,7 @@ class _Slices:
         try:
             return open(self.tmps[-1], "a", encoding="utf-8", newline="")
         except OSError as exc:
-            raise W._write_error(self.paths.single(), exc) from None
+            raise W.write_error(self.paths.single(), exc) from None
 
     def targets(self) -> list[Path]:
         n = len(self.tmps)
@@ -87,10 +87,10 @@ class CsvStream:
             try:
                 with self.slices.append() as fh:
                     for c in range(lo, lo + take, W.CHUNK_ROWS):
-                        fh.write(_render(df.iloc[c:min(c + W.CHUNK_ROWS, lo + take)],
+                        fh.write(render_csv(df.iloc[c:min(c + W.CHUNK_ROWS, lo + take)],
                                          fill_na=True))
             except OSError as exc:
-                raise W._write_error(self.slices.paths.single(), exc) from None
+                raise W.write_error(self.slices.paths.single(), exc) from None
             lo += take
             self.in_slice += take
             self.total += take
@@ -107,7 +107,7 @@ class CsvStream:
             try:
                 os.replace(tmp, target)
             except OSError as exc:
-                raise W._write_error(target, exc) from None
+                raise W.write_error(target, exc) from None
         self.slices.tmps = []
         return out
 
@@ -139,7 +139,7 @@ class JsonRowsStream:
                     fh.write(("" if self.total == 0 and c == 0 else ", ")
                              + W.json_objects(self.header, df.iloc[c:c + W.CHUNK_ROWS]))
         except OSError as exc:
-            raise W._write_error(self.slices.paths.single(), exc) from None
+            raise W.write_error(self.slices.paths.single(), exc) from None
         self.total += len(df)
 
     def close(self, empty_file: bool = False, target: Path | None = None) -> list[Path]:
@@ -157,7 +157,7 @@ class JsonRowsStream:
             os.replace(self.slices.tmps[-1], target)
         except OSError as exc:
             self.discard()
-            raise W._write_error(target, exc) from None
+            raise W.write_error(target, exc) from None
         self.slices.tmps = []
         return [target]
 
@@ -199,7 +199,7 @@ class JsonStream:
                         fh.write(", ")
                     fh.write(", ".join(events[lo:lo + take]))
             except OSError as exc:
-                raise W._write_error(self.slices.paths.single(), exc) from None
+                raise W.write_error(self.slices.paths.single(), exc) from None
             lo += take
             self.in_slice += take
             self.total += take
@@ -248,7 +248,7 @@ class DeferredRows:
             with open(self.slices.tmps[-1], "ab") as fh:
                 pickle.dump(df, fh, protocol=pickle.HIGHEST_PROTOCOL)
         except OSError as exc:
-            raise W._write_error(self.slices.paths.single(), exc) from None
+            raise W.write_error(self.slices.paths.single(), exc) from None
         self.parts += 1
 
     def replay(self, out: CsvStream) -> None:

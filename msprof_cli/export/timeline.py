@@ -160,7 +160,7 @@ def _ints(a: np.ndarray) -> list[int]:
     return np.asarray(a).astype(np.int64).tolist()
 
 
-def _us_parts(ns: np.ndarray) -> tuple[list[int], list[int]]:
+def us_parts(ns: np.ndarray) -> tuple[list[int], list[int]]:
     """(whole µs, ns remainder) of local ns, printed as ``%d.%03d`` = fmt.us_str exactly."""
     ns = np.asarray(ns, dtype=np.int64)
     whole = np.floor_divide(ns, 1000)
@@ -222,7 +222,7 @@ def cann_layer(apis: pd.DataFrame, app_pid: int) -> Layer:
 
     def render(idx: np.ndarray) -> list[str]:
         t = tid[idx].tolist()
-        w, f = _us_parts(begin[idx])
+        w, f = us_parts(begin[idx])
         return list(map(tmpl.__mod__, zip(
             name_j.take(idx), t, w, f, dur_text(dur[idx]), t, mode_j.take(idx),
             lname_j.take(idx), ident_j.take(idx), item_j.take(idx), cid[idx].tolist())))
@@ -271,7 +271,7 @@ def hardware_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
 
     def render(idx: np.ndarray) -> list[str]:
         st = stream[idx].tolist()
-        w, f = _us_parts(start[idx])
+        w, f = us_parts(start[idx])
         c = cid[idx]
         cols = (name_j.take(idx), st, w, f, dur_text(dur[idx]), model[idx].tolist(),
                 kind_j.take(idx), st, task[idx].tolist(), batch[idx].tolist())
@@ -357,13 +357,13 @@ def flow_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
         if len(sel):
             r = row[sel]
             fi = ids[sel].tolist()
-            w, f = _us_parts(tt_local[r])
+            w, f = us_parts(tt_local[r])
             out[sel] = list(map(s_tmpl.__mod__, zip(fi, fi, thread[r].tolist(), w, f)))
         sel = np.flatnonzero(is_f)
         if len(sel):
             r = row[sel]
             fi = ids[sel].tolist()
-            w, f = _us_parts(start[r])
+            w, f = us_parts(start[r])
             out[sel] = list(map(f_tmpl.__mod__, zip(fi, fi, w, f, stream[r].tolist())))
         return out.tolist()
 
@@ -470,7 +470,7 @@ def free_event(device_id: int, app_pid: int, begin: int, end: int) -> str:
     """One Overlap Analysis ``Free`` event [begin, end) (local ns), as `overlap_layer` prints
     it (the windowed export adds the gap between two windows' computing with it)."""
     tmpl = overlap_templates(pid_of(app_pid, SORT_OVERLAP, device_id))[3]
-    w, f = _us_parts(np.array([begin]))
+    w, f = us_parts(np.array([begin]))
     return tmpl % (w[0], f[0], dur_text(np.array([end - begin]))[0])
 
 
@@ -499,7 +499,7 @@ def overlap_layer(dev: DeviceData, rows: pd.DataFrame, app_pid: int,
         for k, tmpl in enumerate(tmpls):
             sel = np.flatnonzero(kind == k)
             if len(sel):
-                w, f = _us_parts(b[idx[sel]])
+                w, f = us_parts(b[idx[sel]])
                 out[sel] = list(map(tmpl.__mod__, zip(w, f, dur_text(d[idx[sel]]))))
         return out.tolist()
 
@@ -544,7 +544,7 @@ def communication_layer(dev: DeviceData, comm: CommData | None, app_pid: int,
         tmpl = head + ('"args": {"Op Type": %s, "Group Name": %s, "Local Rank": %d, '
                        '"Rank Size": %d}, "ph": "X"}')
         start = ops["start_local"].to_numpy(np.int64)
-        w, f = _us_parts(start)
+        w, f = us_parts(start)
         grp = ops["group"].astype(str).to_numpy(object)
         ev.append(np.array(list(map(tmpl.__mod__, zip(
             jstr(ops["op_name"].to_numpy(object)).tolist(), [gid[g] for g in grp], w, f,
@@ -555,7 +555,7 @@ def communication_layer(dev: DeviceData, comm: CommData | None, app_pid: int,
     if len(steps):
         tmpl = head + '"args": %s, "ph": "X"}'
         start = steps["start_local"].to_numpy(np.int64)
-        w, f = _us_parts(start)
+        w, f = us_parts(start)
         ev.append(np.array(list(map(tmpl.__mod__, zip(
             jstr(steps["name"].to_numpy(object)).tolist(),
             (PLANE_TID_BASE + steps["plane_id"].to_numpy(np.int64)).tolist(), w, f,

@@ -40,7 +40,7 @@ from .dataset import HostData, ProfData
 from .fmt import ts_sort_key
 from .memory import release
 from .parallel import JobPool, run_jobs
-from .mindstudio import OUTPUT_DIR, _json_per_device, _merge, _stamp, _with_device
+from .mindstudio import OUTPUT_DIR, json_per_device, merge_tables, stamp, with_device
 from .readme import readme_text, summary_json_stem
 from .selection import ALL
 from .stack import model_names
@@ -69,7 +69,7 @@ def _restrict(layer: T.Layer, lo: float, hi: float) -> T.Layer:
     return T.Layer([], events=layer.events[sel], keys=layer.keys[sel])
 
 
-class _Timeline:
+class WindowTimeline:
     """msprof json across windows: sorted events written at once, except those held back
     behind a pending Free gap (see the module doc) -- one per device (`overlap_at`: the
     position of each device's Overlap Analysis layer, `layer_slots`)."""
@@ -333,7 +333,7 @@ class _WindowedExport:
     def __init__(self, plans: list[WindowPlan], reports: Path | None, csv_slice_rows: int,
                  json_slice_events: int, summary_format: str = "csv") -> None:
         self.plans = plans
-        # json summaries: a file per device, no Device_id column (_json_per_device); the
+        # json summaries: a file per device, no Device_id column (json_per_device); the
         # streams of the devices after the first are then kept in `deferred` too
         self.summary_format = summary_format
         self.plan = plan = plans[0]  # the host side and the cuts
@@ -351,11 +351,11 @@ class _WindowedExport:
         # the rows of the devices after the first, kept until the first's are written
         self.deferred: dict[tuple[str, int], DeferredRows | JsonRowsStream] = {}
         n = len(plans)
-        self.timeline = _Timeline(self.msprof, self.dev_ids, self.app_pid,
+        self.timeline = WindowTimeline(self.msprof, self.dev_ids, self.app_pid,
                                   T.layer_slots(n)["overlap"])
         self.step_meta: list[str] = []
         self.tx_layer: T.Layer | None = None
-        self.first: ProfData | None = None  # what is kept of the first window (_slim)
+        self.first: ProfData | None = None  # what is kept of the first window (slim_first)
         self.prev_op: list[tuple[int, int] | None] = [None] * n  # (start, dur) of last row
         self.op_stat: list[list[pd.DataFrame]] = [[] for _ in range(n)]
         self.comm_rows: list[list[pd.DataFrame]] = [[] for _ in range(n)]
@@ -370,7 +370,7 @@ class _WindowedExport:
         self.use_flow = plan.has_apis  # as msprof_layers: flows only with host API rows
 
     def name(self, stem: str, ext: str) -> SliceNamer:
-        return SliceNamer(self.out_dir, stem, f"_{_stamp()}", ext)
+        return SliceNamer(self.out_dir, stem, f"_{stamp()}", ext)
 
     def _csv(self, stem: str, header: list[str], j: int) -> None:
         if self.summary_format == "json":
@@ -392,7 +392,7 @@ class _WindowedExport:
         headers = {tuple(S.op_summary_header(d)) for d in data.devices if d.has_host_ops}
         if len(headers) > 1:  # devices with different PMU columns: merged whole
             raise NotWindowable("op_summary headers differ between devices")
-        self.first = _slim(data)
+        self.first = slim_first(data)
         # the step layer's metadata depends on the models only; its events (a few hundred
         # MB of text at 10M tasks) are made per window
         self.step_meta = [m for d in data.devices for m in T.step_layer(
@@ -470,7 +470,7 @@ class _WindowedExport:
         return dict(self.csv), dict(self.deferred), op_stats
 
     def _timeline(self, k: int, devs: list[tuple], apis: pd.DataFrame
-                  ) -> tuple["_Timeline", JsonStream]:
+                  ) -> tuple["WindowTimeline", JsonStream]:
         """This window's msprof json layers and step_trace json events (a JobPool job):
         returns the two outputs' state."""
         timeline_window(self, k, devs, apis)
@@ -481,7 +481,7 @@ class _WindowedExport:
 
     def _close_json(self, stem: str, streams: list[JsonRowsStream],
                     empty_file: bool = False) -> list[Path]:
-        """The json files of one summary, per device as `_json_per_device` names them: a
+        """The json files of one summary, per device as `json_per_device` names them: a
         file per device with rows, ``{stem}_{ts}.json`` when only one has (or none, with
         `empty_file`: ``[]``)."""
         has = [k for k, st in enumerate(streams) if st.total]
@@ -517,7 +517,7 @@ class _WindowedExport:
         overlap = [bool(self.stream_ids[j]) or self.any_comm_ops[j] for j in range(n)]
         comm_meta = [T.comm_meta(self.dev_ids[j], self.app_pid, self.comm_lanes[j])
                      if self.comm_lanes[j] is not None else None for j in range(n)]
-        meta = _meta(self.plan, first, sw, self.threads, self.stream_ids, self.tx_layer,
+        meta = msprof_meta(self.plan, first, sw, self.threads, self.stream_ids, self.tx_layer,
                      step_meta, overlap, comm_meta)
         written: list[Path] = []
         timelines: list[str] = []
@@ -555,7 +555,7 @@ class _WindowedExport:
                 return
             header, df = table
             if self.summary_format == "json":
-                out.extend(_json_per_device(self.out_dir, stem, header, df))
+                out.extend(json_per_device(self.out_dir, stem, header, df))
             else:
                 out.extend(write_csv(self.name(stem, "csv"), header, df, self.csv_slice_rows))
             summaries.add(stem)
@@ -569,20 +569,20 @@ class _WindowedExport:
             dur = apis["dur"].to_numpy()[order]
             del apis, order
             names, levels = self.api_acc.tables()
-            emit("api_statistic", _with_device(self.host_dev, S.api_statistic_of(
+            emit("api_statistic", with_device(self.host_dev, S.api_statistic_of(
                 codes, dur, names, levels)))
             del codes, dur
         ids = self.dev_ids
         first = self.first
         # windows with node info (has_node_info) and op rows
-        emit("op_statistic", _merge([_with_device(ids[j], S.op_statistic(
+        emit("op_statistic", merge_tables([with_device(ids[j], S.op_statistic(
             None, S.combine_op_statistic(st))) for j, st in enumerate(self.op_stat) if st]))
-        emit("step_trace", _merge([_with_device(ids[j], S.step_trace(d.iterations))
+        emit("step_trace", merge_tables([with_device(ids[j], S.step_trace(d.iterations))
                                    for j, d in enumerate(first.devices)
                                    if len(d.iterations)]))
         # fusion_op: the fusion records against the model spans of every window
         fusion = F.fusion_op(window_fusion_rows(self.plan, first, self.model_apis))
-        emit("fusion_op", _with_device(self.host_dev, fusion) if fusion is not None else None)
+        emit("fusion_op", with_device(self.host_dev, fusion) if fusion is not None else None)
         if "aicpu" in self.csv:  # a window had AI CPU records: the file, even without rows
             got = self._close_csv("aicpu", empty_file=True)
             out.extend(got)
@@ -603,13 +603,13 @@ class _WindowedExport:
             out.extend(got)
             if got:
                 summaries.add("l2_cache")
-        emit("communication_statistic", _merge([
-            _with_device(ids[j], C.communication_statistic(pd.concat(rows, ignore_index=True)))
+        emit("communication_statistic", merge_tables([
+            with_device(ids[j], C.communication_statistic(pd.concat(rows, ignore_index=True)))
             for j, rows in enumerate(self.comm_rows)
             if rows and sum(len(r) for r in rows)]))
         tx = X.markers(first)
         if len(tx):
-            emit("msprof_tx", _with_device(self.host_dev, X.tx_table(tx, merged=True)))
+            emit("msprof_tx", with_device(self.host_dev, X.tx_table(tx, merged=True)))
         return out
 
     def discard(self) -> None:
@@ -646,7 +646,7 @@ def _single_layer(paths: SliceNamer, layer: T.Layer, slice_events: int) -> list[
     return W.write_events(paths, meta, events, len(events), slice_events)
 
 
-def _slim(data: ProfData) -> ProfData:
+def slim_first(data: ProfData) -> ProfData:
     """What the export keeps of the first window after it: iterations, name dictionaries,
     fusion / graph / msproftx records -- not its task, launch or node tables."""
     devs = [replace(d, tasks=d.tasks.iloc[:0].copy(), aicpu=None, l2=None)
@@ -681,7 +681,7 @@ def comm_in_window(comm: T.CommData, lo: int, hi: int) -> T.CommData:
                       else comm.steps, step_args=comm.step_args[ok_s])
 
 
-def _meta(plan: WindowPlan, first: ProfData, switches: dict, threads: set[int],
+def msprof_meta(plan: WindowPlan, first: ProfData, switches: dict, threads: set[int],
           stream_ids: list[set[int]], tx_layer: T.Layer | None, step_meta: list[str],
           overlap: list[bool], comm_meta: list[list[str] | None]) -> list[str]:
     """The msprof json metadata of the whole export (timeline.msprof_layers order; per

@@ -44,7 +44,7 @@ from .memory import release
 from .parallel import JobPool
 from .selection import Selection, in_window, select
 from .streams import CsvStream, JsonRowsStream, JsonStream, summary_stream
-from .windowed import (L2Names, _meta, _slim, _Timeline, close_json_streams, drive,
+from .windowed import (L2Names, msprof_meta, slim_first, WindowTimeline, close_json_streams, drive,
                        timeline_window, window_comm, window_fusion_rows, write_l2_cache,
                        write_task_rows)
 from .windows import NotWindowable, WindowPlan, load_window
@@ -85,13 +85,13 @@ class _LegacyWindowedExport:
         self.suffix = ""
         self.its: pd.DataFrame | None = None  # the selected iterations
         self.models: list[int] = []
-        self.first: ProfData | None = None  # what is kept of the first window (_slim)
+        self.first: ProfData | None = None  # what is kept of the first window (slim_first)
         self.tx = pd.DataFrame()
         self.tx_layer: T.Layer | None = None  # in msprof json (switch msproftx)
         self.workspace: pd.Series | None = None
         self.json: dict[str, JsonStream] = {}
         self.csv: dict[str, CsvStream | JsonRowsStream] = {}  # the summaries' streams
-        self.timeline: _Timeline | None = None
+        self.timeline: WindowTimeline | None = None
         self.jobs: JobPool | None = None
         self.prev_op: tuple[int, int] | None = None  # (start, dur) of the last op row
         self.rules: A.RuleState | None = None
@@ -131,7 +131,7 @@ class _LegacyWindowedExport:
                       & (its["iteration_id"] <= sel.last)].reset_index(drop=True)
         self.its = its
         self.models = sorted(int(x) for x in its["model_id"].unique())
-        self.first = _slim(data)
+        self.first = slim_first(data)
         self.tx = X.markers(data)
         layer_tx = X.tx_layer(self.tx, self.app_pid, X.process_name(data))
         if len(layer_tx) and self.switches.get("msproftx", True):
@@ -142,7 +142,7 @@ class _LegacyWindowedExport:
         # the streams are made here: their temporary files belong to this process
         self.json = {stem: JsonStream(self._name(self.tdir, stem, "json"),
                                       self.json_slice_events) for stem in JSON_STEMS}
-        self.timeline = _Timeline(self.json["msprof"], [self.dev_id], self.app_pid,
+        self.timeline = WindowTimeline(self.json["msprof"], [self.dev_id], self.app_pid,
                                   T.layer_slots(1)["overlap"])
 
     def _csv(self, stem: str, header: list[str]) -> None:
@@ -234,7 +234,7 @@ class _LegacyWindowedExport:
 
     # -- the jobs of a window ------------------------------------------------------------
     def _timeline(self, k: int, d, tasks: pd.DataFrame, rows, apis: pd.DataFrame,
-                  comm: T.CommData | None, lanes) -> tuple[_Timeline, JsonStream]:
+                  comm: T.CommData | None, lanes) -> tuple[WindowTimeline, JsonStream]:
         """msprof json and step_trace json (a JobPool job)."""
         timeline_window(self, k, [(d, tasks, rows, self.its, self.models, comm, lanes)],
                         apis)
@@ -302,7 +302,7 @@ class _LegacyWindowedExport:
         d0 = self.first.devices[0]
         step_meta = T.step_layer(d0, self.its.drop_duplicates("model_id"), app_pid).meta
         meta = {
-            "msprof": _meta(self.plan, self.first, sw, self.threads, [self.stream_ids],
+            "msprof": msprof_meta(self.plan, self.first, sw, self.threads, [self.stream_ids],
                             self.tx_layer, step_meta if sw.get("step_trace", True) else [],
                             [self.any_tasks or self.any_comm_ops],
                             [T.comm_meta(self.dev_id, app_pid, (

@@ -38,11 +38,11 @@ from msprof_cli.raw import layouts as L
 from msprof_cli.raw.profdir import result_dirs
 
 from .control_info import ResultDirInfo, read_result_dir, to_mono_ns
-from .device import STREAM_MASK, _reviewed, assign_batches, decode_device
+from .device import STREAM_MASK, reviewed, assign_batches, decode_device
 from .fmt import ts_sort_key
 from .host import decode_host
 from .memory import release
-from .rawread import (DecodeLog, _device_regex, _host_regex, data_files, device_records,
+from .rawread import (DecodeLog, device_regex, host_regex, data_files, device_records,
                       host_records, read_files, type_info_dict)
 
 WINDOW_TASKS_ENV = "MSPROF_EXPORT_WINDOW_TASKS"
@@ -391,7 +391,7 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
     if host_rd is None or dev_rd is None or not host_rd.data_dir.is_dir():
         return _whole("not one host and one device directory")
     hd, dd = host_rd.data_dir, dev_rd.data_dir
-    hwts_files = data_files(dd, _device_regex("hwts"), DecodeLog())
+    hwts_files = data_files(dd, device_regex("hwts"), DecodeLog())
     size = sum(p.stat().st_size for p in hwts_files)
     if size // L.DEVICE_DTYPES["hwts"].itemsize // 2 <= threshold and not _common:
         return _whole("small")
@@ -402,7 +402,7 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
     hoff, doff = np.int64(host_rd.offset_ns), np.int64(dev_rd.offset_ns)
     ranks = sorted(int(i.device_id) for i in devs)
     comm_spans = None  # (starts, ends) of the device's HCCL op executions (hccl_info)
-    if _files_exist(hd, _host_regex("hccl_info")):
+    if _files_exist(hd, host_regex("hccl_info")):
         if device is None:
             return _whole("hccl_info data")
         from .hccl import rank_steps
@@ -422,7 +422,7 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
     device_records(dd, "hwts", log, ["flags"])
     times, starts, ends, streams, task_ids = [], [], [], [], []
     memcpy_at = -1  # the ts memcpy tasks' entry of starts / ends: not computing
-    for f in data_files(dd, _device_regex("hwts"), DecodeLog()):
+    for f in data_files(dd, device_regex("hwts"), DecodeLog()):
         hw = read_files([f], L.DEVICE_DTYPES["hwts"], DecodeLog(),
                         ["flags", "syscnt", "stream_id", "task_id"])
         ht = to_mono_ns(hw["syscnt"], dev_rd) + doff
@@ -449,14 +449,14 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
         fl = ts["rpt_type"] == L.TS_RPT_FLIP
         ts_flips = np.flatnonzero(fl).astype(np.int64)
         if fl.any():
-            fv = _reviewed(ts, fl, L.TS_TRACK_FLIP)
+            fv = reviewed(ts, fl, L.TS_TRACK_FLIP)
             dev_flips = pd.DataFrame({"ts_ns": t[fl],
                                       "stream_id": fv["stream_id"].astype(np.int64)
                                       & STREAM_MASK,
                                       "task_id": fv["task_id"].astype(np.int64)})
         mc = ts["rpt_type"] == L.TS_RPT_MEMCPY
         if mc.any():
-            mv = _reviewed(ts, mc, L.TS_TRACK_MEMCPY)
+            mv = reviewed(ts, mc, L.TS_TRACK_MEMCPY)
             state = mv["task_state"]
             memcpy_at = len(starts)
             starts.append(t[mc][state == 0])
@@ -624,7 +624,7 @@ def plan_all_devices(prof: Path, target: int | None = None) -> list[WindowPlan] 
         return _whole("not several devices")
     # the hwts records (two per task) of all devices, before any scan
     size = sum(p.stat().st_size for d in result_dirs(prof) if d.name.startswith("device_")
-               for p in data_files(d / "data", _device_regex("hwts"), DecodeLog()))
+               for p in data_files(d / "data", device_regex("hwts"), DecodeLog()))
     if size // L.DEVICE_DTYPES["hwts"].itemsize // 2 <= threshold:
         return _whole("small")
     plans: list[WindowPlan] = []
@@ -653,7 +653,7 @@ def load_window(plan: WindowPlan | list[WindowPlan], k: int):
     """ProfData of window k: the rows of the whole decode whose start lies in the window
     (host API rows by begin, device tasks by start), all step-trace iterations.  With the
     plans of several devices (plan_all_devices, same cuts): every device of the window."""
-    from .dataset import (HostData, ProfData, _host_task_info, _named_apis, attach_pmu,
+    from .dataset import (HostData, ProfData, host_task_info, named_apis, attach_pmu,
                           build_device)
 
     plans = plan if isinstance(plan, list) else [plan]
@@ -663,12 +663,12 @@ def load_window(plan: WindowPlan | list[WindowPlan], k: int):
     hsel = {kind: ix.select(lo, hi, first.host_rd) for kind, ix in first.host_index.items()}
     tables = decode_host(first.host_rd.data_dir, log, select=hsel)
     del hsel
-    apis = _named_apis(tables, first.host_rd)
+    apis = named_apis(tables, first.host_rd)
     apis = apis[apis["begin_local"] >= first.host_rd.begin_local_ns].reset_index(drop=True)
     host = HostData(rd=first.host_rd, tables=tables, apis=apis)
     host_info = None
     if len(plans) > 1 and len(tables.task_track) and tables.types:
-        host_info = _host_task_info(tables)  # once for every device (as load_prof)
+        host_info = host_task_info(tables)  # once for every device (as load_prof)
     devices = []
     for p in plans:
         # the step-trace records are read by the first window only: every window has the

@@ -45,7 +45,7 @@ _TMP_RE = re.compile(r"^\..+\.tmp(\d+)\.[0-9a-f]{8}$")
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-def _write_error(path: Path, exc: OSError) -> ExportError:
+def write_error(path: Path, exc: OSError) -> ExportError:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         how = ("the disk (or quota) is full. Free space on that file system and run the export "
                "again")
@@ -99,7 +99,7 @@ def output_dir(directory: Path) -> Path:
         make_dir(directory)
         st = os.stat(directory, follow_symlinks=False)
     except OSError as exc:
-        raise _write_error(directory, exc) from None
+        raise write_error(directory, exc) from None
     if not stat.S_ISDIR(st.st_mode):
         raise ExportError(f"{directory} exists and is not a directory; move it away so that "
                           f"the export can create the directory.")
@@ -133,7 +133,7 @@ class AtomicFile:
         try:
             fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, FILE_MODE)
         except OSError as exc:
-            raise _write_error(self.path, exc) from None
+            raise write_error(self.path, exc) from None
         try:
             os.fchmod(fd, FILE_MODE)  # explicit: the umask must not widen or narrow it
             self.fh = open(fd, "w", encoding="utf-8", newline="")
@@ -155,9 +155,9 @@ class AtomicFile:
         except OSError as close_exc:
             self._discard()
             if exc_type is None:
-                raise _write_error(self.path, close_exc) from None
+                raise write_error(self.path, close_exc) from None
             if isinstance(exc, OSError):
-                raise _write_error(self.path, exc) from None
+                raise write_error(self.path, exc) from None
             return
         if exc_type is None:
             if not self.publish:
@@ -166,11 +166,11 @@ class AtomicFile:
                 os.replace(self.tmp, self.path)
             except OSError as rep_exc:
                 self._discard()
-                raise _write_error(self.path, rep_exc) from None
+                raise write_error(self.path, rep_exc) from None
         else:
             self._discard()
             if isinstance(exc, OSError):
-                raise _write_error(self.path, exc) from None
+                raise write_error(self.path, exc) from None
 
 
 # --- CSV formula injection ---------------------------------------------------------------
@@ -260,7 +260,7 @@ def _csv_text(df: pd.DataFrame, fill_na: bool = False) -> str:
     return "\n".join(map(",".join, zip(*cols))) + "\n"
 
 
-def _render(df: pd.DataFrame, fill_na: bool = False) -> str:
+def render_csv(df: pd.DataFrame, fill_na: bool = False) -> str:
     """CSV rows of `df`; `fill_na`: missing cells print ``N/A`` (as after ``fillna``)."""
     text = _csv_text(df, fill_na)
     # fast path: no formula character at all, or none at the start of a cell
@@ -282,7 +282,7 @@ def csv_line(values: Iterable[str]) -> str:
 
 def _write_rows(fh, df: pd.DataFrame) -> None:
     for lo in range(0, len(df), CHUNK_ROWS):
-        fh.write(_render(df.iloc[lo:lo + CHUNK_ROWS]))
+        fh.write(render_csv(df.iloc[lo:lo + CHUNK_ROWS]))
 
 
 def write_csv(paths: "SliceNamer", header: list[str], df: pd.DataFrame,
@@ -340,7 +340,7 @@ def write_csv_parts(paths: "SliceNamer", header: list[str], parts: list[tuple[in
         with AtomicFile(path) as fh:
             fh.write(head)
             for df in rows(lo, hi):
-                fh.write(_render(df, fill_na=True))
+                fh.write(render_csv(df, fill_na=True))
         out.append(path)
     return out
 
