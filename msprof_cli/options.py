@@ -118,6 +118,9 @@ def check_output_path(value: str, key: str = "output") -> None:
             raise OptionsError(
                 f'The value of "{key}" ({value!r}) contains the forbidden character "{shown}". '
                 'Paths must not contain \\n \\f \\r \\b \\t \\v or \\u007F.')
+    if "\x00" in value:  # no file system takes it (os calls raise "embedded null byte")
+        raise OptionsError(f'The value of "{key}" ({value!r}) contains a NUL character '
+                           '("\\u0000"); a path cannot hold one. Give a plain directory path.')
 
 
 def check_output_dir(path: str | os.PathLike[str], *, create: bool = True) -> None:
@@ -324,6 +327,14 @@ def parse_options_json(text: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise OptionsError(f"PROFILING_OPTIONS is not valid JSON: {exc.msg} at line {exc.lineno} "
                            f"column {exc.colno} (char {exc.pos}) of {text!r}.") from None
+    except RecursionError:
+        raise OptionsError(f"PROFILING_OPTIONS is nested too deeply to be read ({len(text)} "
+                           "characters): it must be one flat JSON object of options, e.g. "
+                           '\'{"training_trace":"on","task_trace":"on"}\'.') from None
+    except ValueError:  # Python's limit on the digits of an integer (4300)
+        raise OptionsError("PROFILING_OPTIONS holds a number of more than 4300 digits, "
+                           "which cannot be read. Option values are short: give "
+                           'storage_limit as e.g. "200MB".') from None
     if not isinstance(value, dict):
         raise OptionsError(f"PROFILING_OPTIONS must be a JSON object ({{...}}), got "
                            f"{type(value).__name__}: {text!r}.")

@@ -365,3 +365,45 @@ def test_disk_full_on_a_real_tiny_tmpfs(tmp_path):
         assert run_export(prof, quiet=True).files
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True)
+
+
+@pytest.mark.parametrize("text,message", [
+    (r'{"output": "/tmp/a\u0000b", "training_trace": "on"}', "contains a NUL character"),
+    ("[" * 60000 + "]" * 60000, "nested too deeply"),
+    ('{"storage_limit": ' + "9" * 5000 + "}", "more than 4300 digits"),
+])
+def test_hostile_profiling_options_get_the_validators_message(text, message):
+    """issue 20 item 11: each used to escape as a Python exception (ValueError 'embedded null
+    byte', RecursionError, the int-digits ValueError)."""
+    from msprof_cli.errors import OptionsError
+    from msprof_cli.options import config_from_env
+
+    with pytest.raises(OptionsError, match=message):
+        config_from_env({"PROFILING_MODE": "true", "PROFILING_OPTIONS": text})
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0
+                    or not __import__("shutil").which("setpriv"),
+                    reason="needs root to run msprof as another user (setpriv)")
+@pytest.mark.parametrize("sub", ["export", "query"])
+def test_an_unreadable_prof_dir_is_a_message_not_a_traceback(tmp_path, sub):
+    """issue 20 item 11: another user's PROF dir under a directory we may not search."""
+    import shutil
+    import subprocess
+    import sys
+
+    src = golden(tmp_path / "src")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    shutil.move(str(src), locked / src.name)
+    locked.chmod(0o700)  # root's: 'nobody' can neither list nor search it
+    for p in (tmp_path, tmp_path.parent, tmp_path.parent.parent):
+        p.chmod(p.stat().st_mode | 0o005)
+    target = locked / src.name if sub == "export" else locked
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    run = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                          sys.executable, "-c", "from msprof_cli.cli.main import main; main()",
+                          sub, "--output", str(target)], capture_output=True, text=True, env=env, cwd="/")
+    assert run.returncode != 0
+    assert "Traceback" not in run.stderr
+    assert "ermission" in run.stderr or "not readable" in run.stderr

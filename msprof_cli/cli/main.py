@@ -10,7 +10,7 @@ from msprof_cli import __version__
 from msprof_cli.cli.collect import collect
 from msprof_cli.cli.export import export
 from msprof_cli.cli.query import query
-from msprof_cli.errors import MsprofError
+from msprof_cli.errors import MsprofError, ProfDirError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -46,4 +46,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
+    except OSError as exc:  # safety net: a file-system refusal is a message, not a traceback
+        where = exc.filename or "a file"
+        hint = (" msprof needs read permission on the PROF dir's files and search (x) "
+                "permission on every directory above them: run it as their owner, or copy the "
+                "PROF dir to a place you can read.") if isinstance(exc, PermissionError) else \
+            " Check the path and the free space; the raw data was not changed."
+        click.echo(f"[ERROR] {where}: {exc.strerror or exc}.{hint}", err=True)
+        sys.exit(ProfDirError.exit_code)
     sys.exit(rc if isinstance(rc, int) else 0)
