@@ -70,10 +70,7 @@ def _check_prof(prof: Path) -> None:
     for bad in profdir.incomplete_result_dirs(prof):
         raise ProfDirError(f"{bad} has no info.json file (or it cannot be read), so it cannot "
                            "be listed. Restore its control files or re-collect the data.")
-    if not profdir.result_dirs(prof):
-        raise ProfDirError(f"{prof} holds no result directory (host/ or device_N/ with an "
-                           "info.json file): the collection wrote nothing. Re-run "
-                           "`msprof collect`.")
+    profdir.check_has_result_dirs(prof)
     marker = ageing.read_marker(prof)
     if marker is not None:
         _warn(ageing.aged_message(prof, marker))
@@ -126,14 +123,7 @@ def _rows_for_result_dir(prof: Path, rdir: Path) -> list[QueryRow]:
 
 
 def query_rows(path: Path) -> list[QueryRow]:
-    if not path.exists():
-        raise ProfDirError(f'The path "{path}" does not exist. Give a PROF_* directory or a '
-                           "directory that holds PROF_* directories.")
-    if not path.is_dir():
-        raise ProfDirError(f'The path "{path}" is a file; give a PROF_* directory.')
-    profs = profdir.find_prof_dirs(path)
-    if not profs:
-        raise ProfDirError(f'The path "{path}" does not have PROF dir. Please check the path.')
+    profs = profdir.locate(path)
     rows: list[QueryRow] = []
     for prof in profs:
         _check_prof(prof)

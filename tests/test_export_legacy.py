@@ -133,7 +133,7 @@ def test_reports_switch_removes_layers(prof: Path, tmp_path: Path) -> None:
 def test_path_errors(tmp_path: Path) -> None:
     with pytest.raises(ProfDirError, match="does not exist"):
         run_export(tmp_path / "missing", quiet=True)
-    with pytest.raises(ProfDirError, match="No PROF_"):
+    with pytest.raises(ProfDirError, match="does not have PROF dir"):
         run_export(tmp_path, quiet=True)
     empty = tmp_path / "PROF_000001_20250101120000123_ABCDEFGHIJKLMNOP"
     (empty / "device_0" / "data").mkdir(parents=True)

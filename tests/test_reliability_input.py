@@ -52,17 +52,17 @@ def test_folder_that_is_not_a_prof_dir(tmp_path, capsys):
     (tmp_path / "x" / "notes.txt").write_text("hello")
     code, err = cli(capsys, "export", "--output", str(tmp_path / "x"))
     assert code == 3
-    assert f"[ERROR] No PROF_* directory found in {tmp_path / 'x'}. Run `msprof collect` first" \
-        in err
-    code, err = cli(capsys, "query", "--output", str(tmp_path / "x"))
-    assert code == 3 and "does not have PROF dir" in err
+    msg = f'[ERROR] The path "{tmp_path / "x"}" does not have PROF dir. Please check the path'
+    assert msg in err and "run `msprof collect` first" in err
+    code, err_q = cli(capsys, "query", "--output", str(tmp_path / "x"))
+    assert code == 3 and err_q == err  # one message for the same mistake (issue 20 item 6)
     assert (tmp_path / "x" / "notes.txt").read_text() == "hello"
 
 
 def test_empty_prof_dir(tmp_path, capsys):
     empty = tmp_path / "PROF_000001_20250101120000123_ABCDEFGHIJKLMNOP"
     empty.mkdir()
-    with pytest.raises(ProfDirError, match="contains no profiling data"):
+    with pytest.raises(ProfDirError, match="holds no result directory"):
         run_export(empty, quiet=True)
     with pytest.raises(ProfDirError, match="holds no result directory"):
         query_rows(empty)
@@ -407,3 +407,18 @@ def test_an_unreadable_prof_dir_is_a_message_not_a_traceback(tmp_path, sub):
     assert run.returncode != 0
     assert "Traceback" not in run.stderr
     assert "ermission" in run.stderr or "not readable" in run.stderr
+
+
+def test_a_prof_dir_of_empty_data_files_is_refused(tmp_path, capsys):
+    """issue 20 item 12: every data file empty used to end in "done", exit 0, one advice
+    file and no word."""
+    prof = golden(tmp_path)
+    for p in [*prof.glob("host/data/*"), *prof.glob("device_*/data/*")]:
+        p.write_bytes(b"")
+    before = snapshot(prof)
+    with pytest.raises(SystemExit) as exc:
+        main(["export", "--output", str(prof)])
+    assert exc.value.code == ProfDirError.exit_code
+    assert "holds only empty data files" in capsys.readouterr().err
+    assert snapshot(prof) == before
+    assert not list(prof.glob("device_*/summary"))

@@ -11,8 +11,9 @@ import click
               type=click.Path(path_type=Path),
               help="A PROF_* directory, or a directory holding several.")
 @click.option("--layout", type=click.Choice(["legacy", "mindstudio"]), default="legacy",
-              show_default=True, help="legacy: device_N/summary|timeline (the seed's tables); "
-              "mindstudio: mindstudio_profiler_output/ of CANN 8.")
+              show_default=True, help="legacy: the per-device files of the Ascend TensorFlow docs "
+              "(device_N/summary, device_N/timeline); mindstudio: the CANN 8 "
+              "mindstudio_profiler_output/ folder.")
 @click.option("--type", "type_", type=click.Choice(["text", "db"]), default="text",
               show_default=True, help="text: CSV/JSON files; db: the msprof SQLite database.")
 @click.option("--summary-format", type=click.Choice(["csv", "json"]), default="csv",

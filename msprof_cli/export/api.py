@@ -16,7 +16,8 @@ from pathlib import Path
 from msprof_cli.errors import ExportError, ProfDirError
 from msprof_cli.raw.ageing import aged_message, read_marker
 from msprof_cli.raw.sampling import replay_notes
-from msprof_cli.raw.profdir import find_prof_dirs, incomplete_result_dirs, result_dirs
+from msprof_cli.raw.profdir import (check_has_result_dirs, incomplete_result_dirs, locate,
+                                    result_dirs)
 
 from .dataset import ProfData, load_prof
 from .legacy import Advice, export_legacy
@@ -40,12 +41,24 @@ class ExportResult:
     advice: list[Advice] = field(default_factory=list)  # legacy: tuning advice per device
 
 
-def _has_data(prof: Path) -> bool:
-    for rd in result_dirs(prof):
-        data = rd / "data"
-        if data.is_dir() and any(p.is_file() for p in data.iterdir()):
-            return True
-    return False
+def _data_files(prof: Path) -> list[Path]:
+    return [p for rd in result_dirs(prof) if (rd / "data").is_dir()
+            for p in (rd / "data").iterdir() if p.is_file() and not p.is_symlink()]
+
+
+def _check_has_data(prof: Path) -> None:
+    """Refuse a PROF dir with no data files, or with only empty ones (a run that recorded
+    nothing must not end in "done" and one advice file)."""
+    check_has_result_dirs(prof)
+    files = _data_files(prof)
+    if not files:
+        raise ProfDirError(f"{prof} contains no profiling data (no host/ or device_N/ "
+                           f"data files). Re-run `msprof collect`; the collection may "
+                           f"have failed before any data was written.")
+    if not any(p.stat().st_size for p in files):
+        raise ProfDirError(f"{prof} holds only empty data files ({len(files)} files of 0 "
+                           f"bytes): the collection recorded nothing. Check that the script "
+                           f"ran its model under `msprof collect`, then collect again.")
 
 
 def load(prof: Path) -> ProfData:
@@ -89,17 +102,9 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
         raise ExportError(f"Unknown summary format {summary_format!r}; choose csv or json.")
     if type_ not in ("text", "db"):
         raise ExportError(f"Unknown export type {type_!r}; choose text or db.")
-    if not path.exists():
-        raise ProfDirError(f"{path} does not exist. Pass the PROF_* directory written by "
-                           f"`msprof collect` (or the directory holding it) to --output.")
-    if not path.is_dir():
-        raise ProfDirError(f"{path} is not a directory. Pass a PROF_* directory to --output.")
+    profs = locate(path)  # the same messages as query's for the same mistake
     if layout == "legacy" and type_ == "text":  # --type db ignores the selection options
         check_args(model_id, iteration_id, iteration_count)
-    profs = find_prof_dirs(path)
-    if not profs:
-        raise ProfDirError(f"No PROF_* directory found in {path}. Run `msprof collect` first, "
-                           f"then pass its output directory to --output.")
     if reports is not None and not Path(reports).is_file():
         raise ExportError(f"--reports file {reports} does not exist.")
     result = ExportResult(prof_dirs=list(profs))
@@ -140,10 +145,7 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
     try:
         for prof in profs:
             _check_prof(prof, result)
-            if not result_dirs(prof) or not _has_data(prof):
-                raise ProfDirError(f"{prof} contains no profiling data (no host/ or device_N/ "
-                                   f"data files). Re-run `msprof collect`; the collection may "
-                                   f"have failed before any data was written.")
+            _check_has_data(prof)
             say(f"[INFO] Start export data in {prof}.")
             if type_ == "text":
                 files = _export_windows(prof, result, layout, (model_id, iteration_id,

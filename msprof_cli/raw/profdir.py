@@ -136,3 +136,34 @@ def slice_files(data_dir: Path, regex: re.Pattern[str]) -> list[Path]:
             aging = 0 if p.name.startswith("aging.") else 1
             files.append((aging, int(m.group(1)) if m else 0, p))
     return [p for _, _, p in sorted(files, key=lambda t: (t[0], t[1]))]
+
+
+def locate(path: Path) -> list[Path]:
+    """The PROF dirs at `path` (a PROF dir or a directory holding some), or the one message
+    every subcommand gives for the same mistake (export and query alike; the no-PROF case
+    starts with the real tool's query text)."""
+    from msprof_cli.errors import ProfDirError
+
+    path = Path(path)
+    if not path.exists():
+        raise ProfDirError(f'The path "{path}" does not exist. Pass a PROF_* directory written '
+                           f"by `msprof collect`, or the directory holding it, to --output.")
+    if not path.is_dir():
+        raise ProfDirError(f'The path "{path}" is a file, not a directory. Pass a PROF_* '
+                           f"directory, or the directory holding it, to --output.")
+    profs = find_prof_dirs(path)
+    if not profs:
+        raise ProfDirError(f'The path "{path}" does not have PROF dir. Please check the path: '
+                           f"run `msprof collect` first, then pass its output directory (or a "
+                           f"PROF_* directory in it) to --output.")
+    return profs
+
+
+def check_has_result_dirs(prof: Path) -> None:
+    """The message for a PROF dir the collection wrote nothing into (export and query)."""
+    from msprof_cli.errors import ProfDirError
+
+    if not result_dirs(prof):
+        raise ProfDirError(f"{prof} holds no result directory (host/ or device_N/ with an "
+                           "info.json file): the collection wrote nothing. Re-run "
+                           "`msprof collect`.")
