@@ -156,3 +156,41 @@ def test_forked_and_spawned_children_not_profiled(tmp_path: Path) -> None:
     dumped = {p.name.split("_")[1] for p in (tmp_path / "dump").glob("*.json")}
     assert dumped == {pids["parent"]}
     assert "[msprof] WARNING" not in proc.stderr
+
+
+def test_killing_the_launcher_ends_the_profiled_child(tmp_path):
+    """issue 20 item 12: a SIGKILLed `msprof collect` used to leave the training process
+    running as an orphan; the child now gets SIGTERM when its launcher dies."""
+    script = tmp_path / "sleepy.py"
+    pidfile = tmp_path / "child.pid"
+    script.write_text("import os, time\n"
+                      f"open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+                      "time.sleep(60)\n")
+    launcher = subprocess.Popen(MSPROF + ["collect", "--output", str(tmp_path / "out"), "--",
+                                          sys.executable, str(script)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not pidfile.exists() or not pidfile.read_text():
+        assert time.monotonic() < deadline, "the child never started"
+        time.sleep(0.1)
+    child = int(pidfile.read_text())
+    launcher.kill()
+    launcher.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(child, signal.SIGKILL)
+    pytest.fail("the profiled child outlived its killed launcher")
+
+
+def test_a_failing_script_is_reported_with_its_exit_code(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text("raise SystemExit(3)\n")
+    run = subprocess.run(MSPROF + ["collect", "--output", str(tmp_path / "out"), "--",
+                                   sys.executable, str(script)], capture_output=True, text=True)
+    assert run.returncode == 3
+    assert "failed with exit code 3" in run.stderr

@@ -143,7 +143,7 @@ def run_collect(config: ProfilingConfig, argv: list[str], children: bool = False
     try:
         try:
             proc = subprocess.Popen([exe] + argv[1:], env=child_env(config, result_file, children),
-                                    stderr=subprocess.PIPE)
+                                    stderr=subprocess.PIPE, preexec_fn=_die_with_parent)
         except OSError as exc:
             raise LaunchError(f"could not start {argv[0]!r}: {exc.strerror or exc}.") from None
         pump = threading.Thread(target=_pump_stderr,
@@ -175,7 +175,24 @@ def run_collect(config: ProfilingConfig, argv: list[str], children: bool = False
         print(f"[WARNING] The profiled command was killed by {name}.", file=sys.stderr)
         rc = 128 + sig
     _report(prof_dirs, config)
+    if rc > 0 and rc < 128:
+        print(f"[WARNING] The profiled command failed with exit code {rc}: the profile covers "
+              f"what it ran until it stopped.", file=sys.stderr)
     return rc
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the launcher dies (even by SIGKILL), so the
+    training process is never left running as an orphan; its agent flushes what it
+    captured on SIGTERM (crash safety) and prints where the data went.  Linux prctl
+    PR_SET_PDEATHSIG; elsewhere nothing."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _forward_signals(proc: subprocess.Popen) -> Callable[[], None]:
