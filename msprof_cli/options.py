@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -123,6 +124,25 @@ def check_output_path(value: str, key: str = "output") -> None:
                            '("\\u0000"); a path cannot hold one. Give a plain directory path.')
 
 
+def _check_parent_links(p: str) -> None:
+    """Refuse a symlink above the output directory that neither root nor the user owns: a
+    link another user planted (in /tmp, say) would send the profile into their directory.
+    Links the system or the user made (/home -> /data/home) are followed as usual."""
+    euid = os.geteuid()
+    parts = p.split(os.sep)
+    for i in range(2, len(parts)):
+        above = os.sep.join(parts[:i])
+        try:
+            st = os.lstat(above)
+        except OSError:
+            return  # the rest does not exist yet: it is created, not followed
+        if stat.S_ISLNK(st.st_mode) and st.st_uid not in (0, euid):
+            raise OptionsError(f'The output path "{p}" goes through the symbolic link '
+                               f'"{above}" of another user (uid {st.st_uid}); msprof refuses to '
+                               f'follow it. Give a path without it, e.g. '
+                               f'"{os.path.realpath(p)}" if that is really yours.')
+
+
 def check_output_dir(path: str | os.PathLike[str], *, create: bool = True) -> None:
     """Refuse an output directory the collection could not (or must not) write into:
     a symbolic link (refused as the real msprof does), a file where a directory is expected,
@@ -134,6 +154,7 @@ def check_output_dir(path: str | os.PathLike[str], *, create: bool = True) -> No
         raise OptionsError(f'The output path "{p}" is a symbolic link; msprof refuses symlinked '
                            f'output paths. Give the real directory: '
                            f'"{os.path.realpath(p)}".')
+    _check_parent_links(p)
     if os.path.exists(p) and not os.path.isdir(p):
         raise OptionsError(f'The output path "{p}" is a file, not a directory. Give a directory '
                            "(it is created if missing).")

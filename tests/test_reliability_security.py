@@ -344,3 +344,25 @@ def test_enospc_message_names_the_file(prof, monkeypatch):
     with pytest.raises(ExportError, match=r"/x: Input/output error\. Check the permissions and "
                                           r"the free space of the PROF dir"):
         run_export(prof, quiet=True)
+
+
+@pytest.mark.skipif(not hasattr(os, "lchown") or os.geteuid() != 0,
+                    reason="needs root to give a symlink to another user")
+def test_an_output_path_through_another_users_symlink_is_refused(tmp_path):
+    """issue 20 item 12: only the last component was checked; a link another user planted
+    above the output directory (in /tmp, say) redirected the profile."""
+    from msprof_cli.errors import OptionsError
+    from msprof_cli.options import check_output_dir
+
+    real = tmp_path / "theirs"
+    real.mkdir()
+    link = tmp_path / "planted"
+    os.symlink(real, link)
+    os.lchown(link, 65534, 65534)
+    with pytest.raises(OptionsError, match="symbolic link .* of another user"):
+        check_output_dir(link / "out")
+    assert not (real / "out").exists()
+    mine = tmp_path / "mine"
+    os.symlink(real, mine)  # root's own link (like /home -> /data/home): followed
+    check_output_dir(mine / "out")
+    assert (real / "out").is_dir()
