@@ -70,6 +70,7 @@ def _check_prof(prof: Path) -> None:
     for bad in profdir.incomplete_result_dirs(prof):
         raise ProfDirError(f"{bad} has no info.json file (or it cannot be read), so it cannot "
                            "be listed. Restore its control files or re-collect the data.")
+    profdir.check_no_links(prof)
     profdir.check_has_result_dirs(prof)
     marker = ageing.read_marker(prof)
     if marker is not None:

@@ -244,14 +244,14 @@ def test_unreadable_raw_file_mocked(prof, monkeypatch, capsys):
     """Tests run as root (permissions do not apply), so the denial is simulated."""
     hw = data_file(prof, "hwts")
 
-    real_memmap = np.memmap
+    real_open = os.open
 
-    def deny(path, *a, **k):
-        if Path(path) == hw:
+    def deny(path, *a, **k):  # raw files are opened by descriptor (O_NOFOLLOW, fstat)
+        if isinstance(path, (str, Path)) and Path(path) == hw:
             raise PermissionError(errno.EACCES, "Permission denied", str(path))
-        return real_memmap(path, *a, **k)
+        return real_open(path, *a, **k)
 
-    monkeypatch.setattr(rawread.np, "memmap", deny)
+    monkeypatch.setattr(rawread.os, "open", deny)
     before = snapshot(prof)
     with pytest.raises(RawDataError) as exc:
         run_export(prof, quiet=True)

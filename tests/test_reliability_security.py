@@ -150,9 +150,11 @@ def test_symlinked_result_dir_is_not_exported_into(prof, tmp_path):
     shutil.copytree(prof / "device_0", outside / "device_1")
     (prof / "device_1").symlink_to(outside / "device_1")
     before = tree(outside)
-    res = run_export(prof, layout="mindstudio", quiet=True)
-    run_export(prof, quiet=True)
-    assert all(outside not in f.parents for f in res.files)
+    # refused with a message (issue 20 item 10: it used to be skipped without a word)
+    from msprof_cli.errors import ProfDirError
+    for layout in ("mindstudio", "legacy"):
+        with pytest.raises(ProfDirError, match="device_1 is a symbolic link"):
+            run_export(prof, layout=layout, quiet=True)
     assert tree(outside) == before
 
 
@@ -366,3 +368,45 @@ def test_an_output_path_through_another_users_symlink_is_refused(tmp_path):
     os.symlink(real, mine)  # root's own link (like /home -> /data/home): followed
     check_output_dir(mine / "out")
     assert (real / "out").is_dir()
+
+
+@pytest.mark.parametrize("link", ["device_0", "device_0/data", "host/data"])
+def test_linked_result_or_data_dirs_are_refused(tmp_path, capsys, link):
+    """issue 20 item 10 (a, c): a linked data dir was warned about but still listed, and
+    `device_0 -> /` exported nothing with exit 0 (query: 'import --cluster first!')."""
+    import shutil
+
+    from msprof_cli.cli.main import main
+    from tests.reliability_fixtures import golden
+
+    prof = golden(tmp_path / "g")
+    target = prof / link
+    outside = tmp_path / "outside"
+    shutil.move(str(target), outside)
+    os.symlink(outside if link != "device_0" else "/", target)
+    for sub in ("export", "query"):
+        with pytest.raises(SystemExit) as exc:
+            main([sub, "--output", str(prof)])
+        assert exc.value.code == 3
+        err = capsys.readouterr().err
+        assert "is a symbolic link" in err and "must not point outside itself" in err
+    assert not list(prof.glob("*/summary")) and not (prof / "mindstudio_profiler_output").exists()
+
+
+def test_a_raw_file_swapped_for_a_link_after_the_listing_is_not_followed(tmp_path):
+    """issue 20 item 10 (b): the read opens the listed name with O_NOFOLLOW and checks the
+    descriptor, so a link put in its place between listing and reading is refused."""
+    from msprof_cli.errors import RawDataError
+    from msprof_cli.export import rawread
+    from msprof_cli.raw import layouts as L
+
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"\0" * 4096)
+    slice_ = tmp_path / "hwts.data.0.slice_0"
+    os.symlink(secret, slice_)
+    with pytest.raises(RawDataError, match="symbolic link"):
+        rawread.read_file(slice_, L.DEVICE_DTYPES["hwts"], rawread.DecodeLog())
+    fifo = tmp_path / "hwts.data.0.slice_1"
+    os.mkfifo(fifo)
+    with pytest.raises(RawDataError, match="not a regular file"):
+        rawread.read_file(fifo, L.DEVICE_DTYPES["hwts"], rawread.DecodeLog())

@@ -16,8 +16,8 @@ from pathlib import Path
 from msprof_cli.errors import ExportError, ProfDirError
 from msprof_cli.raw.ageing import aged_message, read_marker
 from msprof_cli.raw.sampling import replay_notes
-from msprof_cli.raw.profdir import (check_has_result_dirs, incomplete_result_dirs, locate,
-                                    result_dirs)
+from msprof_cli.raw.profdir import (check_has_result_dirs, check_no_links,
+                                    incomplete_result_dirs, locate, result_dirs)
 
 from .dataset import ProfData, load_prof
 from .legacy import Advice, export_legacy
@@ -49,6 +49,7 @@ def _data_files(prof: Path) -> list[Path]:
 def _check_has_data(prof: Path) -> None:
     """Refuse a PROF dir with no data files, or with only empty ones (a run that recorded
     nothing must not end in "done" and one advice file)."""
+    check_no_links(prof)
     check_has_result_dirs(prof)
     files = _data_files(prof)
     if not files:

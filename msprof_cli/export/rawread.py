@@ -23,8 +23,10 @@ collector; it has nothing to do with storage ageing (see docs/troubleshooting.md
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,20 +105,43 @@ def data_files(data_dir: Path, regex: re.Pattern[str], log: DecodeLog) -> list[P
     return slice_files(data_dir, regex)
 
 
+def _open_raw(path: Path) -> int:
+    """A read-only descriptor of the raw file itself, never of a link swapped in after the
+    listing (O_NOFOLLOW): size and type are then taken from the descriptor (fstat)."""
+    try:
+        # O_NONBLOCK: a FIFO put in the file's place must not block the open
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RawDataError(f"{path} is a symbolic link; raw data is never read through "
+                               f"links (a PROF dir must not point outside itself). Replace it "
+                               f"with the real file; the raw data was not modified.") from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise RawDataError(f"{path} is not a regular file; raw data files are plain files "
+                           f"written by `msprof collect`.")
+    return fd
+
+
 def read_file(path: Path, dtype: np.dtype, log: DecodeLog) -> np.ndarray:
     """Whole records of one file (memory-mapped, read-only)."""
     try:
-        size = os.stat(path, follow_symlinks=False).st_size
-        n, rest = divmod(size, dtype.itemsize)
-        if rest:
-            log.warn(f"{path}: truncated tail, {rest} bytes dropped "
-                     f"({n} whole records of {dtype.itemsize} bytes kept)")
-        if n == 0:
-            # still check that the file can be opened, so a permission problem is reported
-            with open(path, "rb"):
-                pass
-            return np.zeros(0, dtype=dtype)
-        return np.memmap(path, dtype=dtype, mode="r", shape=(n,))
+        fd = _open_raw(path)
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            n, rest = divmod(st.st_size, dtype.itemsize)
+            if rest:
+                log.warn(f"{path}: truncated tail, {rest} bytes dropped "
+                         f"({n} whole records of {dtype.itemsize} bytes kept)")
+            if n == 0:
+                return np.zeros(0, dtype=dtype)
+            return np.memmap(fh, dtype=dtype, mode="r", shape=(n,))
     except OSError as exc:
         raise _unreadable(path, exc) from None
 
@@ -312,13 +337,15 @@ def text_dict_lines(data_dir: Path, kind: str, log: DecodeLog | None = None) -> 
     lines: list[str] = []
     for path in files:
         try:
-            total += os.stat(path, follow_symlinks=False).st_size
-            if total > MAX_DICT_BYTES:
-                raise RawDataError(
-                    f"{path}: the {kind} files hold more than {MAX_DICT_BYTES >> 20} MiB, which "
-                    f"is not a real name dictionary (damaged or hostile data). Remove or repair "
-                    f"the file; the raw data was not modified.")
-            data = path.read_bytes()
+            fd = _open_raw(path)
+            with os.fdopen(fd, "rb") as fh:
+                total += os.fstat(fh.fileno()).st_size
+                if total > MAX_DICT_BYTES:
+                    raise RawDataError(
+                        f"{path}: the {kind} files hold more than {MAX_DICT_BYTES >> 20} MiB, "
+                        f"which is not a real name dictionary (damaged or hostile data). Remove "
+                        f"or repair the file; the raw data was not modified.")
+                data = fh.read(MAX_DICT_BYTES + 1)
         except OSError as exc:
             raise _unreadable(path, exc) from None
         lines.extend(data.decode("utf-8", errors="replace").splitlines())

@@ -167,3 +167,27 @@ def check_has_result_dirs(prof: Path) -> None:
         raise ProfDirError(f"{prof} holds no result directory (host/ or device_N/ with an "
                            "info.json file): the collection wrote nothing. Re-run "
                            "`msprof collect`.")
+
+
+RESULT_DIR_RE = re.compile(r"^(host|device_\d+)$")
+
+
+def check_no_links(prof: Path) -> None:
+    """Refuse a PROF dir whose host/ or device_N/ directory, or their data/ folder, is a
+    symbolic link: a PROF dir must not point outside itself (`device_0 -> /` used to export
+    nothing and say nothing).  Export and query alike."""
+    from msprof_cli.errors import ProfDirError
+
+    try:
+        subs = list(Path(prof).iterdir())
+    except OSError:
+        return  # reported by the caller's own listing
+    for p in subs:
+        links = [p] if p.is_symlink() and RESULT_DIR_RE.match(p.name) else []
+        if not links and RESULT_DIR_RE.match(p.name) and (p / "data").is_symlink():
+            links = [p / "data"]
+        for link in links:
+            raise ProfDirError(f"{link} is a symbolic link (to {os.readlink(link)}); a PROF "
+                               f"dir must not point outside itself, so msprof does not follow "
+                               f"it. Replace the link with the real directory (copy the data "
+                               f"in), or remove it to export the rest.")
