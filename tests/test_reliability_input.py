@@ -422,3 +422,19 @@ def test_a_prof_dir_of_empty_data_files_is_refused(tmp_path, capsys):
     assert "holds only empty data files" in capsys.readouterr().err
     assert snapshot(prof) == before
     assert not list(prof.glob("device_*/summary"))
+
+
+def test_a_sparse_raw_slice_is_refused_before_decoding(prof):
+    """issue 20 item 9: a 100 GiB sparse hwts slice (no disk used) was decoded, peaking at
+    18.9 GB; it is now refused up front, naming the file and its sizes."""
+    hw = data_file(prof, "hwts")
+    os.chmod(hw, 0o644)
+    os.truncate(hw, 8 << 30)
+    if os.stat(hw).st_blocks * 512 >= 4 << 30:
+        pytest.skip("this file system does not keep holes")
+    before = os.stat(hw)
+    with pytest.raises(RawDataError, match=r"declares 8\.0 GiB but holds only .* sparse"):
+        run_export(prof, quiet=True)
+    after = os.stat(hw)  # (no sha256 of 8 GiB of holes: size and mtime say it is untouched)
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert not list(prof.glob("device_*/summary"))
