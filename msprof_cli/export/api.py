@@ -165,8 +165,7 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
                 continue
             stage(f"Decoding {prof.name}")
             data = load_prof(prof)
-            stage(f"Writing {'database' if type_ == 'db' else layout + ' files'} of {prof.name}",
-                  advance=1)
+            stage(f"Writing {layout} files of {prof.name}", advance=1)
             for w in data.log.warnings:
                 print(f"[WARNING] {w}", file=sys.stderr)
             result.warnings.extend(data.log.warnings)
