@@ -55,6 +55,24 @@ SIDE_SCHEMA = {  # side tables: the db columns (codes for texts) + the device wh
 }
 
 
+# How side rows become db rows, for both strategies (SQL copy of side files, numpy insert of
+# a held window): per table, the column that tells the device ("dev": its index j, else its
+# device id), the columns mapped through a slot's final STRING_IDS, and the column that gets
+# the device's numbering base ("tasks": globalTaskId, "ops": opId).
+SIDE_ROWS: dict[str, tuple[str, dict[str, str], tuple[str, str]]] = {
+    "TASK": ("deviceId", {"taskType": "taskType"}, ("globalTaskId", "tasks")),
+    "COMPUTE_TASK_INFO": ("dev", {
+        "name": "op_name", "taskType": "task_type", "opType": "op_type",
+        "inputFormats": "in_formats", "inputDataTypes": "in_types", "inputShapes": "in_shapes",
+        "outputFormats": "out_formats", "outputDataTypes": "out_types",
+        "outputShapes": "out_shapes", "opState": "op_state", "hf32Eligible": "hf32"},
+        ("globalTaskId", "tasks")),
+    "TASK_PMU_INFO": ("dev", {"name": "pmu"}, ("globalTaskId", "tasks")),
+    "COMMUNICATION_OP": ("deviceId", {"opName": "comm_name", "opType": "comm_type"},
+                         ("opId", "ops")),
+}
+
+
 class _Slots:
     """First-seen texts per slot (a column of one device, or CANN_API's names)."""
 
@@ -331,36 +349,16 @@ class _DbWindows:
         for j in range(n):
             dev_id = self.dev_ids[j]
             base = bases[j]
-            per_side = {
-                "TASK": (f"INSERT INTO main.TASK SELECT startNs, endNs, deviceId, connectionId,"
-                         f" globalTaskId + {base}, globalPid, {m((j, 'taskType'), 'taskType')},"
-                         f" contextId, streamId, taskId, modelId FROM side.TASK"
-                         f" WHERE deviceId = {dev_id} ORDER BY rowid"),
-                "COMPUTE_TASK_INFO": (
-                    "INSERT INTO main.COMPUTE_TASK_INFO SELECT "
-                    + ", ".join([m((j, "op_name"), "name"), f"globalTaskId + {base}",
-                                 "blockNum", "mixBlockNum", m((j, "task_type"), "taskType"),
-                                 m((j, "op_type"), "opType"),
-                                 m((j, "in_formats"), "inputFormats"),
-                                 m((j, "in_types"), "inputDataTypes"),
-                                 m((j, "in_shapes"), "inputShapes"),
-                                 m((j, "out_formats"), "outputFormats"),
-                                 m((j, "out_types"), "outputDataTypes"),
-                                 m((j, "out_shapes"), "outputShapes"), "attrInfo",
-                                 m((j, "op_state"), "opState"),
-                                 m((j, "hf32"), "hf32Eligible")])
-                    + f" FROM side.COMPUTE_TASK_INFO WHERE dev = {j} ORDER BY rowid"),
-                "TASK_PMU_INFO": (f"INSERT INTO main.TASK_PMU_INFO SELECT globalTaskId + {base},"
-                                  f" {m((j, 'pmu'), 'name')}, value FROM side.TASK_PMU_INFO"
-                                  f" WHERE dev = {j} ORDER BY rowid"),
-                "COMMUNICATION_OP": (
-                    "INSERT INTO main.COMMUNICATION_OP SELECT "
-                    + ", ".join([m((j, "comm_name"), "opName"), "startNs", "endNs",
-                                 "connectionId", "groupName", f"opId + {op_bases[j]}", "relay",
-                                 "retry", "dataType", "algType", "count",
-                                 m((j, "comm_type"), "opType"), "deviceId"])
-                    + f" FROM side.COMMUNICATION_OP WHERE deviceId = {dev_id} ORDER BY rowid"),
-            }
+            bases_j = {"tasks": base, "ops": op_bases[j]}
+
+            def select(table: str) -> str:
+                dev_col, mapped, (base_col, base_of) = SIDE_ROWS[table]
+                cols = [m((j, mapped[c]), c) if c in mapped else
+                        f"{c} + {bases_j[base_of]}" if c == base_col else c
+                        for c, _ in DB.SCHEMA[table]]
+                return (f"INSERT INTO main.{table} SELECT {', '.join(cols)} FROM side.{table}"
+                        f" WHERE {dev_col} = {j if dev_col == 'dev' else dev_id} ORDER BY rowid")
+            per_side = {table: select(table) for table in SIDE_ROWS}
             for table, sql in per_side.items():
                 if table == "COMMUNICATION_OP" and not has_comm:
                     continue
@@ -434,21 +432,13 @@ class _DbWindows:
                 held["TASK_PMU_INFO"] = [p for p in held["TASK_PMU_INFO"]
                                          if int(np.asarray(p[3])[0]) != j]
         for j in range(n):
-            dev_id, base = self.dev_ids[j], bases[j]
-            put("TASK", rows("TASK", "deviceId", dev_id), j, {"taskType": "taskType"},
-                {"globalTaskId": base})
-            put("COMPUTE_TASK_INFO", rows("COMPUTE_TASK_INFO", "dev", j), j, {
-                "name": "op_name", "taskType": "task_type", "opType": "op_type",
-                "inputFormats": "in_formats", "inputDataTypes": "in_types",
-                "inputShapes": "in_shapes", "outputFormats": "out_formats",
-                "outputDataTypes": "out_types", "outputShapes": "out_shapes",
-                "opState": "op_state", "hf32Eligible": "hf32"}, {"globalTaskId": base})
-            # (the parts of the devices whose rows went to side files are gone)
-            put("TASK_PMU_INFO", rows("TASK_PMU_INFO", "dev", j), j, {"name": "pmu"},
-                {"globalTaskId": base})
-            if sum(self.ops) > 0:
-                put("COMMUNICATION_OP", rows("COMMUNICATION_OP", "deviceId", dev_id), j,
-                    {"opName": "comm_name", "opType": "comm_type"}, {"opId": op_bases[j]})
+            dev_id = self.dev_ids[j]
+            for table, (dev_col, mapped, (base_col, base_of)) in SIDE_ROWS.items():
+                if table == "COMMUNICATION_OP" and not sum(self.ops):
+                    continue
+                # (TASK_PMU_INFO: the parts of the devices sent to side files are gone)
+                put(table, rows(table, dev_col, j if dev_col == "dev" else dev_id), j, mapped,
+                    {base_col: bases[j] if base_of == "tasks" else op_bases[j]})
             got = rows("OVERLAP_ANALYSIS", "deviceId", dev_id) if self.computing[j] else None
             if got is not None and len(got["type"]):
                 order = np.argsort(got["type"], kind="stable")  # kind by kind, in row order
