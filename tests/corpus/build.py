@@ -109,11 +109,48 @@ def _find_prof(p: Path) -> Path:
     return p if p.name.startswith("PROF_") else next(p.glob("PROF_*"))
 
 
+# cases made from the frozen ones at unpack time (name -> (source case, change)): the
+# shapes of a PROF dir that the pipeline's plan must cover, not just the device writer's
+DERIVED: dict[str, tuple[str, str]] = {
+    # a host dir alone: mindstudio writes the host's files, legacy has no device to write
+    "host_only": ("one_device", "drop device_0"),
+    # PMU on one device only (the other's sample.json says off): op_summary columns
+    # differ between the devices
+    "pmu_off_device_1": ("rich_two_devices", "set device_1/sample.json ai_core_profiling=off"),
+    "pmu_off_device_0": ("rich_two_devices", "set device_0/sample.json ai_core_profiling=off"),
+    # one device's hwts tail is damaged: that device cannot be cut into windows
+    "damaged_device_1": ("two_devices_l2", "truncate device_1/data/hwts.data.1.slice_0"),
+}
+
+
+def _derive(src: Path, dest: Path, change: str) -> Path:
+    prof = dest / src.name
+    shutil.copytree(src, prof)
+    verb, rel = change.split(" ", 1)
+    target = prof / rel
+    if verb == "drop":
+        (shutil.rmtree if target.is_dir() else Path.unlink)(target)
+    elif verb == "set":  # a key of a JSON control file
+        rel, assign = rel.split(" ")
+        key, value = assign.split("=")
+        target = prof / rel
+        doc = json.loads(target.read_text())
+        doc[key] = value
+        target.write_text(json.dumps(doc))
+    else:  # truncate: a record cut short at the tail
+        with open(target, "ab") as fh:
+            fh.write(b"\0" * 5)
+    return prof
+
+
 def unpack(dest: Path) -> dict[str, Path]:
-    """Case name -> its PROF dir, unpacked under `dest`."""
+    """Case name -> its PROF dir, unpacked under `dest` (the DERIVED cases made too)."""
     with tarfile.open(RAW_TAR, "r:xz") as tar:
         tar.extractall(dest, filter="data")
-    return {c.name: next(c.glob("PROF_*")) for c in sorted(dest.iterdir()) if c.is_dir()}
+    cases = {c.name: next(c.glob("PROF_*")) for c in sorted(dest.iterdir()) if c.is_dir()}
+    for name, (src, change) in DERIVED.items():
+        cases[name] = _derive(cases[src], dest / name, change)
+    return dict(sorted(cases.items()))
 
 
 def _digest(p: Path) -> str:
