@@ -569,3 +569,24 @@ def test_collective_outlasting_its_step_keeps_iterations_apart(tmp_path: Path) -
     for dev in load_prof(prof).devices:
         red = dev.iterations["reduce_start_0"].to_numpy()
         assert len(red) == 3 and (red >= 0).all(), (dev.device_id, red)
+
+
+def test_tasks_the_options_leave_out_are_counted_for_collect(tmp_path):
+    """issue 20 item 5: AI CPU tasks run with --aicpu off are counted by op type (collect
+    names them and the flag at the end); with --aicpu on nothing is left out."""
+    from msprof_cli.collect.agent import uncollected_notes
+
+    seen = {}
+    for on in (False, True):
+        dev = Device(tmp_path / f"PROF_00000{int(on) + 1}_20250101120000123_ABCDEFGHIJKLMNOP",
+                     config(aicpu=on), clock=CLOCK, pid=4242, app=["python3", "train.py"])
+        dev.consume(make_chunk(3))
+        dev.close(ClockPair(CLOCK.wall_us + 10_000_000, CLOCK.mono_ns + 10_000_000_000))
+        seen[on] = dev.uncollected
+    assert not seen[True]["aicpu"] and not seen[True]["hccl"]
+    left = seen[False]["aicpu"]
+    assert left and all(n % 3 == 0 for n in left.values())  # every step's AI CPU ops
+    [note] = uncollected_notes(seen[False])
+    assert note.startswith(f"The run had {sum(left.values())} AI CPU tasks (")
+    assert note.endswith("not collected: add --aicpu on to collect them.")
+    assert uncollected_notes({"aicpu": {}, "hccl": {}}) == []

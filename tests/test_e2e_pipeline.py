@@ -219,9 +219,9 @@ def test_windowed_export_of_a_collection(prof: Path, tmp_path: Path, layout: str
     import re
     import shutil
 
-    from msprof_cli.export.windows import WINDOW_TASKS_ENV, plan_windows
+    from msprof_cli.export.windows import WINDOW_TASKS_ENV, Whole, plan_windows
 
-    assert plan_windows(prof, 40) is not None  # real collections have quiet points
+    assert not isinstance(plan_windows(prof, 40), Whole)  # real collections have quiet points
     digests = []
     for name, window in (("whole", "0"), ("windowed", "40")):
         copy = tmp_path / name / prof.name

@@ -243,7 +243,7 @@ def test_communication_op_when_hccl_tasks_exist(tmp_path: Path) -> None:
     assert len(rows) == int(mm.sum()) == 6
     assert {r[0] for r in rows} == {"HcomAllReduce"}
     assert not _q(dbp, "SELECT name FROM sqlite_master WHERE name = 'MSTX_EVENTS'")
-    files = export_mindstudio(data)
+    files = export_mindstudio(one_window(data))
     [cs] = [f for f in files if f.name.startswith("communication_statistic_")]
     stat = _rows(cs)
     assert [(r["Device_id"], r["OP Type"], r["Count"], r["Ratio(%)"]) for r in stat] == [
@@ -303,7 +303,7 @@ def test_communication_from_hccl_info_two_devices(tmp_path: Path) -> None:
                       JOIN STRING_IDS o ON o.id = c.opType ORDER BY c.deviceId, c.startNs""")
     assert rows == [("allreduce/CollectiveReduceV2", "HcomAllReduce", d, 1)
                     for d in (0, 1) for _ in range(3)]
-    files = export_mindstudio(data)
+    files = export_mindstudio(one_window(data))
     [cs] = [f for f in files if f.name.startswith("communication_statistic_")]
     assert [(r["Device_id"], r["OP Type"], r["Count"]) for r in _rows(cs)] == [
         ("0", "HcomAllReduce", "3"), ("1", "HcomAllReduce", "3")]

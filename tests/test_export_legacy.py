@@ -157,3 +157,56 @@ def test_models_and_iterations(prof: Path) -> None:
     host = models_and_iterations(prof / "host")
     assert [i for i, _, _ in host[1]] == [1, 2, 3]
     assert host[1][0][1] == 1700000000001000000
+
+
+def test_the_model_choice_is_said_and_all_models_exports_each(tmp_path, capsys,
+                                                              monkeypatch) -> None:
+    """issue 20 item 2: the default export says which model and iterations it kept, which
+    other models exist and how to export them; --all-models writes each model's own
+    _{device}_{model}_{iterations} files (one prof_rule), the same bytes in windows."""
+    import hashlib
+    import shutil
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import gen_prof
+
+    src = gen_prof.generate(3000, tmp_path / "src", batch_tasks=1000, quiet=True)
+    prof = tmp_path / "one" / src.name
+    shutil.copytree(src, prof)
+    res = run_export(prof)
+    out = capsys.readouterr().out
+    [choice] = res.models
+    assert choice.by_default and [m for m, _, _ in choice.models] == [1, 2]
+    assert choice.model_id == 1 and choice.first == 1
+    assert (f'[INFO] device_0: exported model 1 "resnet_train", iterations 1-{choice.last} '
+            f"(the model with the most iterations). Also collected: model 2") in out
+    assert "--all-models exports each model in its own files; --model-id 2 --iteration-id 1" \
+        in out
+    summary = prof / "device_0" / "summary"
+    assert [p.name for p in summary.glob("op_summary_*")] == [
+        f"op_summary_0_1_1_{choice.last}.csv"]
+
+    def digests(p: Path) -> dict[str, str]:
+        return {f.relative_to(p).as_posix(): hashlib.sha256(f.read_bytes()).hexdigest()
+                for f in sorted(p.glob("device_0/*/*"))}
+
+    res = run_export(prof, all_models=True, quiet=True)
+    assert [(c.model_id, c.by_default) for c in res.models] == [(1, True), (2, False)]
+    last2 = res.models[1].last
+    names = sorted(p.name for p in summary.glob("op_summary_*"))
+    assert names == [f"op_summary_0_1_1_{choice.last}.csv", f"op_summary_0_2_1_{last2}.csv"]
+    rows = pd.read_csv(summary / names[1])
+    # the real tool's range rule, as --model-id 2: the tasks from its first iteration to its
+    # last, the training steps between them included (msprof iter_rec_model task offsets)
+    assert set(rows["Model ID"]) == {1, 2}
+    assert len(list(summary.glob("prof_rule_*"))) == 1
+    whole = digests(prof)
+    # windows: every pass over the same plan starts its carried state afresh
+    monkeypatch.setenv("MSPROF_EXPORT_WINDOW_TASKS", "700")
+    win = tmp_path / "win" / src.name
+    shutil.copytree(src, win)
+    run_export(win, all_models=True, quiet=True)
+    assert digests(win) == whole
+    with pytest.raises(ExportError, match="--all-models exports every model"):
+        run_export(prof, all_models=True, model_id=1, iteration_id=1, quiet=True)

@@ -1,5 +1,5 @@
-"""Windowed export (windows.py, windowed.py): a PROF dir decoded and written window by
-window gives exactly the tables and the byte-identical files of the whole export."""
+"""Windowed export (windows.py, plan.py, outputs.py): a PROF dir decoded and written window by
+window gives exactly the tables and the byte-identical files of its one-window plan."""
 from __future__ import annotations
 
 import hashlib
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from msprof_cli.export import windowed as WD
+from msprof_cli.export import mindstudio as WD
 from msprof_cli.export import windows as WN
 from msprof_cli.export import writers as W
 from msprof_cli.errors import ExportError
@@ -63,12 +63,12 @@ def _export(src: Path, dest: Path, monkeypatch, window: int, layout: str = "mind
 
 def _windows_used(monkeypatch) -> list[int]:
     """Record the window count of every windowed export (both layouts)."""
-    from msprof_cli.export import windowed_legacy as WL
+    from msprof_cli.export import legacy as WL
 
     seen: list[int] = []
-    for mod, name in ((WD, "export_mindstudio_windows"), (WL, "export_legacy_windows")):
+    for mod, name in ((WD, "export_mindstudio"), (WL, "export_legacy")):
         def spy(plan, _real=getattr(mod, name), **kw):
-            seen.append(len(plan[0]) if isinstance(plan, list) else len(plan))
+            seen.append(len(plan))
             return _real(plan, **kw)
         monkeypatch.setattr(mod, name, spy)
     return seen
@@ -79,8 +79,8 @@ def test_plan_cuts_at_quiet_points(big):
     assert plan is not None and len(plan) >= 4
     assert sum(plan.window_tasks) == plan.tasks
     assert all(a < b for a, b in zip(plan.cuts, plan.cuts[1:]))
-    assert WN.plan_windows(big, 0) is None and WN.WHY_WHOLE[0] == "windows off"
-    assert WN.plan_windows(big, 10**9) is None and WN.WHY_WHOLE[0] == "small"
+    assert WN.plan_windows(big, 0) == WN.Whole("windows off")
+    assert WN.plan_windows(big, 10**9) == WN.Whole("small")
 
 
 def test_window_tables_are_the_whole_tables_cut(big):
@@ -140,8 +140,10 @@ def test_msproftx_and_small_windows(rich, tmp_path, monkeypatch, window):
     assert windowed == whole
 
 
-def test_a_window_that_cannot_be_windowed_falls_back_to_the_whole_export(
+def test_a_window_whose_decode_finds_damage_is_replanned_as_one_window(
         big, tmp_path, monkeypatch):
+    from msprof_cli.export import plan as PL
+
     whole = _export(big, tmp_path / "whole", monkeypatch, 0)
     real = WN.load_window
 
@@ -149,7 +151,7 @@ def test_a_window_that_cannot_be_windowed_falls_back_to_the_whole_export(
         if k == 2:
             raise WN.NotWindowable("test")
         return real(plan, k)
-    monkeypatch.setattr(WD, "load_window", failing)
+    monkeypatch.setattr(PL, "load_window", failing)
     assert _export(big, tmp_path / "win", monkeypatch, 1000) == whole
 
 
@@ -159,11 +161,9 @@ def test_damaged_or_uncovered_data_is_exported_whole(big, tmp_path, rich):
     hwts = sorted((damaged / "device_0" / "data").glob("hwts.data*"))[0]
     with open(hwts, "ab") as fh:
         fh.write(b"\0" * 5)  # a truncated tail: the whole decode warns about it
-    assert WN.plan_windows(damaged, 1000) is None
-    assert WN.WHY_WHOLE[0] == "decode warnings"
+    assert WN.plan_windows(damaged, 1000) == WN.Whole("decode warnings")
     two = build_prof(tmp_path / "two", device_ids=(0, 1))
-    assert WN.plan_windows(two, 1) is None
-    assert WN.WHY_WHOLE[0] == "not one host and one device directory"
+    assert WN.plan_windows(two, 1) == WN.Whole("not one host and one device directory")
 
 
 def test_pmu_index_carries_occurrences():
@@ -382,7 +382,7 @@ def test_windowed_legacy_of_several_devices_with_hccl(two_devices, tmp_path, mon
     got = _export(two_devices, tmp_path / "win", monkeypatch, window, "legacy")
     assert len(seen) == 2 and min(seen) >= 4
     assert got == whole
-    assert WN.plan_windows(two_devices, window) is None  # one device only, or given
+    assert isinstance(WN.plan_windows(two_devices, window), WN.Whole)  # one device only, or given
 
 
 def test_scan_cuts_outside_hccl_executions(two_devices):
@@ -435,22 +435,22 @@ def test_two_devices_past_task_id_rollover_keep_their_host_info(tmp_path):
         assert not names.str.fullmatch(r"\d{12,}").any()  # no unresolved hash as a name
 
 
-def test_a_device_that_cannot_be_windowed_sends_every_device_whole(two_devices, tmp_path,
-                                                                  monkeypatch):
+def test_a_device_that_cannot_be_windowed_is_one_window_beside_a_windowed_one(
+        two_devices, tmp_path, monkeypatch):
     """Device 1's hwts file has a truncated record (a decode warning: not windowed), device
-    0 is clean: device 0 is written window by window first, then every device is exported
-    whole -- the files of a whole export, none left over."""
+    0 is clean: device 0 is written window by window, device 1 as one window -- the same
+    files as both in one window."""
     src = tmp_path / "src" / two_devices.name
     shutil.copytree(two_devices, src)
     hwts = sorted((src / "device_1" / "data").glob("hwts*"))[-1]
     with open(hwts, "ab") as fh:
         fh.write(b"\0" * 5)
-    assert WN.plan_windows(src, 300, models=True, device=0) is not None
-    assert WN.plan_windows(src, 300, models=True, device=1) is None
+    assert not isinstance(WN.plan_windows(src, 300, models=True, device=0), WN.Whole)
+    assert isinstance(WN.plan_windows(src, 300, models=True, device=1), WN.Whole)
     whole = _export(src, tmp_path / "whole", monkeypatch, 0, "legacy")
     seen = _windows_used(monkeypatch)
     assert _export(src, tmp_path / "win", monkeypatch, 300, "legacy") == whole
-    assert len(seen) == 1  # device 0 only
+    assert len(seen) == 2 and seen[0] > 1 and seen[1] == 1
 
 
 def test_several_devices_check_the_selection_of_every_device_first(two_devices, tmp_path,
@@ -503,7 +503,7 @@ def test_plan_all_devices_cuts_every_device_at_the_same_points(two_devices, big)
     assert plans[0].cuts == plans[1].cuts and len(plans[0]) >= 4
     assert sum(plans[0].window_tasks) == plans[0].tasks + plans[1].tasks
     assert [p.dev_rd.device_id for p in plans] == [0, 1]
-    assert WN.plan_all_devices(big, 700) is None and WN.WHY_WHOLE[0] == "not several devices"
+    assert WN.plan_all_devices(big, 700) == WN.Whole("not several devices")
 
 
 @pytest.fixture(scope="module")

@@ -303,6 +303,12 @@ class _FullDisk:
     def close(self) -> None:
         self.fh.close()
 
+    def __enter__(self) -> "_FullDisk":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.fh.close()
+
     def __getattr__(self, name):
         return getattr(self.fh, name)
 

@@ -336,12 +336,12 @@ def test_collect_command_not_found(capsys, tmp_path):
 
 def test_enospc_message_names_the_file(prof, monkeypatch):
     """The OSError safety net of run_export (a failure outside the atomic writers)."""
-    import msprof_cli.export.api as api
+    import msprof_cli.export.legacy as legacy
 
     def boom(*a, **k):
         raise OSError(errno.EIO, "Input/output error", str(prof / "x"))
 
-    monkeypatch.setattr(api, "export_legacy", boom)
+    monkeypatch.setattr(legacy, "export_legacy", boom)
     with pytest.raises(ExportError, match=r"/x: Input/output error\. Check the permissions and "
                                           r"the free space of the PROF dir"):
         run_export(prof, quiet=True)

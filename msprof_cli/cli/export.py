@@ -22,6 +22,10 @@ import click
 @click.option("--iteration-id", type=int, default=None, help="First iteration to export.")
 @click.option("--iteration-count", type=int, default=1, show_default=True,
               help="Number of iterations from --iteration-id (1-5).")
+@click.option("--all-models", is_flag=True, default=False,
+              help="Legacy layout: export every model of each device, each in its own "
+                   "_{device}_{model}_{iterations} files (default: the model with the most "
+                   "iterations, as the real tool).")
 @click.option("--reports", type=click.Path(path_type=Path), default=None,
               help="JSON file switching timeline layers on/off.")
 @click.option("--clear", is_flag=True, default=False,
@@ -32,10 +36,10 @@ import click
                    "report, or none (prof_rule_{device}.json is always written).")
 def export(output: Path, layout: str, type_: str, summary_format: str, model_id: int | None,
            iteration_id: int | None, iteration_count: int, reports: Path | None,
-           clear: bool, advice: str) -> None:
+           clear: bool, advice: str, all_models: bool) -> None:
     """Export timelines (JSON) and summaries (CSV) from collected raw data."""
     from msprof_cli.export.api import run_export
 
     run_export(output, layout=layout, type_=type_, summary_format=summary_format,
                model_id=model_id, iteration_id=iteration_id, iteration_count=iteration_count,
-               reports=reports, clear=clear, advice=advice)
+               reports=reports, clear=clear, advice=advice, all_models=all_models)

@@ -30,6 +30,8 @@ from typing import Any
 from msprof_cli.capture import CaptureChunk
 from msprof_cli.collect.convert import ConverterState, GraphRegistry, convert
 from msprof_cli.collect.eager_shapes import EagerShapes
+# the launcher's result file: the PROF dirs written, and hint lines (NOTE_PREFIX)
+from msprof_cli.collect.launcher import NOTE_PREFIX, RESULT_FILE_VAR
 from msprof_cli.collect.records import ExecRecord
 from msprof_cli.collect.routes import CHILDREN_VAR, rank_from_env
 from msprof_cli.collect.sampling import SamplingPolicy
@@ -37,7 +39,6 @@ from msprof_cli.options import ProfilingConfig
 from msprof_cli.raw.control import ClockPair
 
 MAX_MARKERS_PER_CHUNK = 1_000_000  # annotations kept between two flushes (memory bound)
-RESULT_FILE_VAR = "MSPROF_CLI_RESULT_FILE"  # launcher: where to list the PROF dirs written
 DUMP_VAR = "MSPROF_CLI_DUMP_CAPTURE"  # tests: also write every CaptureChunk as JSON here
 FAULT_VAR = "MSPROF_CLI_FAULT"  # tests: make the agent fail at one point (see `fault`)
 
@@ -293,6 +294,27 @@ class Collection:
             except Exception as exc:
                 self.agent.fail(f"the emulated device could not finish {self.prof_dir} "
                                 f"({exc!r})", exc)
+            for text in uncollected_notes(getattr(self.device, "uncollected", None)):
+                self.agent.note(text)
+
+
+# what each left-out kind of task is called, and the flag that collects it
+_LEFT_OUT = {"aicpu": ("AI CPU", "--aicpu on"), "hccl": ("collective (HCCL)", "--hccl on")}
+
+
+def uncollected_notes(uncollected: dict | None) -> list[str]:
+    """One line per kind of task the run had but the options left out (the device's
+    `uncollected`: kind -> op type -> tasks), with the flag that collects it."""
+    out = []
+    for kind, counts in (uncollected or {}).items():
+        if not counts or kind not in _LEFT_OUT:
+            continue
+        what, flag = _LEFT_OUT[kind]
+        top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        types = ", ".join(t for t, _ in top[:5]) + (", ..." if len(top) > 5 else "")
+        out.append(f"The run had {sum(counts.values()):,} {what} tasks ({types}) that were "
+                   f"not collected: add {flag} to collect them.")
+    return out
 
 
 class Agent:
@@ -339,6 +361,19 @@ class Agent:
         coll = self.collection
         if coll is not None:
             coll.notes.append(message)
+
+    def note(self, text: str) -> None:
+        """A hint for the end of collect: the launcher prints it after "Profiling
+        finished" (result file); without a launcher (env / session routes) it is printed
+        now."""
+        if self.result_file:
+            try:
+                with open(self.result_file, "a", encoding="utf-8") as fh:
+                    fh.write(f"{NOTE_PREFIX}{text}\n")
+                return
+            except OSError:
+                pass
+        print(f"[INFO] {text}", file=sys.stderr)
 
     def announce(self, prof_dir: Path) -> None:
         if self.result_file:

@@ -28,6 +28,7 @@ SHIMS_DIR = Path(__file__).resolve().parent / "shims"
 AGENT_VAR = "MSPROF_CLI_AGENT"
 CHILDREN_VAR = "MSPROF_CLI_CHILDREN"  # = routes.CHILDREN_VAR
 RESULT_FILE_VAR = "MSPROF_CLI_RESULT_FILE"
+NOTE_PREFIX = "#note "  # a result-file line that is a hint (agent.note), not a PROF dir
 
 # stderr lines TF prints at start-up even with TF_CPP_MIN_LOG_LEVEL=3, plus the profiler
 # session's own INFO/WARNING lines caused by the agent's tracer (one set per chunk)
@@ -160,7 +161,7 @@ def run_collect(config: ProfilingConfig, argv: list[str], children: bool = False
         finally:
             forwarded()
         pump.join(timeout=5)
-        prof_dirs = _read_results(result_file)
+        prof_dirs, notes = _read_results(result_file)
     finally:
         try:
             os.unlink(result_file)
@@ -174,7 +175,7 @@ def run_collect(config: ProfilingConfig, argv: list[str], children: bool = False
             name = f"signal {sig}"
         print(f"[WARNING] The profiled command was killed by {name}.", file=sys.stderr)
         rc = 128 + sig
-    _report(prof_dirs, config)
+    _report(prof_dirs, config, notes)
     if rc > 0 and rc < 128:
         print(f"[WARNING] The profiled command failed with exit code {rc}: the profile covers "
               f"what it ran until it stopped.", file=sys.stderr)
@@ -226,15 +227,19 @@ def _foreground() -> bool:
         return False
 
 
-def _read_results(path: str) -> list[str]:
+def _read_results(path: str) -> tuple[list[str], list[str]]:
+    """The PROF dirs the agents wrote, and their hints (each once, in order)."""
     try:
         with open(path, encoding="utf-8") as fh:
-            return [line.strip() for line in fh if line.strip()]
+            lines = [line.strip() for line in fh if line.strip()]
     except OSError:
-        return []
+        return [], []
+    notes = [ln[len(NOTE_PREFIX):] for ln in lines if ln.startswith(NOTE_PREFIX.strip())]
+    return ([ln for ln in lines if not ln.startswith(NOTE_PREFIX.strip())],
+            list(dict.fromkeys(n.strip() for n in notes)))
 
 
-def _report(prof_dirs: list[str], config: ProfilingConfig) -> None:
+def _report(prof_dirs: list[str], config: ProfilingConfig, notes: list[str] = ()) -> None:
     if not prof_dirs:
         print("[WARNING] Nothing was captured: the command never imported TensorFlow in the "
               "profiled process (or the agent could not load; see the messages above). No "
@@ -243,3 +248,5 @@ def _report(prof_dirs: list[str], config: ProfilingConfig) -> None:
     for prof in prof_dirs:
         print(f"[INFO] Profiling finished. Data is saved in {prof}")
         print(f"[INFO] Next: msprof export --output {prof}")
+    for text in notes:  # what the run had that the options left out (agent.note)
+        print(f"[INFO] {text}")

@@ -11,6 +11,8 @@ host record windows, fp/bp choices) lives in this object.
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import copy
 import dataclasses
 import logging
@@ -143,6 +145,9 @@ class Device:
         self.messages: list[str] = list(config.warnings)
         self.sync_ns = clock.mono_ns
         self.sigs = SignatureRegistry()
+        # tasks the run had that the options left out (collect says so at the end):
+        # "aicpu" / "hccl" -> op type -> tasks, over every emulated device
+        self.uncollected: dict[str, Counter] = {"aicpu": Counter(), "hccl": Counter()}
         self.names = Interner()
         self.models: dict = {}
         self.fpbp: dict[int, FpBp] = {}  # per model: the choice of its lowest device
@@ -1032,6 +1037,13 @@ class Device:
                                                      re_, np.zeros(len(r), np.uint64)))
             if sid == S.HCCL_STREAM and cfg.hccl and len(self.devices) > 1 and len(op_rows):
                 self._hccl_info(ctx, dd, sch, host)
+            left_out = ("aicpu" if sid == S.AICPU_STREAM and not cfg.aicpu else
+                        "hccl" if sid == S.HCCL_STREAM and not cfg.hccl
+                        and len(self.devices) > 1 else None)
+            if left_out is not None and len(op_rows):
+                sigs, counts = np.unique(ops.sig[op_rows], return_counts=True)
+                for sg, c in zip(sigs.tolist(), counts.tolist()):
+                    self.uncollected[left_out][self.sigs.tf_type[sg]] += c
             # flips: host FLIP_TASK + device ts_track rptType 14
             fl = np.flatnonzero(sch.flip_start)
             if len(fl):

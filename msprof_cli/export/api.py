@@ -20,11 +20,11 @@ from msprof_cli.raw.profdir import (check_has_result_dirs, check_no_links,
                                     incomplete_result_dirs, locate, result_dirs)
 
 from .dataset import ProfData, load_prof
-from .legacy import Advice, export_legacy
+from .legacy import Advice, ModelChoice
 from .memory import release, tune_allocator
-from .mindstudio import export_mindstudio
-from .plan import Plan, plan_export
+from .plan import Plan, plan_devices, plan_export
 from . import db_output
+from .windows import NotWindowable, check_selection, device_ids
 from .selection import check_args
 from .writers import CSV_SLICE_ROWS, JSON_SLICE_EVENTS, clean_stale_temps
 
@@ -39,6 +39,7 @@ class ExportResult:
     files: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     advice: list[Advice] = field(default_factory=list)  # legacy: tuning advice per device
+    models: list[ModelChoice] = field(default_factory=list)  # legacy: what each device kept
 
 
 def _data_files(prof: Path) -> list[Path]:
@@ -92,7 +93,8 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
                iteration_id: int | None = None, iteration_count: int = 1,
                reports: Path | None = None, clear: bool = False,
                csv_slice_rows: int = CSV_SLICE_ROWS, json_slice_events: int = JSON_SLICE_EVENTS,
-               quiet: bool = False, advice: str = "brief") -> ExportResult:
+               quiet: bool = False, advice: str = "brief",
+               all_models: bool = False) -> ExportResult:
     """Export every PROF dir at `path`; raise msprof_cli.errors exceptions on failure."""
     path = Path(path)
     if layout not in LAYOUTS:
@@ -106,6 +108,10 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
     profs = locate(path)  # the same messages as query's for the same mistake
     if layout == "legacy" and type_ == "text":  # --type db ignores the selection options
         check_args(model_id, iteration_id, iteration_count)
+        if all_models and (model_id is not None or iteration_id is not None):
+            raise ExportError("--all-models exports every model with all its iterations; "
+                              "drop --model-id/--iteration-id, or drop --all-models to export "
+                              "one model's iterations.")
     if reports is not None and not Path(reports).is_file():
         raise ExportError(f"--reports file {reports} does not exist.")
     result = ExportResult(prof_dirs=list(profs))
@@ -117,9 +123,9 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
                    f'all export mode.')
             result.warnings.append(msg)
             print(f"[WARNING] {msg}", file=sys.stderr)
-        if model_id is not None or iteration_id is not None:
-            msg = ("The mindstudio layout exports all models and iterations; --model-id and "
-                   "--iteration-id are ignored.")
+        if model_id is not None or iteration_id is not None or all_models:
+            msg = ("The mindstudio layout exports all models and iterations; --model-id, "
+                   "--iteration-id and --all-models are ignored.")
             result.warnings.append(msg)
             print(f"[WARNING] {msg}", file=sys.stderr)
     elif iteration_id is None and iteration_count > 1:
@@ -148,43 +154,15 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
             _check_prof(prof, result)
             _check_has_data(prof)
             say(f"[INFO] Start export data in {prof}.")
-            if type_ == "text":
-                files = _export_windows(prof, result, layout, (model_id, iteration_id,
-                                                               iteration_count),
-                                        reports, csv_slice_rows, json_slice_events, stage,
-                                        summary_format)
-                if files is not None:  # a big PROF dir, exported window by window
-                    result.files.extend(files)
-                    _finish(prof, clear, say)
-                    stage("Exported", advance=1)
-                    continue
             if type_ == "db":  # only PROF_X/msprof_{ts}.db, as the real tool (db.py)
                 result.files.extend(_export_db(prof, result, stage))
-                _finish(prof, clear, say)
-                stage("Exported", advance=1)
-                continue
-            stage(f"Decoding {prof.name}")
-            data = load_prof(prof)
-            stage(f"Writing {layout} files of {prof.name}", advance=1)
-            for w in data.log.warnings:
-                print(f"[WARNING] {w}", file=sys.stderr)
-            result.warnings.extend(data.log.warnings)
-            if not data.devices and (data.host.apis is None or len(data.host.apis) == 0):
-                raise ProfDirError(f"{prof} contains no device data and no host API data; "
-                                   f"nothing to export.")
-            if layout == "mindstudio":
-                files = export_mindstudio(data, summary_format=summary_format, reports=reports,
-                                          csv_slice_rows=csv_slice_rows,
-                                          json_slice_events=json_slice_events)
             else:
-                files = export_legacy(data, summary_format=summary_format, model_id=model_id,
-                                      iteration_id=iteration_id, iteration_count=iteration_count,
-                                      reports=reports, csv_slice_rows=csv_slice_rows,
-                                      json_slice_events=json_slice_events,
-                                      advice=result.advice)
-            result.files.extend(files)
-            del data
-            release()
+                n = len(result.models)
+                result.files.extend(_export_text(
+                    prof, result, layout, (model_id, iteration_id, iteration_count), reports,
+                    csv_slice_rows, json_slice_events, stage, summary_format, all_models))
+                for choice in result.models[n:]:
+                    say(f"[INFO] {choice.describe(all_models)}")
             _finish(prof, clear, say)
             stage("Exported", advance=1)
     except OSError as exc:  # safety net: a file-system error is reported, never a traceback
@@ -214,68 +192,73 @@ def _finish(prof: Path, clear: bool, say) -> None:
     say(f"[INFO] Export all data in {prof} done.")
 
 
-def _export_windows(prof: Path, result: ExportResult, layout: str,
-                    selection: tuple[int | None, int | None, int], reports: Path | None,
-                    csv_slice_rows: int, json_slice_events: int, stage,
-                    summary_format: str = "csv") -> list[Path] | None:
-    """The files of a PROF dir too big to decode whole, window by window (windows.py,
-    windowed.py, windowed_legacy.py); None when the PROF dir is decoded whole instead."""
-    from .windows import (NotWindowable, check_selection, device_ids, plan_all_devices,
-                          plan_windows)
+def _export_text(prof: Path, result: ExportResult, layout: str,
+                 selection: tuple[int | None, int | None, int], reports: Path | None,
+                 csv_slice_rows: int, json_slice_events: int, stage,
+                 summary_format: str = "csv", all_models: bool = False) -> list[Path]:
+    """The files of a text layout, written from the plans of `prof` (plan.py): mindstudio
+    files mix the devices (one plan, every device with the same cuts); the legacy layout
+    exports each device on its own (a plan per device, the one-window ones sharing one
+    decode).  `all_models` (legacy): after the default model, one more pass per model."""
+    from .mindstudio import export_mindstudio
+    from .legacy import export_legacy
 
-    # the legacy layout exports each device on its own (its files read the host data and
-    # that device's): a several-device PROF dir is windowed device by device; mindstudio
-    # files mix the devices: all devices at once, with the same cuts
-    ids = device_ids(prof)
-    if layout == "mindstudio" and len(ids) > 1:
-        units = [(prof.name, lambda: plan_all_devices(prof))]
+    stage(f"Scanning {prof.name}")
+    if layout == "mindstudio":
+        units = [(prof.name, None, plan_export(prof))]
     else:
-        devices: list[int | None] = ids or [None]
-        if len(devices) > 1:
+        if len(device_ids(prof)) > 1:  # a selection error before any device is written
             check_selection(prof, *selection)
-        units = [(prof.name if len(devices) == 1 else f"{prof.name} device {dev}",
-                  lambda dev=dev: plan_windows(prof, models=layout == "legacy", device=dev))
-                 for dev in devices]
+        found = plan_devices(prof)
+        units = [(prof.name if len(found) == 1 else f"{prof.name} device {dev}", dev, plan)
+                 for dev, plan in found]
+    release()  # the scans' sorted times and join keys (~0.8 GB of heap at 10M) go back
+    model_id, iteration_id, iteration_count = selection
+
+    def write(plan: Plan, what: str, model: int | None = None) -> list[Path]:
+        n = len(plan)
+        stage(f"Writing {what}: window 1/{n}")
+        on_window = lambda k: stage(  # noqa: E731
+            f"Writing {what}: window {min(k + 2, n)}/{n}")
+        if layout == "mindstudio":
+            return export_mindstudio(
+                plan, reports=reports, csv_slice_rows=csv_slice_rows,
+                json_slice_events=json_slice_events, on_window=on_window,
+                summary_format=summary_format)
+        if not plan.facts:  # no device dir: the legacy layout has no file to write
+            return []
+        return export_legacy(
+            plan, model_id=model_id if model is None else model, iteration_id=iteration_id,
+            iteration_count=iteration_count, reports=reports,
+            csv_slice_rows=csv_slice_rows, json_slice_events=json_slice_events,
+            advice=advice, on_window=on_window, summary_format=summary_format,
+            choices=result.models, with_rule=model is None)
+
     files: list[Path] = []
     advice: list[Advice] = []
     warnings: list[str] = []
-    for i, (where, scan) in enumerate(units):
-        stage(f"Scanning {where}")
-        plan = scan()
-        release()  # the scan's sorted times and join keys (~0.8 GB of heap at 10M) go back
-        if plan is None:
-            # a device that is not windowed: every device is exported whole (the files
-            # written so far are written again, with the same bytes)
-            return None
-        plans = plan if isinstance(plan, list) else [plan]
-        n = len(plans[0])
+    stage(f"Writing {layout} files of {prof.name}", advance=1)
+    for where, dev, plan in units:
         what = f"{layout} files of {where}"
-        stage(f"Writing {what}: window 1/{n}", advance=1 if i == 0 else 0)
-        on_window = lambda k, n=n, what=what: stage(  # noqa: E731
-            f"Writing {what}: window {min(k + 2, n)}/{n}")
+        before = len(result.models)
         try:
-            if layout == "legacy":
-                from .windowed_legacy import export_legacy_windows
-
-                model_id, iteration_id, iteration_count = selection
-                files += export_legacy_windows(
-                    plan, model_id=model_id, iteration_id=iteration_id,
-                    iteration_count=iteration_count, reports=reports,
-                    csv_slice_rows=csv_slice_rows, json_slice_events=json_slice_events,
-                    advice=advice, on_window=on_window, summary_format=summary_format)
-            else:
-                from .windowed import export_mindstudio_windows
-
-                files += export_mindstudio_windows(
-                    plan, reports=reports, csv_slice_rows=csv_slice_rows,
-                    json_slice_events=json_slice_events, on_window=on_window,
-                    summary_format=summary_format)
-        except NotWindowable:
+            files += write(plan, what)
+        except NotWindowable as exc:  # a window found damage the scan did not: one window
             release()
-            return None  # nothing of this unit was left behind: the whole export writes
-        warnings = list(dict.fromkeys(warnings + [w for p in plans for w in p.log.warnings]))
-        del plan, plans
+            plan = Plan(prof, None, f"window decode: {exc}", device=dev)
+            files += write(plan, what)
+        chosen = result.models[-1] if len(result.models) > before else None
+        if all_models and chosen is not None and chosen.model_id is not None:
+            for m, _, _ in chosen.models:  # each model in its own files (its suffix)
+                if m != chosen.model_id:
+                    plan.rewind()
+                    files += write(plan, f"{what}, model {m}", m)
+        warnings = list(dict.fromkeys(warnings + plan.warnings()))
+        plan.release()
         release()
+    for _, _, plan in units:
+        if plan.decode is not None:
+            plan.decode.data = None  # the shared whole decode of the legacy devices
     for w in warnings:
         print(f"[WARNING] {w}", file=sys.stderr)
     result.warnings.extend(warnings)
@@ -286,8 +269,6 @@ def _export_windows(prof: Path, result: ExportResult, layout: str,
 def _export_db(prof: Path, result: ExportResult, stage) -> list[Path]:
     """``--type db``: the database written from the plan of `prof` (plan.py), window by
     window or as one window."""
-    from .windows import NotWindowable
-
     stage(f"Scanning {prof.name}")
     plan = plan_export(prof)
     release()

@@ -40,7 +40,7 @@ from .memory import release
 from .parallel import JobPool
 from .timeline import merge_intervals, overlap_intervals
 from .selection import ALL
-from .windowed import slim_first, window_comm
+from .outputs import slim_first, window_comm
 from .plan import Plan
 from .writers import FILE_MODE, write_error, output_dir
 

@@ -7,10 +7,27 @@ timelines msprof, ai_stack_time, thread_group (dynamic shape only), task_time, r
 ge, step_trace, hccl, msprof_tx; summaries op_summary, op_statistic, step_trace,
 ai_stack_time, runtime_api, fusion_op, task_time, aicpu, l2_cache, msprof_tx and the tuning
 advice ``prof_rule_{device_id}.json`` (always).
+
+Each device is written from its own plan (plan.plan_devices; outputs.py for what every
+text output carries across a cut).  What the legacy layout adds to the mindstudio one:
+
+* the model / iteration selection is resolved on the first window (the iterations are
+  global; the models of the host-known tasks come from the scan, `DeviceFacts.host_models`,
+  or the decode), and every window exports what the selection keeps (`selection.in_window`);
+* ai_stack_time, runtime_api and ge are built on the GE executions (stack.py): an execution
+  never crosses a cut (no API does), its number per model is carried (`exec_base`);
+  runtime_api keeps exact per-window aggregates; ai_stack_time and ge are written when any
+  window has their data (a window's events are kept until then);
+* task_time json is a lane per stream, the union of the windows' streams;
+* the tuning advice gathers each window's op_summary rows in a RuleState (advice.py) and
+  merges them in window order (no task crosses a cut, so busy intervals never do);
+* HCCL data: the scan cuts outside the op executions and the computing gaps that hold one,
+  so each window's Communication, Overlap Analysis and hccl json events are its own;
+* dynamic-shape host data (any aging.* host record, `Plan.aging`): every window writes the
+  thread_group json events of its APIs, the metadata of all their threads at the end.
 """
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,24 +35,28 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from msprof_cli.raw import layouts as L
+
 from . import advice as A
+from . import msproftx as X
 from . import stack
 from . import summaries as S
 from . import timeline as T
-from .communication import device_comm
+from . import writers as W
 from .dataset import DeviceData, ProfData
 from .fmt import ts_sort_key
 from .fusion import fusion_op, fusion_rows, workspace_kb
-from .hccl import hccl_json
-from .msproftx import markers, process_name, tx_layer, tx_table
+from .hccl import hccl_layer, hccl_meta
+from .memory import release
+from .outputs import (L2Names, WindowTimeline, close_json_streams, drive, msprof_meta,
+                      slim_first, timeline_window, window_comm, window_fusion_rows,
+                      write_l2_cache, write_task_rows)
 from .parallel import JobPool
+from .plan import Plan
 from .selection import Selection, in_window, select
-from .writers import (CSV_SLICE_ROWS, JSON_SLICE_EVENTS, AtomicFile, SliceNamer, write_csv,
-                      write_csv_parts, event_jobs, write_json_parts, write_json_rows,
-                      FileJobs)
+from .streams import CsvStream, JsonRowsStream, JsonStream, summary_stream
+from .writers import AtomicFile, SliceNamer, write_csv, write_json_rows
 
-
-LEAN_FORK_TASKS = 300_000  # see export_legacy
 CONSOLE_MAX_NAMES = 10  # op names per finding on the console (the JSON keeps all)
 
 
@@ -90,197 +111,6 @@ class Advice:
     brief: list[str] = field(default_factory=list)  # one line per finding (advice.brief)
 
 
-def export_legacy(data: ProfData, *, summary_format: str = "csv", model_id: int | None = None,
-                  iteration_id: int | None = None, iteration_count: int = 1,
-                  reports: Path | None = None, csv_slice_rows: int = CSV_SLICE_ROWS,
-                  json_slice_events: int = JSON_SLICE_EVENTS,
-                  advice: list[Advice] | None = None) -> list[Path]:
-    """Write every device's files; `advice` (if given) receives each device's tuning advice.
-
-    Jobs (JobPool), per device: _JOB_PARTS start first in forked workers while this process
-    builds the device's big timelines (msprof, task_time json), each of whose slices (or
-    pieces) is then a job."""
-    switches = T.read_reports(reports)
-    sels = [select(dev.iterations, host_models(dev), model_id, iteration_id, iteration_count)
-            for dev in data.devices]  # selection errors are raised before anything is written
-    pool = JobPool()
-    # big exports: the two longest jobs fork while this process is still lean (before it
-    # builds the timeline layers: ~170 MB less in each at 1M tasks), at the price of three
-    # busy processes on two cores for a moment -- which small exports only pay for
-    pool.caller_busy = sum(len(d.tasks) for d in data.devices) < LEAN_FORK_TASKS
-    plan: list[int] = []  # per device: the number of big-timeline results
-    for dev, sel in zip(data.devices, sels):
-        ctx = _DeviceContext(data, dev, sel, summary_format, switches, csv_slice_rows,
-                             json_slice_events)
-        # longest first, so that the short jobs fill the gaps at the end
-        for part in _JOB_PARTS:
-            pool.submit(lambda ctx=ctx, part=part: ctx.job(part))
-        n = pool.count
-        ctx.big_timelines(pool)
-        plan.append(pool.count - n)
-    results = iter(pool.results())
-    written: list[Path] = []
-    for n in plan:
-        parts = dict(zip(_JOB_PARTS, [next(results) for _ in _JOB_PARTS]))
-        big = [next(results) for _ in range(n)]
-        written += [p for paths in big for p in paths] + parts["host"][0]
-        for name in ("host", "rest", "task_time", "op_summary"):  # op_summary ends with prof_rule
-            _, paths, adv = parts[name]
-            written += paths
-            if advice is not None:
-                advice.extend(adv)
-    return written
-
-
-# a device's jobs besides its big timelines: op_summary (with the advice built from its
-# chunks), "host" (the host API scope -- built once, in that worker -- with the small
-# timelines and the ai_stack_time / runtime_api summaries), task_time, the other summaries
-_JOB_PARTS = ("op_summary", "host", "task_time", "rest")
-
-
-class _DeviceContext:
-    """What one device's jobs share (prepared in the parent, inherited by forked workers)."""
-
-    def __init__(self, data: ProfData, dev: DeviceData, sel: Selection, summary_format: str,
-                 switches: dict[str, bool], csv_slice_rows: int, json_slice_events: int
-                 ) -> None:
-        self.data, self.dev, self.sel = data, dev, sel
-        self.summary_format, self.switches = summary_format, switches
-        self.csv_slice_rows, self.json_slice_events = csv_slice_rows, json_slice_events
-        self.suffix = sel.suffix(dev.device_id)
-        self.app_pid = dev.rd.app_pid
-        t = dev.tasks
-        keep = in_window(t["start_local"], t["end_local"], sel)
-        # the whole table when nothing is cut (no copy of every task column)
-        self.tasks = t if keep.all() else t[keep].reset_index(drop=True)
-        self.rows = S.op_rows(dev, self.tasks)
-        its = dev.iterations
-        if sel.model_id is not None:
-            its = its[(its["model_id"] == sel.model_id) & (its["iteration_id"] >= sel.first)
-                      & (its["iteration_id"] <= sel.last)].reset_index(drop=True)
-        self.its = its
-        self.tx = markers(data)
-        self.layer_tx = tx_layer(self.tx, self.app_pid, process_name(data))
-        self.fusion = fusion_rows(data, stack.model_names(data))
-        self.tdir = dev.rd.path / "timeline"
-        self.sdir = dev.rd.path / "summary"
-
-    @functools.cached_property
-    def scope(self) -> stack.Scope:
-        """The host API scope of ai_stack_time / runtime_api / ge / thread_group, built by
-        the jobs that read it (in their worker), never held by this process: at 1M tasks it
-        is ~250 MB that every later fork would inherit."""
-        return stack.build_scope(self.data, self.dev, self.sel, self.tasks)
-
-    # -- timelines (seed table 1) -------------------------------------------------------
-    def _json_jobs(self, name: str, trace: tuple[list[str], list[str]] | None,
-                   pieces: bool = False) -> FileJobs | None:
-        if trace is None or not trace[1]:
-            return None
-        meta, events = trace
-        return event_jobs(SliceNamer(self.tdir, name, self.suffix, "json"), meta, events,
-                          len(events), self.json_slice_events, pieces)
-
-    def big_timelines(self, pool: JobPool) -> None:
-        """msprof and task_time json: layers built here, one job per slice."""
-        data, dev = self.data, self.dev
-        per_dev = [(dev, self.tasks, self.rows, self.its)]
-        trace = T.assemble_stream(T.msprof_layers(per_dev, data.host.apis, self.app_pid,
-                                                  self.switches, self.layer_tx,
-                                                  comm=[device_comm(data, dev, self.sel)]))
-        for fj in (self._json_jobs("msprof", trace, pool.parallel),
-                   self._json_jobs("task_time", task_scheduler_json(dev, self.tasks, self.app_pid),
-                                   pool.parallel) if len(self.tasks) else None):
-            if fj is not None:
-                fj.submit_to(pool)
-
-    def small_timelines(self) -> list[Path]:
-        data, dev, scope, app_pid = self.data, self.dev, self.scope, self.app_pid
-        traces = [("ai_stack_time", lambda: stack.ai_stack_json(scope, app_pid)),
-                  ("thread_group", lambda: stack.thread_group_json(data, scope)),
-                  ("runtime_api", lambda: stack.runtime_api_json(scope, app_pid)),
-                  ("ge", lambda: stack.ge_json(scope, app_pid))]
-        if len(self.its):
-            traces.append(("step_trace", lambda: T.assemble_stream(
-                [T.step_layer(dev, self.its, app_pid)])))
-        traces.append(("hccl", lambda: hccl_json(data, dev, self.sel, app_pid)))
-        if len(self.layer_tx):
-            traces.append(("msprof_tx", lambda: T.assemble_stream([self.layer_tx])))
-        return [p for name, make in traces if (fj := self._json_jobs(name, make())) is not None
-                for p in fj.run()]
-
-    # -- summaries (seed table 2) -------------------------------------------------------
-    def _emit(self, written: list[Path], name: str, table: S.Table | None) -> None:
-        if table is None:
-            return
-        header, df = table
-        if self.summary_format == "json":
-            written.extend(write_json_rows(self.sdir / f"{name}{self.suffix}.json", header, df))
-        else:
-            written.extend(write_csv(SliceNamer(self.sdir, name, self.suffix, "csv"), header,
-                                     df, self.csv_slice_rows))
-
-    def _emit_parts(self, written: list[Path], name: str, header: list[str], n: int,
-                    render: S.RowRender) -> None:
-        """A table rendered `CHUNK_ROWS` rows at a time (csv): no whole table of strings."""
-        if self.summary_format == "json":
-            written.extend(write_json_parts(self.sdir / f"{name}{self.suffix}.json", header,
-                                            [(n, render)]))
-            return
-        written.extend(write_csv_parts(SliceNamer(self.sdir, name, self.suffix, "csv"),
-                                       header, [(n, render)], self.csv_slice_rows))
-
-    def job(self, part: str) -> tuple[list[Path], list[Path], list[Advice]]:
-        """One of _JOB_PARTS: (timeline files, summary files, advice)."""
-        if part == "host":
-            timelines = self.small_timelines()
-            written: list[Path] = []
-            self._emit(written, "ai_stack_time", stack.ai_stack_time(self.scope))
-            self._emit(written, "runtime_api", stack.runtime_api(self.scope, self.app_pid))
-            return timelines, written, []
-        return ([], *self.summaries(part))
-
-    def summaries(self, part: str) -> tuple[list[Path], list[Advice]]:
-        written: list[Path] = []
-        adv: list[Advice] = []
-        dev, tasks, rows = self.dev, self.tasks, self.rows
-        if part == "op_summary":
-            # op_summary is written a chunk at a time; the advice gathers what its rules read
-            # from the same chunks (RuleState: no table of all rows)
-            state = new_rule_state(dev, self.fusion)
-            if dev.has_host_ops and len(rows):
-                start = rows["start_local"].to_numpy(np.int64)
-
-                def render(lo: int, hi: int) -> pd.DataFrame:
-                    df = S.op_summary(dev, rows, lo, hi)[1]
-                    state.add(A.OpTable.from_summary(df, dev.rd.ai_core_num, start[lo:hi]))
-                    return df
-
-                self._emit_parts(written, "op_summary", S.op_summary_header(dev), len(rows),
-                                 render)
-            written.append(write_advice(dev, state, adv))
-        elif part == "task_time":
-            if len(tasks):  # rendered a chunk at a time
-                self._emit_parts(written, "task_time", S.TASK_TIME, len(tasks),
-                                 lambda lo, hi: S.task_time(dev, tasks.iloc[lo:hi])[1])
-        else:
-            emit = lambda name, table: self._emit(written, name, table)  # noqa: E731
-            if dev.has_node_info and len(rows):
-                emit("op_statistic", S.op_statistic(rows))
-            if len(self.its):
-                emit("step_trace", S.step_trace(self.its))
-            emit("fusion_op", fusion_op(self.fusion, self.sel.model_id))
-            emit("aicpu", S.aicpu(dev, tasks))
-            emit("l2_cache", S.l2_cache(dev, tasks, restrict=self.sel.start_ns is not None))
-            emit("msprof_tx", tx_table(self.tx))
-        return written, adv
-
-
-def new_rule_state(dev: DeviceData, fusion: pd.DataFrame) -> A.RuleState:
-    """The advice state of one device's op_summary rows (none added yet)."""
-    return A.RuleState(dev.rd.ai_core_num, workspace_kb(fusion) if len(fusion) else None)
-
-
 def write_advice(dev: DeviceData, state: A.RuleState, advice: list[Advice] | None) -> Path:
     """``summary/prof_rule_{device_id}.json`` (always written; rules of
     step-trace-and-advice.md 5 over the exported op_summary rows, given as their RuleState)
@@ -299,3 +129,394 @@ def write_advice(dev: DeviceData, state: A.RuleState, advice: list[Advice] | Non
                                                       max_names=CONSOLE_MAX_NAMES),
                              A.brief(rule, state)))
     return path
+
+
+@dataclass
+class ModelChoice:
+    """What one device's legacy export kept, among the models of the device."""
+
+    device_id: int
+    model_id: int | None  # None: no model (single-op data), everything exported
+    first: int | None
+    last: int | None
+    by_default: bool  # the real tool's default rule chose it (selection.default_model)
+    models: list[tuple[int, str, int]] = field(default_factory=list)  # (id, name, iterations)
+
+    def describe(self, all_models: bool = False) -> str:
+        """One console line: the model exported, the others and how to export them."""
+        names = {m: (name, n) for m, name, n in self.models}
+
+        def model(m: int) -> str:
+            name, n = names.get(m, ("", 0))
+            return f'model {m}' + (f' "{name}"' if name else "")
+
+        if self.model_id is None:
+            return f"device_{self.device_id}: no model in the step trace, every task exported."
+        its = (f"iteration {self.first}" if self.first == self.last
+               else f"iterations {self.first}-{self.last}")
+        text = f"device_{self.device_id}: exported {model(self.model_id)}, {its}"
+        others = [m for m, _, _ in self.models if m != self.model_id]
+        if all_models or not others:
+            return text + "."
+        if self.by_default:
+            text += " (the model with the most iterations)"
+        listed = ", ".join(f"{model(m)} ({names[m][1]} iteration{'s' * (names[m][1] != 1)})"
+                           for m in others)
+        return (f"{text}. Also collected: {listed}. --all-models exports each model in its "
+                f"own files; --model-id {others[0]} --iteration-id 1 one iteration.")
+
+
+JSON_STEMS = ("msprof", "task_time", "ai_stack_time", "thread_group", "runtime_api", "ge",
+              "step_trace", "hccl")
+
+
+def export_legacy(plan: Plan, *, model_id: int | None = None, iteration_id: int | None = None,
+                  iteration_count: int = 1, reports: Path | None = None,
+                  csv_slice_rows: int = W.CSV_SLICE_ROWS,
+                  json_slice_events: int = W.JSON_SLICE_EVENTS,
+                  advice: list[Advice] | None = None, on_window=None,
+                  summary_format: str = "csv", choices: list[ModelChoice] | None = None,
+                  with_rule: bool = True) -> list[Path]:
+    """Every file of the legacy layout of the plan's device, window by window (one window:
+    the whole).  Pipelined as mindstudio.export_mindstudio.  `choices` receives what was
+    exported (ModelChoice); `with_rule`: write prof_rule_{device}.json (--all-models writes
+    it for the default model only: its name has no model)."""
+    run = _LegacyExport(plan, (model_id, iteration_id, iteration_count), reports,
+                        csv_slice_rows, json_slice_events, summary_format)
+    files = drive(run, len(plan), on_window, lambda: run.finish(advice, with_rule))
+    if choices is not None and run.choice is not None:
+        choices.append(run.choice)
+    return files
+
+
+class _LegacyExport:
+    """The open outputs and the carried state of one device's legacy export."""
+
+    def __init__(self, plan: Plan, args: tuple[int | None, int | None, int],
+                 reports: Path | None, csv_slice_rows: int, json_slice_events: int,
+                 summary_format: str = "csv") -> None:
+        self.plan, self.args = plan, args
+        self.summary_format = summary_format
+        self.facts = plan.facts[0]
+        self.dev_id = self.facts.rd.device_id or 0
+        self.app_pid = plan.app_pid()
+        self.aging = plan.aging()
+        self.switches = T.read_reports(reports)
+        self.csv_slice_rows, self.json_slice_events = csv_slice_rows, json_slice_events
+        self.tdir = self.facts.rd.path / "timeline"
+        self.sdir = self.facts.rd.path / "summary"
+        self.use_flow = plan.has_apis()
+        self.sel: Selection | None = None  # resolved on the first window (_start)
+        self.choice: ModelChoice | None = None  # what it is, for the console
+        self.suffix = ""
+        self.its: pd.DataFrame | None = None  # the selected iterations
+        self.models: list[int] = []
+        self.first: ProfData | None = None  # what is kept of the first window (slim_first)
+        self.tx = pd.DataFrame()
+        self.tx_layer: T.Layer | None = None  # in msprof json (switch msproftx)
+        self.workspace: pd.Series | None = None
+        self.json: dict[str, JsonStream] = {}
+        self.csv: dict[str, CsvStream | JsonRowsStream] = {}  # the summaries' streams
+        self.timeline: WindowTimeline | None = None
+        self.jobs: JobPool | None = None
+        self.prev_op: tuple[int, int] | None = None  # (start, dur) of the last op row
+        self.rules: A.RuleState | None = None
+        self.op_stat: list[pd.DataFrame] = []
+        self.rt_agg: list[pd.DataFrame] = []
+        self.exec_base: dict[int, int] = {}  # per model: executions in the windows so far
+        self.model_apis: list[pd.DataFrame] = []
+        self.threads: set[int] = set()  # CANN lanes
+        self.stream_ids: set[int] = set()  # Ascend Hardware / Task Scheduler lanes
+        self.ge_threads: set[int] = set()
+        self.rt_threads: set[int] = set()
+        self.tg_threads: set[int] = set()  # thread_group processes (dynamic shape)
+        self.has_stack = self.has_ge = self.any_tasks = False
+        self.l2_names = L2Names()
+        # HCCL: the Communication lanes (groups, planes: also hccl json's lanes)
+        self.any_comm_ops = False
+        self.comm_groups: set[str] = set()
+        self.comm_planes: set[int] = set()
+
+    # step_json is where timeline_window writes the step_trace json events
+    @property
+    def step_json(self) -> JsonStream:
+        return self.json["step_trace"]
+
+    def _name(self, where: Path, stem: str, ext: str) -> SliceNamer:
+        return SliceNamer(where, stem, self.suffix, ext)
+
+    def _start(self, data: ProfData) -> None:
+        """The first window: selection, output names, the global small inputs."""
+        d = data.devices[0]
+        its = d.iterations
+        known = self.facts.host_models
+        if known is None:
+            known = host_models(d)
+        self.sel = sel = select(its, known, *self.args)
+        self.suffix = sel.suffix(self.dev_id)
+        names = stack.model_names(data)
+        counts = its.groupby("model_id")["iteration_id"].nunique() if len(its) else {}
+        self.choice = ModelChoice(self.dev_id, sel.model_id, sel.first, sel.last,
+                                  self.args[0] is None, [
+                                      (int(m), names.get(int(m), ""), int(n))
+                                      for m, n in sorted(dict(counts).items())])
+        if sel.model_id is not None:
+            its = its[(its["model_id"] == sel.model_id) & (its["iteration_id"] >= sel.first)
+                      & (its["iteration_id"] <= sel.last)].reset_index(drop=True)
+        self.its = its
+        self.models = sorted(int(x) for x in its["model_id"].unique())
+        self.first = slim_first(data)
+        self.tx = X.markers(data)
+        layer_tx = X.tx_layer(self.tx, self.app_pid, X.process_name(data))
+        if len(layer_tx) and self.switches.get("msproftx", True):
+            self.tx_layer = layer_tx
+        fusion = fusion_rows(data, {})  # the workspace per fused op needs no model ids
+        self.workspace = workspace_kb(fusion) if len(fusion) else None
+        self.rules = A.RuleState(d.rd.ai_core_num, self.workspace)
+        # the streams are made here: their temporary files belong to this process
+        self.json = {stem: JsonStream(self._name(self.tdir, stem, "json"),
+                                      self.json_slice_events) for stem in JSON_STEMS}
+        self.timeline = WindowTimeline(self.json["msprof"], [self.dev_id], self.app_pid,
+                                  T.layer_slots(1)["overlap"])
+
+    def _csv(self, stem: str, header: list[str]) -> None:
+        if stem not in self.csv:
+            self.csv[stem] = summary_stream(self.summary_format,
+                                            self._name(self.sdir, stem, "csv"), header,
+                                            self.csv_slice_rows)
+
+    def window(self, k: int) -> None:
+        data = self.plan.load(k)  # while the previous window's jobs run
+        d = data.devices[0]
+        if self.sel is None:
+            self._start(data)
+        t = d.tasks
+        keep = in_window(t["start_local"], t["end_local"], self.sel)
+        tasks = t if keep.all() else t[keep].reset_index(drop=True)
+        rows = S.op_rows(d, tasks)
+        apis = data.host.apis
+        comm_w, lanes = self._comm(data, d, k)
+        base = dict(self.exec_base)  # the executions before this window, per model
+        me = apis[(apis["level"] == L.LEVEL_MODEL) & (apis["type"] == L.MODEL_EXECUTE)]
+        for m, c in me["item_id"].astype(np.int64).value_counts().items():
+            self.exec_base[int(m)] = self.exec_base.get(int(m), 0) + int(c)
+        self.collect()  # the previous window's files are where this window continues them
+        end = self.sel.end_ns  # tasks starting at or after the selection's end are not kept
+        self.timeline.more_rows = end is None or self.plan.cuts[k] < end
+        if len(tasks):
+            self._csv("task_time", S.TASK_TIME)
+        if d.has_host_ops and len(rows):
+            self._csv("op_summary", S.op_summary_header(d))
+        if d.aicpu is not None and len(d.aicpu):
+            self._csv("aicpu", S.AICPU)
+        self._csv("ai_stack_time", stack.AI_STACK_TIME)
+        pool = JobPool()
+        pool.caller_busy = False  # this process only decodes the next window meanwhile
+        # the jobs bind their inputs now: jobs that wait for a free core fork later
+        pool.submit(lambda d=d, t=tasks, r=rows, a=apis, c=comm_w, ln=lanes:
+                    self._timeline(k, d, t, r, a, c, ln))
+        pool.submit(lambda d=d, t=tasks, r=rows: self._summaries(d, t, r))
+        pool.submit(lambda x=data, d=d, t=tasks: self._host(x, d, t, base))
+        pool.submit(lambda d=d, t=tasks, c=comm_w: self._task_time(d, t, c))
+        self.jobs = pool
+        if d.has_host_ops and len(rows):
+            self.prev_op = (int(rows["start_local"].to_numpy(np.int64)[-1]),
+                            int(rows["dur_ns"].to_numpy(np.int64)[-1]))
+        if len(apis):
+            self.model_apis.append(apis[(apis["level"] == L.LEVEL_MODEL)])
+            self.threads.update(int(x) for x in apis["thread_id"].unique())
+        self.stream_ids.update(int(s) for s in tasks["stream_id"].unique())
+        self.any_tasks |= len(tasks) > 0
+        if self.facts.l2_records:
+            self.l2_names.add(tasks)
+        del data, d, t, tasks, rows, apis, me
+        release()
+
+    def _comm(self, data: ProfData, d, k: int) -> tuple[T.CommData | None, tuple | None]:
+        """The HCCL data of window k (outputs.window_comm); the lanes are gathered."""
+        comm, lanes, ops = window_comm(data, d, self.sel, *self.plan.bounds(k))
+        if comm is not None:
+            self.comm_groups.update(lanes[0])
+            self.comm_planes.update(lanes[1])  # also hccl json's: the selected steps'
+            self.any_comm_ops |= ops
+        return comm, lanes
+
+    def collect(self) -> None:
+        """Wait for the running window's jobs and take their outputs' state back."""
+        if self.jobs is None:
+            return
+        pool, self.jobs = self.jobs, None
+        (timeline, step_json), (csv, op_stat, rules), host, (task_json, hccl_json) = \
+            pool.results()
+        self.timeline, self.json["msprof"], self.json["step_trace"] = \
+            timeline, timeline.out, step_json
+        self.json["task_time"], self.json["hccl"] = task_json, hccl_json
+        self.csv.update(csv)
+        if op_stat is not None:
+            self.op_stat.append(op_stat)
+        self.rules.merge(rules)
+        json_out, stack_csv, agg, flags, ge_threads, rt_threads, tg_threads = host
+        self.json.update(json_out)
+        self.csv["ai_stack_time"] = stack_csv
+        if agg is not None:
+            self.rt_agg.append(agg)
+        self.has_stack |= flags[0]
+        self.has_ge |= flags[1]
+        self.ge_threads |= ge_threads
+        self.rt_threads |= rt_threads
+        self.tg_threads |= tg_threads
+
+    # -- the jobs of a window ------------------------------------------------------------
+    def _timeline(self, k: int, d, tasks: pd.DataFrame, rows, apis: pd.DataFrame,
+                  comm: T.CommData | None, lanes) -> tuple[WindowTimeline, JsonStream]:
+        """msprof json and step_trace json (a JobPool job)."""
+        timeline_window(self, k, [(d, tasks, rows, self.its, self.models, comm, lanes)],
+                        apis)
+        return self.timeline, self.step_json
+
+    def _summaries(self, d, tasks: pd.DataFrame, rows):
+        """task_time, op_summary and aicpu rows, op_statistic aggregates and the advice
+        state of the window's op_summary rows (a JobPool job)."""
+        rules = A.RuleState(d.rd.ai_core_num, self.workspace)
+        csv = {k: v for k, v in self.csv.items() if k != "ai_stack_time"}
+        op_stat = write_task_rows(csv, d, tasks, rows, self.prev_op, rules=rules)
+        return csv, op_stat, rules
+
+    def _host(self, data: ProfData, d, tasks: pd.DataFrame, base: dict[int, int]):
+        """ai_stack_time (json and csv), runtime_api json and aggregates, ge json of the
+        window's executions (a JobPool job)."""
+        scope = stack.build_scope(data, d, self.sel, tasks, base)
+        app_pid = self.app_pid
+        if len(scope.execs):  # (no host API at all: a Scope of empty frames)
+            self._events("ai_stack_time", stack.ai_stack_layers(scope, app_pid))
+            self._events("ge", stack.ge_layers(scope, app_pid))
+            self.csv["ai_stack_time"].write(stack.ai_stack_rows(scope))
+        self._events("runtime_api", [stack.runtime_layer(scope, app_pid)])
+        tg_threads: set[int] = set()
+        if self.aging:  # dynamic shape: thread_group (HostTables.aging of the whole)
+            tg = stack.thread_group_layer(scope)
+            if tg is not None:
+                tg_threads = set(tg[0])
+                self._events("thread_group", [tg[1]])
+        flags = (stack.has_stack_data(scope), stack.has_ge_data(scope))
+        ge_threads = set(int(x) for x in scope.execs["thread_id"].unique()) \
+            if len(scope.execs) else set()
+        rt_threads = set(int(x) for x in scope.runtime["thread_id"].unique()) \
+            if len(scope.runtime) else set()
+        json_out = {s: self.json[s] for s in ("ai_stack_time", "thread_group", "runtime_api",
+                                              "ge")}
+        return (json_out, self.csv["ai_stack_time"], stack.runtime_agg(scope), flags,
+                ge_threads, rt_threads, tg_threads)
+
+    def _task_time(self, d, tasks: pd.DataFrame, comm: T.CommData | None
+                   ) -> tuple[JsonStream, JsonStream]:
+        """task_time json and hccl json events (a JobPool job)."""
+        if len(tasks):
+            _, events = task_scheduler_json(d, tasks, self.app_pid)
+            self._events("task_time", [], events)
+        if comm is not None and len(comm.steps):
+            self._events("hccl", [hccl_layer(comm.steps, comm.step_args, self.app_pid)])
+        return self.json["task_time"], self.json["hccl"]
+
+    def _events(self, stem: str, layers: list[T.Layer], stream: T.EventStream | None = None
+                ) -> None:
+        if stream is None:
+            layers = [lay for lay in layers if len(lay)]
+            if not layers:
+                return
+            stream = T.EventStream(layers)
+        out = self.json[stem]
+        for chunk in stream.chunks(0, len(stream), W.EVENT_CHUNK):
+            out.write(chunk)
+
+    # -- the end -------------------------------------------------------------------------
+    def finish(self, advice: list[Advice] | None, with_rule: bool = True) -> list[Path]:
+        self.timeline.finish()
+        app_pid, sw = self.app_pid, self.switches
+        d0 = self.first.devices[0]
+        step_meta = T.step_layer(d0, self.its.drop_duplicates("model_id"), app_pid).meta
+        meta = {
+            "msprof": msprof_meta(self.app_pid, self.first, sw, self.threads, [self.stream_ids],
+                            self.tx_layer, step_meta if sw.get("step_trace", True) else [],
+                            [self.any_tasks or self.any_comm_ops],
+                            [T.comm_meta(self.dev_id, app_pid, (
+                                sorted(self.comm_groups), sorted(self.comm_planes)))
+                             if self.comm_groups or self.comm_planes else None]),
+            "step_trace": step_meta,
+            "task_time": task_scheduler_meta(app_pid, self.stream_ids),
+            "ai_stack_time": stack.ai_stack_meta(app_pid),
+            "thread_group": stack.thread_group_meta(self.tg_threads),
+            "runtime_api": stack.runtime_meta(app_pid, self.rt_threads),
+            "ge": stack.ge_meta(app_pid, self.ge_threads),
+            "hccl": hccl_meta(app_pid, self.comm_planes),
+        }
+        if not self.has_stack:
+            self.json.pop("ai_stack_time").discard()
+            self.csv.pop("ai_stack_time").discard()
+        if not self.has_ge:
+            self.json.pop("ge").discard()
+        # timelines, then summaries
+        written: list[Path] = []
+        stems = [stem for stem in ("msprof", "task_time", "ai_stack_time", "thread_group",
+                                   "runtime_api", "ge", "step_trace", "hccl")
+                 if stem in self.json]
+        for stem, files in close_json_streams([(stem, self.json[stem], meta[stem])
+                                               for stem in stems]):
+            written += files
+            del self.json[stem]
+        if len(self.tx):  # msprof_tx json: the msproftx layer alone (small)
+            layer = X.tx_layer(self.tx, app_pid, X.process_name(self.first))
+            m, events = T.assemble_stream([layer])
+            written += W.write_events(self._name(self.tdir, "msprof_tx", "json"), m, events,
+                                      len(events), self.json_slice_events)
+        release()  # the last window's heap, before the global summaries
+        if "ai_stack_time" in self.csv:
+            written += self.csv.pop("ai_stack_time").close()
+        if self.rt_agg:
+            written += self._emit("runtime_api", stack.runtime_api_of(
+                stack.combine_runtime(self.rt_agg), self.app_pid))
+        written += self._rest()
+        for stem in ("task_time", "op_summary"):
+            if stem in self.csv:
+                written += self.csv.pop(stem).close()
+        if with_rule:
+            written.append(write_advice(d0, self.rules, advice))
+        return written
+
+    def _emit(self, stem: str, table) -> list[Path]:
+        if table is None:
+            return []
+        header, df = table
+        if self.summary_format == "json":
+            return write_json_rows(self._name(self.sdir, stem, "json").single(), header, df)
+        return write_csv(self._name(self.sdir, stem, "csv"), header, df, self.csv_slice_rows)
+
+    def _rest(self) -> list[Path]:
+        """The summaries of _DeviceContext.summaries("rest"), in its order, from the
+        windows' accumulators and the global small inputs."""
+        out: list[Path] = []
+        if self.op_stat:
+            out += self._emit("op_statistic",
+                              S.op_statistic(None, S.combine_op_statistic(self.op_stat)))
+        if len(self.its):
+            out += self._emit("step_trace", S.step_trace(self.its))
+        # fusion_op: the fusion records against the model spans of every window
+        out += self._emit("fusion_op", fusion_op(
+            window_fusion_rows(self.plan, self.first, self.model_apis), self.sel.model_id))
+        if "aicpu" in self.csv:  # a window had AI CPU records: the file, even without rows
+            out += self.csv.pop("aicpu").close(empty_file=True)
+        if self.facts.l2_records:
+            l2 = summary_stream(self.summary_format, self._name(self.sdir, "l2_cache", "csv"),
+                                S.L2_CACHE, self.csv_slice_rows)
+            write_l2_cache([l2], self.plan, [self.l2_names],
+                           restrict=self.sel.start_ns is not None)
+            out += l2.close()
+        out += self._emit("msprof_tx", X.tx_table(self.tx))
+        return out
+
+    def discard(self) -> None:
+        if self.jobs is not None:
+            self.jobs.cancel()  # no worker writes on after the files are removed
+            self.jobs = None
+        for st in (*self.json.values(), *self.csv.values()):
+            st.discard()

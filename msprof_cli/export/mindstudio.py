@@ -2,26 +2,39 @@
 
 All data of the PROF dir (all models, all iterations); devices merged, ``Device_id`` first in
 every CSV; host API rows carry the number of the PROF's (first) device (910 Python engine).
+Written from the plan (outputs.py) of every device with the same cuts: a window decodes
+every device; msprof json merges them by time with a Free carry per device; the CSVs stay
+device-major -- the first device's rows go to the output, the later devices' rows are kept
+(streams.DeferredRows) and appended after it at the end.  Devices whose op_summary columns
+differ (one collected without PMU) share one header, the union, N/A where a device has none.
 """
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+
+from msprof_cli.raw import layouts as L
 
 from . import communication as C
 from . import fusion as F
 from . import msproftx as X
 from . import summaries as S
 from . import timeline as T
+from . import writers as W
 from .dataset import ProfData
+from .memory import release
 from .parallel import JobPool
 from .readme import readme_text, summary_json_stem
-from .stack import model_names
-from .writers import (CSV_SLICE_ROWS, JSON_SLICE_EVENTS, AtomicFile, SliceNamer, write_csv,
-                      write_csv_parts, event_jobs, write_json_parts,
-                      write_json_rows)
+from .selection import ALL
+from .streams import CsvStream, DeferredRows, JsonRowsStream, JsonStream
+from .plan import Plan
+from .writers import SliceNamer, write_csv, write_json_rows
+from .outputs import (L2Names, WindowTimeline, close_json_streams, drive, msprof_meta,
+                      slim_first, timeline_window, window_comm, window_fusion_rows,
+                      write_l2_cache, write_task_rows)
 
 OUTPUT_DIR = "mindstudio_profiler_output"
 
@@ -64,171 +77,342 @@ def json_per_device(out_dir: Path, name: str, header: list[str], df: pd.DataFram
     return out
 
 
-def export_mindstudio(data: ProfData, *, summary_format: str = "csv", reports: Path | None = None,
-                      csv_slice_rows: int = CSV_SLICE_ROWS,
-                      json_slice_events: int = JSON_SLICE_EVENTS) -> list[Path]:
-    """Every file of the layout.  Jobs (JobPool): the big summaries start first, in forked
-    workers, while this process builds the timeline layers; then every msprof json slice is
-    a job of its own, so the two cores stay busy until the end."""
-    out_dir = data.prof / OUTPUT_DIR
-    devs = data.devices
-    app_pid = devs[0].rd.app_pid if devs else (data.host.rd.app_pid if data.host.rd else 0)
-    host_dev = devs[0].device_id if devs else 0
-    per_dev = []
-    for d in devs:
-        rows = S.op_rows(d)
-        per_dev.append((d, d.tasks, rows, d.iterations))
-    tx = X.markers(data)
-    pool = JobPool()
-    # summaries: (file names, summary names) per job; the biggest tables first
-    for part in _SUMMARY_PARTS:
-        pool.submit(lambda part=part: _summary_job(part, data, per_dev, tx, out_dir,
-                                                   summary_format, csv_slice_rows, host_dev))
-    timelines: list[str] = []  # in the real tool's README order: msprof_tx, msprof, step_trace
-    switches = T.read_reports(reports)
-    layers = T.msprof_layers(per_dev, data.host.apis, app_pid, switches,
-                             comm=[C.device_comm(data, d) for d, _, _, _ in per_dev])
-    if len(tx):  # msproftx markers: msprof_tx json + the application layer of msprof json
-        tx_layer = X.tx_layer(tx, app_pid, X.process_name(data))
-        layers.append(tx_layer)
-        tmeta, tev = T.assemble_stream([tx_layer])
-        event_jobs(SliceNamer(out_dir, "msprof_tx", f"_{stamp()}", "json"), tmeta, tev,
-                   len(tev), json_slice_events, pool.parallel).submit_to(pool)
-        timelines.append("msprof_tx")
-    meta, events = T.assemble_stream(layers)
-    del layers
-    if events:
-        event_jobs(SliceNamer(out_dir, "msprof", f"_{stamp()}", "json"), meta, events,
-                   len(events), json_slice_events, pool.parallel).submit_to(pool)
-        timelines.append("msprof")
-    step_layers = [T.step_layer(d, its, app_pid) for d, _, _, its in per_dev]
-    smeta, sev = T.assemble_stream(step_layers)
-    if sev:
-        event_jobs(SliceNamer(out_dir, "step_trace", f"_{stamp()}", "json"), smeta, sev,
-                   len(sev), json_slice_events, pool.parallel).submit_to(pool)
-        timelines.append("step_trace")
-    results = pool.results()
-    written: list[Path] = []
-    summaries: set[str] = set()
-    for res in results[len(_SUMMARY_PARTS):]:  # timelines first, as before
-        written.extend(res)
-    summary_results = dict(zip(_SUMMARY_PARTS, results))
-    for part in ("task_time", "op_summary", "rest"):  # the real tool's order
-        paths, names = summary_results[part]
-        written.extend(paths)
-        summaries |= names
-    if written:
-        readme = out_dir / "README.txt"
-        with AtomicFile(readme) as fh:
-            fh.write(readme_text(set(timelines), summaries, summary_format))
-        written.append(readme)
-    return written
+def export_mindstudio(plan: Plan, *, reports: Path | None = None,
+                      csv_slice_rows: int = W.CSV_SLICE_ROWS,
+                      json_slice_events: int = W.JSON_SLICE_EVENTS,
+                      on_window=None, summary_format: str = "csv") -> list[Path]:
+    """Every file of the mindstudio layout, window by window (one window: the whole).
+
+    Pipelined: a window's CSV rows and its timeline are written by two forked jobs while
+    this process decodes the next window; a window's jobs start once the previous
+    window's are done (they continue its files)."""
+    run = _MindstudioExport(plan, reports, csv_slice_rows, json_slice_events, summary_format)
+    return drive(run, len(plan), on_window, run.finish)
 
 
-# the summaries in three jobs of similar size at 1M tasks (op_summary ≈ 60 % of the work)
-_SUMMARY_PARTS = ("op_summary", "task_time", "rest")
+class _MindstudioExport:
+    """The open outputs and the carried state of one mindstudio export (one device, or the
+    devices of `plan_all_devices` with the same cuts)."""
 
+    def __init__(self, plan: Plan, reports: Path | None, csv_slice_rows: int,
+                 json_slice_events: int, summary_format: str = "csv") -> None:
+        # json summaries: a file per device, no Device_id column (json_per_device); the
+        # streams of the devices after the first are then kept in `deferred` too
+        self.summary_format = summary_format
+        self.plan = plan
+        self.facts = plan.facts
+        self.out_dir = plan.prof / OUTPUT_DIR
+        self.dev_ids = [f.rd.device_id or 0 for f in self.facts]
+        # host API rows carry the first device's number
+        self.host_dev = self.dev_ids[0] if self.dev_ids else 0
+        self.app_pid = plan.app_pid()
+        self.switches = T.read_reports(reports)
+        self.csv_slice_rows, self.json_slice_events = csv_slice_rows, json_slice_events
+        self.msprof = JsonStream(self.name("msprof", "json"), json_slice_events)
+        self.step_json = JsonStream(self.name("step_trace", "json"), json_slice_events)
+        self.jobs: JobPool | None = None  # the running window's jobs
+        # task_time, op_summary, aicpu, opened on use
+        self.csv: dict[str, CsvStream | JsonRowsStream] = {}
+        # the rows of the devices after the first, kept until the first's are written
+        self.deferred: dict[tuple[str, int], DeferredRows | JsonRowsStream] = {}
+        n = len(self.dev_ids)
+        self.timeline = WindowTimeline(self.msprof, self.dev_ids, self.app_pid,
+                                  T.layer_slots(n)["overlap"])
+        self.step_meta: list[str] = []
+        self.op_header: list[str] = []  # op_summary's (_start)
+        self.tx_layer: T.Layer | None = None
+        self.first: ProfData | None = None  # what is kept of the first window (slim_first)
+        self.prev_op: list[tuple[int, int] | None] = [None] * n  # (start, dur) of last row
+        self.op_stat: list[list[pd.DataFrame]] = [[] for _ in range(n)]
+        self.comm_rows: list[list[pd.DataFrame]] = [[] for _ in range(n)]
+        self.comm_lanes: list[tuple[list[str], list[int]] | None] = [None] * n
+        self.any_comm_ops = [False] * n
+        self.api_cols: list[pd.DataFrame] = []
+        self.api_acc = _ApiGroups()
+        self.model_apis: list[pd.DataFrame] = []
+        self.threads: set[int] = set()
+        self.stream_ids: list[set[int]] = [set() for _ in range(n)]
+        self.l2_names = [L2Names() for _ in range(n)]
+        self.use_flow = plan.has_apis()  # as msprof_layers: flows only with host API rows
 
-def _summary_job(part: str, data: ProfData, per_dev: list, tx: pd.DataFrame,
-                 out_dir: Path, summary_format: str, csv_slice_rows: int, host_dev: int
-                 ) -> tuple[list[Path], set[str]]:
-    written: list[Path] = []
-    summaries: set[str] = set()
+    def name(self, stem: str, ext: str) -> SliceNamer:
+        return SliceNamer(self.out_dir, stem, f"_{stamp()}", ext)
 
-    def emit(name: str, table: S.Table | None) -> None:
-        if table is None:
+    def _csv(self, stem: str, header: list[str], j: int) -> None:
+        if self.summary_format == "json":
+            for jj in {0, j}:
+                out = self.csv if jj == 0 else self.deferred
+                key = stem if jj == 0 else (stem, jj)
+                if key not in out:
+                    out[key] = JsonRowsStream(self._device_name(stem, jj), header,
+                                              fill_na=True)
             return
-        header, df = table
-        if summary_format == "json":
-            written.extend(json_per_device(out_dir, name, header, df))
-        else:
-            written.extend(write_csv(SliceNamer(out_dir, name, f"_{stamp()}", "csv"), header, df,
-                                     csv_slice_rows))
-        summaries.add(name)
+        if stem not in self.csv:
+            self.csv[stem] = CsvStream(self.name(stem, "csv"), ["Device_id"] + header,
+                                       self.csv_slice_rows)
+        if j and (stem, j) not in self.deferred:
+            self.deferred[stem, j] = DeferredRows(self.name(f"{stem}_device_{j}", "csv"))
 
-    def emit_chunked(name: str, header: list[str], parts: list[tuple[int, int, S.RowRender]],
-                     whole) -> None:
-        """Per-device tables written CHUNK_ROWS rows at a time (no full table of strings);
-        `whole()` = the (header, frame) fallback for json output or differing headers."""
-        if not parts:
+    def _start(self, data: ProfData) -> None:
+        """The first window: what is kept of it, the step-trace metadata, the markers."""
+        # devices with other PMU columns (one collected without): one header, the union
+        # in device order, N/A in the columns a device has not
+        for d in data.devices:
+            if d.has_host_ops:
+                self.op_header += [c for c in S.op_summary_header(d)
+                                   if c not in self.op_header]
+        self.first = slim_first(data)
+        # the step layer's metadata depends on the models only; its events (a few hundred
+        # MB of text at 10M tasks) are made per window
+        self.step_meta = [m for d in data.devices for m in T.step_layer(
+            d, d.iterations.drop_duplicates("model_id"), self.app_pid).meta]
+        tx = X.markers(data)
+        if len(tx):  # msprof_tx json, and msprof json's last layer (if switched on)
+            self.tx_layer = X.tx_layer(tx, self.app_pid, X.process_name(data))
+
+    def window(self, k: int) -> None:
+        data = self.plan.load(k)
+        if self.first is None:
+            self._start(data)
+        lo, hi = self.plan.bounds(k)
+        devs = []
+        for j, d in enumerate(data.devices):
+            comm, lanes, ops = window_comm(data, d, ALL, lo, hi)
+            if comm is not None:
+                self.comm_lanes[j] = lanes
+                self.any_comm_ops[j] |= ops
+                self.comm_rows[j].append(comm.ops)
+            models = sorted(int(x) for x in d.iterations["model_id"].unique())
+            devs.append((d, d.tasks, S.op_rows(d), d.iterations, models, comm, lanes))
+        self.collect()  # the previous window's files are where this window continues them
+        # the streams are made here: their temporary files belong to this process
+        for j, (d, tasks, rows, *_rest) in enumerate(devs):
+            if len(tasks):
+                self._csv("task_time", S.TASK_TIME, j)
+            if d.has_host_ops and len(rows):
+                self._csv("op_summary", self.op_header, j)
+            if d.aicpu is not None and len(d.aicpu):
+                self._csv("aicpu", S.AICPU, j)
+        apis = data.host.apis
+        pool = JobPool()
+        pool.caller_busy = False  # this process only decodes the next window meanwhile
+        # the jobs bind their inputs now: a job that waits for a free core forks later
+        pool.submit(lambda devs=devs: self._summaries(devs))
+        pool.submit(lambda devs=devs, apis=apis: self._timeline(k, devs, apis))
+        self.jobs = pool
+        for j, (d, tasks, rows, *_rest) in enumerate(devs):
+            if d.has_host_ops and len(rows):
+                self.prev_op[j] = (int(rows["start_local"].to_numpy(np.int64)[-1]),
+                                   int(rows["dur_ns"].to_numpy(np.int64)[-1]))
+            self.stream_ids[j].update(int(s) for s in tasks["stream_id"].unique())
+            if self.facts[j].l2_records:
+                self.l2_names[j].add(tasks)
+        if len(apis):
+            self.api_cols.append(self.api_acc.add(apis))
+            self.model_apis.append(apis[(apis["level"] == L.LEVEL_MODEL)])
+            self.threads.update(int(t) for t in apis["thread_id"].unique())
+        del data, devs, apis
+        release()
+
+    def collect(self) -> None:
+        """Wait for the running window's jobs and take their outputs' state back."""
+        if self.jobs is None:
             return
-        if summary_format == "json":  # per device, as `json_per_device` splits `whole()`
-            several = len(parts) > 1
-            for d, n, r in parts:
-                stem = summary_json_stem(name) + (f"_device_{d}" if several else "")
-                written.extend(write_json_parts(out_dir / f"{stem}_{stamp()}.json", header,
-                                                [(n, r)], fill_na=True))
-            summaries.add(name)
-            return
-        full = ["Device_id"] + header
+        pool, self.jobs = self.jobs, None
+        (csv, deferred, op_stats), (timeline, step_json) = pool.results()
+        self.csv.update(csv)
+        self.deferred.update(deferred)
+        for j, op_stat in enumerate(op_stats):
+            if op_stat is not None:
+                self.op_stat[j].append(op_stat)
+        self.timeline, self.msprof, self.step_json = timeline, timeline.out, step_json
 
-        def with_dev(dev_id: int, render: S.RowRender) -> S.RowRender:
-            def part(lo: int, hi: int) -> pd.DataFrame:
-                df = render(lo, hi)
-                df.insert(0, "Device_id", str(dev_id))
-                return df
-            return part
+    def _summaries(self, devs: list[tuple]):
+        """The window's task_time, op_summary and aicpu rows of every device (a JobPool
+        job): returns the outputs as they are now and the op_statistic aggregates."""
+        op_stats = []
+        for j, (d, tasks, rows, *_rest) in enumerate(devs):
+            out = self.csv if j == 0 else {stem: self.deferred[stem, j]
+                                           for stem, jj in self.deferred if jj == j}
+            op_stats.append(write_task_rows(
+                out, d, tasks, rows, self.prev_op[j],
+                None if self.summary_format == "json" else str(self.dev_ids[j]),
+                op_header=self.op_header))
+        return dict(self.csv), dict(self.deferred), op_stats
 
-        written.extend(write_csv_parts(SliceNamer(out_dir, name, f"_{stamp()}", "csv"), full,
-                                       [(n, with_dev(d, r)) for d, n, r in parts],
-                                       csv_slice_rows))
-        summaries.add(name)
+    def _timeline(self, k: int, devs: list[tuple], apis: pd.DataFrame
+                  ) -> tuple["WindowTimeline", JsonStream]:
+        """This window's msprof json layers and step_trace json events (a JobPool job):
+        returns the two outputs' state."""
+        timeline_window(self, k, devs, apis)
+        return self.timeline, self.step_json
 
-    _summaries(part, data, per_dev, tx, emit, emit_chunked, host_dev)
-    return written, summaries
+    def _device_name(self, stem: str, j: int) -> SliceNamer:
+        return self.name(f"{summary_json_stem(stem)}_device_{self.dev_ids[j]}", "json")
+
+    def _close_json(self, stem: str, streams: list[JsonRowsStream],
+                    empty_file: bool = False) -> list[Path]:
+        """The json files of one summary, per device as `json_per_device` names them: a
+        file per device with rows, ``{stem}_{ts}.json`` when only one has (or none, with
+        `empty_file`: ``[]``)."""
+        has = [k for k, st in enumerate(streams) if st.total]
+        if len(has) > 1:
+            return [p for st in streams for p in st.close()]
+        out: list[Path] = []
+        for k, st in enumerate(streams):
+            if k == (has[0] if has else 0):
+                out += st.close(empty_file, self.name(summary_json_stem(stem), "json").single())
+            else:
+                st.discard()
+        return out
+
+    def _close_csv(self, stem: str, empty_file: bool = False) -> list[Path]:
+        """The device-major file: the first device's rows, then each later device's."""
+        if self.summary_format == "json":
+            streams = [self.csv.pop(stem)] + [self.deferred.pop((stem, j))
+                                              for j in range(1, len(self.dev_ids))
+                                              if (stem, j) in self.deferred]
+            return self._close_json(stem, streams, empty_file)
+        out = self.csv[stem]
+        for j in range(1, len(self.dev_ids)):
+            if (stem, j) in self.deferred:
+                self.deferred.pop((stem, j)).replay(out)
+        return out.close(empty_file=empty_file)
+
+    def finish(self) -> list[Path]:
+        self.timeline.finish()
+        sw = self.switches
+        step_meta = self.step_meta if sw.get("step_trace", True) else []
+        first = self.first
+        n = len(self.dev_ids)
+        overlap = [bool(self.stream_ids[j]) or self.any_comm_ops[j] for j in range(n)]
+        comm_meta = [T.comm_meta(self.dev_ids[j], self.app_pid, self.comm_lanes[j])
+                     if self.comm_lanes[j] is not None else None for j in range(n)]
+        meta = msprof_meta(self.app_pid, first, sw, self.threads, self.stream_ids,
+                           self.tx_layer if T.layer_on("tx", sw) else None,
+                           step_meta, overlap, comm_meta)
+        written: list[Path] = []
+        timelines: list[str] = []
+        if self.tx_layer is not None:  # msprof_tx json: the msproftx layer alone (small)
+            written += _single_layer(self.name("msprof_tx", "json"), self.tx_layer,
+                                     self.json_slice_events)
+            timelines.append("msprof_tx")
+        outs = [("msprof", self.msprof, meta), ("step_trace", self.step_json, self.step_meta)]
+        for stem, files in close_json_streams([(stem, st, head) for stem, st, head in outs]):
+            if files:
+                written += files
+                timelines.append(stem)
+        release()  # the last window's heap, before the global summaries
+        summaries: set[str] = set()
+        for stem in ("task_time", "op_summary"):
+            if stem in self.csv:
+                got = self._close_csv(stem)
+                written += got
+                if got:
+                    summaries.add(stem)
+        written += self._rest(summaries)
+        if written:
+            readme = self.out_dir / "README.txt"
+            with W.AtomicFile(readme) as fh:
+                fh.write(readme_text(set(timelines), summaries, self.summary_format))
+            written.append(readme)
+        return written
+
+    def _rest(self, summaries: set[str]) -> list[Path]:
+        """The summaries of mindstudio._rest, in its order, from the windows' accumulators."""
+        out: list[Path] = []
+
+        def emit(stem: str, table) -> None:
+            if table is None:
+                return
+            header, df = table
+            if self.summary_format == "json":
+                out.extend(json_per_device(self.out_dir, stem, header, df))
+            else:
+                out.extend(write_csv(self.name(stem, "csv"), header, df, self.csv_slice_rows))
+            summaries.add(stem)
+
+        if self.api_cols:
+            # in record order, as the whole API table: the per-call sums add in its order
+            apis = pd.concat(self.api_cols, ignore_index=True)
+            self.api_cols.clear()
+            order = np.argsort(apis["cid"].to_numpy(), kind="stable")
+            codes = apis["g"].to_numpy()[order]
+            dur = apis["dur"].to_numpy()[order]
+            del apis, order
+            names, levels = self.api_acc.tables()
+            emit("api_statistic", with_device(self.host_dev, S.api_statistic_of(
+                codes, dur, names, levels)))
+            del codes, dur
+        ids = self.dev_ids
+        first = self.first
+        # windows with node info (has_node_info) and op rows
+        emit("op_statistic", merge_tables([with_device(ids[j], S.op_statistic(
+            None, S.combine_op_statistic(st))) for j, st in enumerate(self.op_stat) if st]))
+        emit("step_trace", merge_tables([with_device(ids[j], S.step_trace(d.iterations))
+                                   for j, d in enumerate(first.devices)
+                                   if len(d.iterations)]))
+        # fusion_op: the fusion records against the model spans of every window
+        fusion = F.fusion_op(window_fusion_rows(self.plan, first, self.model_apis))
+        emit("fusion_op", with_device(self.host_dev, fusion) if fusion is not None else None)
+        if "aicpu" in self.csv:  # a window had AI CPU records: the file, even without rows
+            got = self._close_csv("aicpu", empty_file=True)
+            out.extend(got)
+            if got:
+                summaries.add("aicpu")
+        if any(f.l2_records for f in self.facts):
+            if self.summary_format == "json":
+                l2s = [JsonRowsStream(self._device_name("l2_cache", j), S.L2_CACHE, True)
+                       for j in range(len(self.dev_ids))]
+                write_l2_cache(l2s, self.plan, self.l2_names)
+                got = self._close_json("l2_cache", l2s)
+            else:
+                l2 = CsvStream(self.name("l2_cache", "csv"), ["Device_id"] + S.L2_CACHE,
+                               self.csv_slice_rows)
+                write_l2_cache([l2] * len(self.dev_ids), self.plan, self.l2_names,
+                               device_col=True)
+                got = l2.close()
+            out.extend(got)
+            if got:
+                summaries.add("l2_cache")
+        emit("communication_statistic", merge_tables([
+            with_device(ids[j], C.communication_statistic(pd.concat(rows, ignore_index=True)))
+            for j, rows in enumerate(self.comm_rows)
+            if rows and sum(len(r) for r in rows)]))
+        tx = X.markers(first)
+        if len(tx):
+            emit("msprof_tx", with_device(self.host_dev, X.tx_table(tx, merged=True)))
+        return out
+
+    def discard(self) -> None:
+        if self.jobs is not None:
+            self.jobs.cancel()  # no worker writes on after the files are removed
+            self.jobs = None
+        for st in (self.msprof, self.step_json, *self.csv.values(), *self.deferred.values()):
+            st.discard()
 
 
-def _summaries(part: str, data: ProfData, per_dev: list, tx: pd.DataFrame, emit, emit_chunked,
-               host_dev: int) -> None:
-    """The mindstudio summaries of one job (`part`: "task_time", "op_summary" or "rest"),
-    in the real tool's order."""
-    devs = data.devices
-    if part == "task_time":
-        _task_time(per_dev, emit, emit_chunked)
-    elif part == "op_summary":
-        _op_summary(per_dev, emit, emit_chunked)
-    else:
-        _rest(data, devs, per_dev, tx, emit, host_dev)
+class _ApiGroups:
+    """The API calls of every window as (record index, group code, duration): the
+    (API Name, Level) groups numbered across windows (summaries.api_groups)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple[str, str], int] = {}
+
+    def add(self, apis: pd.DataFrame) -> pd.DataFrame:
+        codes, names, levels = S.api_groups(apis)
+        glob = np.array([self.ids.setdefault((str(n), str(lv)), len(self.ids))
+                         for n, lv in zip(names, levels)], dtype=np.int32)
+        return pd.DataFrame({"cid": apis["connection_id"].to_numpy(np.int64),
+                             "g": glob[codes], "dur": apis["dur_ns"].to_numpy(np.int64)})
+
+    def tables(self) -> tuple[np.ndarray, np.ndarray]:
+        keys = list(self.ids)
+        return (np.array([k[0] for k in keys], dtype=object),
+                np.array([k[1] for k in keys], dtype=object))
 
 
-def _task_time(per_dev: list, emit, emit_chunked) -> None:
-    emit_chunked("task_time", S.TASK_TIME, [
-        (d.device_id, len(t), lambda lo, hi, d=d, t=t: S.task_time(d, t.iloc[lo:hi])[1])
-        for d, t, _, _ in per_dev if len(t)],
-        lambda: merge_tables([with_device(d.device_id, S.task_time(d, t))
-                        for d, t, _, _ in per_dev if len(t)]))
-
-
-def _op_summary(per_dev: list, emit, emit_chunked) -> None:
-    op_devs = [(d, rows) for d, _, rows, _ in per_dev if d.has_host_ops and len(rows)]
-    op_headers = {tuple(S.op_summary_header(d)) for d, _ in op_devs}
-    op_whole = lambda: merge_tables([with_device(d.device_id, S.op_summary(d, rows))  # noqa: E731
-                               for d, rows in op_devs])
-    if len(op_headers) == 1:
-        emit_chunked("op_summary", list(op_headers.pop()), [
-            (d.device_id, len(rows),
-             lambda lo, hi, d=d, rows=rows: S.op_summary(d, rows, lo, hi)[1])
-            for d, rows in op_devs], op_whole)
-    else:  # devices with different PMU columns: merged whole (widest header, N/A)
-        emit("op_summary", op_whole() if op_devs else None)
-
-
-def _rest(data: ProfData, devs: list, per_dev: list, tx: pd.DataFrame, emit, host_dev: int
-          ) -> None:
-    if data.host.apis is not None and len(data.host.apis):
-        emit("api_statistic", with_device(host_dev, S.api_statistic(data.host.apis)))
-    emit("op_statistic", merge_tables([with_device(d.device_id, S.op_statistic(rows))
-                                 for d, _, rows, _ in per_dev if d.has_node_info and len(rows)]))
-    emit("step_trace", merge_tables([with_device(d.device_id, S.step_trace(its))
-                               for d, _, _, its in per_dev if len(its)]))
-    fusion = F.fusion_op(F.fusion_rows(data, model_names(data)))
-    emit("fusion_op", with_device(host_dev, fusion) if fusion is not None else None)
-    emit("aicpu", merge_tables([with_device(d.device_id, t) for d, tasks, _, _ in per_dev
-                          if (t := S.aicpu(d, tasks)) is not None]))
-    emit("l2_cache", merge_tables([with_device(d.device_id, t) for d, tasks, _, _ in per_dev
-                             if (t := S.l2_cache(d, tasks)) is not None]))
-    emit("communication_statistic", merge_tables([
-        with_device(d.device_id, C.communication_statistic(r)) for d in devs
-        if len(r := C.hccl_rows(d, data))]))
-    if len(tx):
-        emit("msprof_tx", with_device(host_dev, X.tx_table(tx, merged=True)))
+def _single_layer(paths: SliceNamer, layer: T.Layer, slice_events: int) -> list[Path]:
+    """A timeline of one global layer, written as the whole export writes it."""
+    meta, events = T.assemble_stream([layer])
+    return W.write_events(paths, meta, events, len(events), slice_events)

@@ -104,7 +104,7 @@ SCOPE_TASK_COLS = ["op_name", "task_type", "rt_type", "host_known", "start_local
 def build_scope(data: ProfData, dev: DeviceData, sel: Selection, tasks: pd.DataFrame,
                 exec_base: dict[int, int] | None = None) -> Scope:
     """`exec_base`: per model, the executions before these host data (the windows before,
-    windowed_legacy.py): execution n of a model is the n-th of the whole collection."""
+    legacy.py): execution n of a model is the n-th of the whole collection."""
     apis = data.host.apis
     names = model_names(data)
     empty = pd.DataFrame()

@@ -68,7 +68,7 @@ class _Slices:
 
 class CsvStream:
     """A CSV summary appended window by window (str cells, missing -> ``N/A``), byte-equal
-    to writers.write_csv_parts of the whole table."""
+    to writers.write_csv of the whole table."""
 
     def __init__(self, paths: SliceNamer, header: list[str], slice_rows: int) -> None:
         self.slices = _Slices(paths)
@@ -177,7 +177,7 @@ def summary_stream(summary_format: str, paths: SliceNamer, header: list[str],
 
 class JsonStream:
     """A Chrome-trace array appended window by window (event strings in their final order);
-    the jobs of ``close_jobs(meta)`` (windowed.close_json_streams) write it as
+    the jobs of ``close_jobs(meta)`` (outputs.close_json_streams) write it as
     writers.event_jobs writes the whole stream."""
 
     def __init__(self, paths: SliceNamer, slice_events: int) -> None:

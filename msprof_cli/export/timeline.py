@@ -717,33 +717,3 @@ def layer_slots(n: int) -> dict[str, list[int] | int]:
 def in_layer_order(parts: dict[str, list]) -> list:
     """The items of `parts` (kind -> its layers, or metadata lines) in MSPROF_LAYER_ORDER."""
     return [x for kind, _, _ in MSPROF_LAYER_ORDER for x in parts.get(kind, ())]
-
-
-def msprof_layers(devs: list[tuple[DeviceData, pd.DataFrame, pd.DataFrame, pd.DataFrame]],
-                  apis: pd.DataFrame, app_pid: int, switches: dict[str, bool],
-                  tx: Layer | None = None, comm: list[CommData | None] | None = None
-                  ) -> list[Layer]:
-    """devs: (device, tasks, op rows, iterations) already restricted to the export window;
-    `comm`: per device (same order) its HCCL data (communication.device_comm) or None;
-    `tx`: the msproftx layer (msproftx.tx_layer).  Layers in MSPROF_LAYER_ORDER."""
-    comms = list(comm) if comm is not None else [None] * len(devs)
-    on = {kind: layer_on(kind, switches) for kind, _, _ in MSPROF_LAYER_ORDER}
-    parts: dict[str, list[Layer]] = {}
-    if on["step"]:
-        parts["step"] = [step_layer(d, its, app_pid) for d, _, _, its in devs]
-    if on["cann"]:
-        parts["cann"] = [cann_layer(apis, app_pid)]
-    if on["hardware"]:
-        parts["hardware"] = [hardware_layer(d, t, app_pid) for d, t, _, _ in devs]
-    if on["flow"] and apis is not None and len(apis):
-        parts["flow"] = [flow_layer(d, t, app_pid) for d, t, _, _ in devs]
-    if on["comm"]:
-        parts["comm"] = [communication_layer(d, c, app_pid)
-                         for (d, _, _, _), c in zip(devs, comms)]
-    if on["overlap"]:
-        parts["overlap"] = [overlap_layer(d, rows, app_pid, c)
-                            for (d, t, rows, _), c in zip(devs, comms)
-                            if len(t) or (c is not None and len(c.ops))]
-    if tx is not None and len(tx) and on["tx"]:
-        parts["tx"] = [tx]
-    return in_layer_order(parts)

@@ -21,8 +21,8 @@ computing gap around one.
 Window mode is used only on data whose whole-file checks (magic numbers, rolling counters,
 log types, truncated tails) found nothing to report, so no record dropped by a check can
 shift a window's joins; otherwise, and for what it does not cover yet (api begin/end event
-records, legacy dynamic-shape data), the export decodes the PROF dir whole (`plan_windows`
-returns None).  l2_cache records carry no time: a window decodes none, the export reads them
+records, legacy dynamic-shape data), the PROF dir is one window, decoded whole (`plan_windows`
+returns `Whole`).  l2_cache records carry no time: a window decodes none, the export reads them
 in chunks at the end (`l2_rows`).
 """
 from __future__ import annotations
@@ -199,12 +199,15 @@ def _count_before(sorted_times: np.ndarray, at: np.ndarray) -> np.ndarray:
     return np.searchsorted(sorted_times, at, side="left")
 
 
-WHY_WHOLE: list[str] = [""]  # why the last `plan_windows` call returned None (tests, docs)
+@dataclass(frozen=True)
+class Whole:
+    """The scan's answer for a PROF dir that is exported as one window, and why."""
+
+    why: str
 
 
-def _whole(why: str) -> None:
-    WHY_WHOLE[0] = why
-    return None
+def _whole(why: str) -> Whole:
+    return Whole(why)
 
 
 def _groups(stream: np.ndarray, task: np.ndarray, batch: np.ndarray) -> np.ndarray:
@@ -369,10 +372,10 @@ def device_ids(prof: Path) -> list[int]:
 
 
 def plan_windows(prof: Path, target: int | None = None, models: bool = False,
-                 device: int | None = None, _common: bool = False) -> WindowPlan | None:
+                 device: int | None = None, _common: bool = False) -> WindowPlan | Whole:
     """Scan `prof` and cut it into windows of about `target` device tasks at quiet points,
-    or None when it is small or not covered by window mode (then it is decoded whole;
-    `WHY_WHOLE[0]` says why).  `models`: also find the models of the host-known tasks
+    or `Whole` (why) when it is small or not covered by window mode: it is then one
+    window, decoded whole.  `models`: also find the models of the host-known tasks
     (`WindowPlan.host_models`, the legacy layout's default model).  `device`: plan the
     windows of that device of a several-device PROF dir, HCCL data included (the legacy
     layout exports each device on its own); None: the PROF dir must hold one device, and
@@ -611,11 +614,11 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
     return plan
 
 
-def plan_all_devices(prof: Path, target: int | None = None) -> list[WindowPlan] | None:
+def plan_all_devices(prof: Path, target: int | None = None) -> list[WindowPlan] | Whole:
     """The plans of every device of a several-device PROF dir with the same cuts (the
     mindstudio layout mixes the devices in each file): the quiet points of all devices
     (the same candidates: the host API begins), about `target` tasks of all devices
-    apart; None when one device is not covered or the whole is small."""
+    apart; `Whole` when one device is not covered or the whole is small."""
     target_, threshold = window_tasks() if target is None else (target, target)
     if target_ <= 0:
         return _whole("windows off")
@@ -630,8 +633,8 @@ def plan_all_devices(prof: Path, target: int | None = None) -> list[WindowPlan] 
     plans: list[WindowPlan] = []
     for dev in ids:
         plan = plan_windows(prof, target_, device=dev, _common=True)
-        if plan is None:
-            return None
+        if isinstance(plan, Whole):
+            return plan
         plans.append(plan)
         release()
     if sum(p.tasks for p in plans) <= threshold:

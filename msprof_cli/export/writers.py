@@ -316,35 +316,6 @@ def append_file(fh, src: Path) -> None:
 RowRender = Callable[[int, int], pd.DataFrame]
 
 
-def write_csv_parts(paths: "SliceNamer", header: list[str], parts: list[tuple[int, RowRender]],
-                    slice_rows: int = CSV_SLICE_ROWS) -> list[Path]:
-    """As `write_csv` for a table given as consecutive parts (e.g. one per device), each
-    ``(rows, render)`` where ``render(lo, hi)`` returns rows [lo, hi) of that part as str
-    cells: only CHUNK_ROWS rows of text exist at a time.  Byte-identical to `write_csv` of
-    the concatenated frame (every transformation is per cell; missing cells -> ``N/A``)."""
-    total = sum(n for n, _ in parts)
-    starts = np.cumsum([0] + [n for n, _ in parts])
-
-    def rows(lo: int, hi: int):  # global rows [lo, hi) in chunks of at most CHUNK_ROWS
-        for k, (n, render) in enumerate(parts):
-            a, b = max(lo, starts[k]), min(hi, starts[k + 1])
-            for c in range(a, b, CHUNK_ROWS):
-                yield render(c - starts[k], min(c + CHUNK_ROWS, b) - starts[k])
-
-    head = csv_line(header)
-    ranges = [(0, total)] if total <= slice_rows else \
-        [(lo, min(lo + slice_rows, total)) for lo in range(0, total, slice_rows)]
-    out = []
-    for k, (lo, hi) in enumerate(ranges):
-        path = paths.single() if len(ranges) == 1 else paths.slice(k)
-        with AtomicFile(path) as fh:
-            fh.write(head)
-            for df in rows(lo, hi):
-                fh.write(render_csv(df, fill_na=True))
-        out.append(path)
-    return out
-
-
 def write_json_rows(path: Path, header: list[str], df: pd.DataFrame) -> list[Path]:
     """``--summary-format json``: a list of {header: value} objects (all values strings)."""
     return write_json_parts(path, header, [(len(df), lambda lo, hi: df.iloc[lo:hi])])
@@ -352,8 +323,9 @@ def write_json_rows(path: Path, header: list[str], df: pd.DataFrame) -> list[Pat
 
 def write_json_parts(path: Path, header: list[str], parts: list[tuple[int, RowRender]],
                      fill_na: bool = False) -> list[Path]:
-    """`write_json_rows` of a table given as consecutive parts (``(rows, render)`` as in
-    `write_csv_parts`): CHUNK_ROWS rows of text at a time.  `fill_na`: missing cells print
+    """`write_json_rows` of a table given as consecutive parts, each ``(rows, render)``
+    where ``render(lo, hi)`` returns rows [lo, hi) of that part as str cells: CHUNK_ROWS
+    rows of text at a time.  `fill_na`: missing cells print
     ``"N/A"`` (as after ``fillna``)."""
     with AtomicFile(path) as fh:
         fh.write("[")
