@@ -51,6 +51,7 @@ def test_tiny_chunks_are_byte_identical(prof_src, tmp_path, monkeypatch, layout)
     whole = _export(prof_src, tmp_path / "whole", layout)
     monkeypatch.setattr(W, "CHUNK_ROWS", 7)
     monkeypatch.setattr(W, "EVENT_CHUNK", 5)
+    monkeypatch.setattr(W, "PIECE_EVENTS", 300)  # timelines rendered by parallel pieces
     chunked = _export(prof_src, tmp_path / "chunked", layout)
     assert len(whole) >= 9
     assert chunked == whole
@@ -64,6 +65,7 @@ def test_sliced_timeline_is_the_whole_file_cut(prof_src, tmp_path, monkeypatch):
     whole_dir = tmp_path / "w"
     _export(prof_src, whole_dir, "mindstudio")
     monkeypatch.setattr(W, "EVENT_CHUNK", 3)
+    monkeypatch.setattr(W, "PIECE_EVENTS", 350)  # pieces end at every slice boundary
     sliced_dir = tmp_path / "s"
     _export(prof_src, sliced_dir, "mindstudio", json_slice_events=1000, csv_slice_rows=500)
     out_w = whole_dir / prof_src.name / "mindstudio_profiler_output"

@@ -3,8 +3,8 @@
 tests/corpus/raw.tar.xz holds raw PROF dirs (device writer: 1 and 2 devices, HCCL, L2, PMU,
 AI CPU, msproftx, dynamic shape, a damaged hwts tail; real collections: the shared golden
 cases); manifest.json the sha256 of every file each variant (both layouts, csv and json
-summaries, db, a selection, forced 700-task windows, full advice, --reports switches) wrote
-when it was recorded.
+summaries, db, a selection, forced 700-task windows, --reports switches; the full advice
+report of every legacy variant) wrote when it was recorded.
 A restructured export must reproduce all of it; re-record (tests/corpus/build.py) only for
 an intended change of an output."""
 from __future__ import annotations

@@ -102,8 +102,9 @@ def test_window_tables_are_the_whole_tables_cut(big):
     assert (dev.tasks["pmu_ok"].to_numpy()).sum() > 0
 
 
-@pytest.mark.parametrize("kw", [{}, {"csv_slice_rows": 700, "json_slice_events": 2500}],
-                         ids=["one-file", "sliced"])
+# the unsliced files of 700-task windows: tests/corpus (mindstudio-w700, legacy-w700)
+@pytest.mark.parametrize("kw", [{"csv_slice_rows": 700, "json_slice_events": 2500}],
+                         ids=["sliced"])
 def test_windowed_files_are_byte_identical(big, tmp_path, monkeypatch, kw):
     whole = _export(big, tmp_path / "whole", monkeypatch, 0, **kw)
     seen = _windows_used(monkeypatch)
@@ -254,9 +255,9 @@ def test_cuts_about_target_tasks_apart():
 
 # --- the legacy layout (windowed_legacy.py) ----------------------------------------------------
 
-@pytest.mark.parametrize("kw", [{}, {"csv_slice_rows": 700, "json_slice_events": 2500},
+@pytest.mark.parametrize("kw", [{"csv_slice_rows": 700, "json_slice_events": 2500},
                                 {"model_id": 2, "iteration_id": 2, "iteration_count": 3}],
-                         ids=["one-file", "sliced", "selection"])
+                         ids=["sliced", "selection"])
 def test_windowed_legacy_files_are_byte_identical(big, tmp_path, monkeypatch, kw):
     """Every legacy file (op_summary, ai_stack_time, runtime_api, ge, task_time json, ...)
     and the console advice equal the whole export's, for the default model and a selection."""
@@ -369,7 +370,7 @@ def two_devices(tmp_path_factory) -> Path:
                              batch_tasks=1500, quiet=True)
 
 
-@pytest.mark.parametrize("window", [700, 50])
+@pytest.mark.parametrize("window", [50])  # 700: tests/corpus two_devices_hccl legacy-w700
 def test_windowed_legacy_of_several_devices_with_hccl(two_devices, tmp_path, monkeypatch,
                                                       window):
     """Each device is windowed on its own (hccl json, the Communication layer and the
@@ -475,10 +476,11 @@ def test_several_devices_check_the_selection_of_every_device_first(two_devices, 
     assert not [p for p in prof.rglob("*") if p.parent.name in ("summary", "timeline")]
 
 
-@pytest.mark.parametrize("kw", [{"window": 700}, {"window": 50},
+# 700-task windows: tests/corpus two_devices_l2 mindstudio-w700
+@pytest.mark.parametrize("kw", [{"window": 50},
                                 {"window": 300, "csv_slice_rows": 900,
                                  "json_slice_events": 3000}],
-                         ids=["700", "50", "sliced"])
+                         ids=["50", "sliced"])
 def test_windowed_mindstudio_of_several_devices(two_devices, tmp_path, monkeypatch, kw):
     """All devices are cut at the same points (plan_all_devices); the msprof json merges
     them by time (a Free carry per device), the CSVs stay device-major (the later devices'
@@ -568,8 +570,8 @@ def _db_tables(prof: Path) -> list:
                  if t != "TaskIndex" else None) for t in names]
 
 
-@pytest.mark.parametrize("source,window", [("big", 700), ("two_devices", 700),
-                                           ("two_devices", 50), ("rich", 10)])
+# 700-task windows of one and two devices: tests/corpus db-w700
+@pytest.mark.parametrize("source,window", [("two_devices", 50), ("rich", 10)])
 def test_windowed_db_equals_the_one_window_db(request, tmp_path, monkeypatch, source, window):
     """--type db window by window: every table (rows, order, STRING_IDS numbering,
     OVERLAP_ANALYSIS ids, CANN_API order) equals the one-window plan's (the same db output,

@@ -48,9 +48,9 @@ from .fmt import ts_sort_key
 from .fusion import fusion_op, fusion_rows, workspace_kb
 from .hccl import hccl_layer, hccl_meta
 from .memory import release
-from .outputs import (L2Names, WindowTimeline, close_json_streams, drive, msprof_meta,
-                      slim_first, timeline_window, window_comm, window_fusion_rows,
-                      write_l2_cache, write_task_rows)
+from .outputs import (TASK_ROW_JOBS, TASK_ROW_STEMS, L2Names, WindowTimeline,
+                      close_json_streams, drive, msprof_meta, slim_first, timeline_window,
+                      window_comm, window_fusion_rows, write_l2_cache, write_task_rows)
 from .parallel import JobPool
 from .plan import Plan
 from .selection import Selection, in_window, select
@@ -278,6 +278,7 @@ class _LegacyExport:
                                       self.json_slice_events) for stem in JSON_STEMS}
         self.timeline = WindowTimeline(self.json["msprof"], [self.dev_id], self.app_pid,
                                   T.layer_slots(1)["overlap"])
+        self.timeline.parallel = len(self.plan) == 1
 
     def _csv(self, stem: str, header: list[str]) -> None:
         if stem not in self.csv:
@@ -315,7 +316,9 @@ class _LegacyExport:
         # the jobs bind their inputs now: jobs that wait for a free core fork later
         pool.submit(lambda d=d, t=tasks, r=rows, a=apis, c=comm_w, ln=lanes:
                     self._timeline(k, d, t, r, a, c, ln))
-        pool.submit(lambda d=d, t=tasks, r=rows: self._summaries(d, t, r))
+        # one window: nothing is decoded meanwhile, so the task rows take two jobs
+        for stems in (TASK_ROW_JOBS if len(self.plan) == 1 else (TASK_ROW_STEMS,)):
+            pool.submit(lambda d=d, t=tasks, r=rows, st=stems: self._summaries(d, t, r, st))
         pool.submit(lambda x=data, d=d, t=tasks: self._host(x, d, t, base))
         pool.submit(lambda d=d, t=tasks, c=comm_w: self._task_time(d, t, c))
         self.jobs = pool
@@ -346,15 +349,16 @@ class _LegacyExport:
         if self.jobs is None:
             return
         pool, self.jobs = self.jobs, None
-        (timeline, step_json), (csv, op_stat, rules), host, (task_json, hccl_json) = \
-            pool.results()
+        (timeline, step_json), *rows, host, (task_json, hccl_json) = pool.results()
         self.timeline, self.json["msprof"], self.json["step_trace"] = \
             timeline, timeline.out, step_json
         self.json["task_time"], self.json["hccl"] = task_json, hccl_json
-        self.csv.update(csv)
-        if op_stat is not None:
-            self.op_stat.append(op_stat)
-        self.rules.merge(rules)
+        for csv, op_stat, rules in rows:
+            self.csv.update(csv)
+            if op_stat is not None:
+                self.op_stat.append(op_stat)
+            if rules is not None:
+                self.rules.merge(rules)
         json_out, stack_csv, agg, flags, ge_threads, rt_threads, tg_threads = host
         self.json.update(json_out)
         self.csv["ai_stack_time"] = stack_csv
@@ -374,12 +378,15 @@ class _LegacyExport:
                         apis)
         return self.timeline, self.step_json
 
-    def _summaries(self, d, tasks: pd.DataFrame, rows):
-        """task_time, op_summary and aicpu rows, op_statistic aggregates and the advice
-        state of the window's op_summary rows (a JobPool job)."""
-        rules = A.RuleState(d.rd.ai_core_num, self.workspace)
-        csv = {k: v for k, v in self.csv.items() if k != "ai_stack_time"}
-        op_stat = write_task_rows(csv, d, tasks, rows, self.prev_op, rules=rules)
+    def _summaries(self, d, tasks: pd.DataFrame, rows,
+                   stems: tuple[str, ...] = TASK_ROW_STEMS):
+        """task_time, op_summary and aicpu rows (`stems` of them), op_statistic aggregates
+        and the advice state of the window's op_summary rows (a JobPool job)."""
+        rules = A.RuleState(d.rd.ai_core_num, self.workspace) \
+            if "op_summary" in stems else None
+        csv = {k: v for k, v in self.csv.items() if k in stems}
+        op_stat = write_task_rows(csv, d, tasks, rows, self.prev_op, rules=rules,
+                                  stems=stems)
         return csv, op_stat, rules
 
     def _host(self, data: ProfData, d, tasks: pd.DataFrame, base: dict[int, int]):
@@ -425,9 +432,7 @@ class _LegacyExport:
             if not layers:
                 return
             stream = T.EventStream(layers)
-        out = self.json[stem]
-        for chunk in stream.chunks(0, len(stream), W.EVENT_CHUNK):
-            out.write(chunk)
+        self.json[stem].write_stream(stream, 0, len(stream), len(self.plan) == 1)
 
     # -- the end -------------------------------------------------------------------------
     def finish(self, advice: list[Advice] | None, with_rule: bool = True) -> list[Path]:

@@ -32,9 +32,9 @@ from .selection import ALL
 from .streams import CsvStream, DeferredRows, JsonRowsStream, JsonStream
 from .plan import Plan
 from .writers import SliceNamer, write_csv, write_json_rows
-from .outputs import (L2Names, WindowTimeline, close_json_streams, drive, msprof_meta,
-                      slim_first, timeline_window, window_comm, window_fusion_rows,
-                      write_l2_cache, write_task_rows)
+from .outputs import (TASK_ROW_JOBS, TASK_ROW_STEMS, L2Names, WindowTimeline,
+                      close_json_streams, drive, msprof_meta, slim_first, timeline_window,
+                      window_comm, window_fusion_rows, write_l2_cache, write_task_rows)
 
 OUTPUT_DIR = "mindstudio_profiler_output"
 
@@ -118,6 +118,7 @@ class _MindstudioExport:
         n = len(self.dev_ids)
         self.timeline = WindowTimeline(self.msprof, self.dev_ids, self.app_pid,
                                   T.layer_slots(n)["overlap"])
+        self.timeline.parallel = len(plan) == 1
         self.step_meta: list[str] = []
         self.op_header: list[str] = []  # op_summary's (_start)
         self.tx_layer: T.Layer | None = None
@@ -197,7 +198,10 @@ class _MindstudioExport:
         pool = JobPool()
         pool.caller_busy = False  # this process only decodes the next window meanwhile
         # the jobs bind their inputs now: a job that waits for a free core forks later
-        pool.submit(lambda devs=devs: self._summaries(devs))
+        # one window: nothing is decoded meanwhile, so the task rows take two jobs
+        parts = TASK_ROW_JOBS if len(self.plan) == 1 else (TASK_ROW_STEMS,)
+        for stems in parts:
+            pool.submit(lambda devs=devs, stems=stems: self._summaries(devs, stems))
         pool.submit(lambda devs=devs, apis=apis: self._timeline(k, devs, apis))
         self.jobs = pool
         for j, (d, tasks, rows, *_rest) in enumerate(devs):
@@ -219,17 +223,19 @@ class _MindstudioExport:
         if self.jobs is None:
             return
         pool, self.jobs = self.jobs, None
-        (csv, deferred, op_stats), (timeline, step_json) = pool.results()
-        self.csv.update(csv)
-        self.deferred.update(deferred)
-        for j, op_stat in enumerate(op_stats):
-            if op_stat is not None:
-                self.op_stat[j].append(op_stat)
+        *rows, (timeline, step_json) = pool.results()
+        for csv, deferred, op_stats in rows:
+            self.csv.update(csv)
+            self.deferred.update(deferred)
+            for j, op_stat in enumerate(op_stats):
+                if op_stat is not None:
+                    self.op_stat[j].append(op_stat)
         self.timeline, self.msprof, self.step_json = timeline, timeline.out, step_json
 
-    def _summaries(self, devs: list[tuple]):
-        """The window's task_time, op_summary and aicpu rows of every device (a JobPool
-        job): returns the outputs as they are now and the op_statistic aggregates."""
+    def _summaries(self, devs: list[tuple], stems: tuple[str, ...] = TASK_ROW_STEMS):
+        """The window's task_time, op_summary and aicpu rows (`stems` of them) of every
+        device (a JobPool job): returns those outputs as they are now and the op_statistic
+        aggregates."""
         op_stats = []
         for j, (d, tasks, rows, *_rest) in enumerate(devs):
             out = self.csv if j == 0 else {stem: self.deferred[stem, j]
@@ -237,8 +243,9 @@ class _MindstudioExport:
             op_stats.append(write_task_rows(
                 out, d, tasks, rows, self.prev_op[j],
                 None if self.summary_format == "json" else str(self.dev_ids[j]),
-                op_header=self.op_header))
-        return dict(self.csv), dict(self.deferred), op_stats
+                op_header=self.op_header, stems=stems))
+        return ({k: v for k, v in self.csv.items() if k in stems},
+                {k: v for k, v in self.deferred.items() if k[0] in stems}, op_stats)
 
     def _timeline(self, k: int, devs: list[tuple], apis: pd.DataFrame
                   ) -> tuple["WindowTimeline", JsonStream]:

@@ -75,6 +75,9 @@ class WindowTimeline:
         # False once no later window has computing rows (a legacy selection has ended):
         # nothing is held back for a Free gap that cannot come
         self.more_rows = True
+        # a one-window plan: the events are rendered by parallel pieces (nothing else is
+        # decoded meanwhile; JsonStream.write_stream)
+        self.parallel = False
 
     def window(self, layers: list[T.Layer], busy: list[tuple[np.ndarray, np.ndarray]]
                ) -> None:
@@ -104,8 +107,7 @@ class WindowTimeline:
         self.pending = new
 
     def _write(self, stream: T.EventStream, lo: int, hi: int) -> None:
-        for chunk in stream.chunks(lo, hi, W.EVENT_CHUNK):
-            self.out.write(chunk)
+        self.out.write_stream(stream, lo, hi, self.parallel)
 
     def _hold(self, stream: T.EventStream, layers: list[T.Layer], present: list[int],
               lo: int, hi: int) -> None:
@@ -191,22 +193,34 @@ def timeline_window(run, k: int, devs: list[tuple], apis: pd.DataFrame) -> None:
     run.timeline.window(layers, busy)
 
 
+# the per-task CSVs of a window (write_task_rows), and how a one-window plan splits them
+# between two jobs (the op_summary rows are ~60 % of the rendering)
+TASK_ROW_STEMS = ("task_time", "op_summary", "aicpu")
+TASK_ROW_JOBS = (("op_summary", "aicpu"), ("task_time",))
+
+
 def write_task_rows(csv: dict[str, CsvStream], d, tasks: pd.DataFrame, rows,
                     prev_op: tuple[int, int] | None, device_col: str | None = None,
-                    rules=None, op_header: list[str] | None = None) -> pd.DataFrame | None:
+                    rules=None, op_header: list[str] | None = None,
+                    stems: tuple[str, ...] = TASK_ROW_STEMS) -> pd.DataFrame | None:
     """A window's task_time, op_summary and aicpu rows appended to `csv` (streams opened by
     the export process), in chunks of CHUNK_ROWS; the wait time of the first op_summary row
     is the gap after `prev_op` (start, duration of the last row of the windows before).
     `device_col`: a leading Device_id column (mindstudio); `rules`: an advice.RuleState fed
     with the op_summary rows as written (legacy); `op_header`: the op_summary columns of
-    the file (devices without some PMU columns: N/A there).  Returns the op_statistic aggregates."""
+    the file (devices without some PMU columns: N/A there); `stems`: only these outputs
+    (a one-window plan writes op_summary and task_time in two jobs).  Returns the
+    op_statistic aggregates (None without op_summary)."""
     def put(stem: str, part: pd.DataFrame) -> None:
         if device_col is not None:
             part.insert(0, "Device_id", device_col)
         csv[stem].write(part)
 
-    for lo in range(0, len(tasks), W.CHUNK_ROWS):
-        put("task_time", S.task_time(d, tasks.iloc[lo:lo + W.CHUNK_ROWS])[1])
+    if "task_time" in stems:
+        for lo in range(0, len(tasks), W.CHUNK_ROWS):
+            put("task_time", S.task_time(d, tasks.iloc[lo:lo + W.CHUNK_ROWS])[1])
+    if "op_summary" not in stems:
+        return None
     if d.has_host_ops and len(rows):
         start = rows["start_local"].to_numpy(np.int64)
         for lo in range(0, len(rows), W.CHUNK_ROWS):

@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import writers as W
+from .parallel import parallel_available, run_jobs
 from .writers import AtomicFile, SliceNamer, render_csv, csv_line
 
 
@@ -35,6 +36,9 @@ class _Slices:
     def __init__(self, paths: SliceNamer) -> None:
         self.paths = paths
         self.tmps: list[Path] = []
+        # the files that follow slice k's own in its body, in order (JsonStream pieces,
+        # adopted instead of copied); appends go to the last one
+        self.extra: dict[int, list[Path]] = {}
         self.owner = os.getpid()
 
     def new(self, head: str = "") -> None:
@@ -46,7 +50,8 @@ class _Slices:
     def append(self):
         """The last slice, opened for appending text (a context manager)."""
         try:
-            return open(self.tmps[-1], "a", encoding="utf-8", newline="")
+            last = self.extra.get(len(self.tmps) - 1) or self.tmps
+            return open(last[-1], "a", encoding="utf-8", newline="")
         except OSError as exc:
             raise W.write_error(self.paths.single(), exc) from None
 
@@ -57,13 +62,22 @@ class _Slices:
     def discard(self) -> None:
         """Remove the temporary slices, also those a failed worker started (by name)."""
         single = self.paths.single()
-        stale = set(self.tmps) | set(single.parent.glob(f".{single.name}.tmp{self.owner}.*"))
+        stale = set(self.tmps) | {p for ps in self.extra.values() for p in ps} | \
+            set(single.parent.glob(f".{single.name}.tmp{self.owner}.*"))
         for tmp in stale:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
         self.tmps = []
+        self.extra = {}
+
+    def adopt(self, path: Path) -> None:
+        """`path` (a temporary file of this output) continues the last slice's body."""
+        self.extra.setdefault(len(self.tmps) - 1, []).append(path)
+
+    def body(self, k: int) -> list[Path]:
+        return [self.tmps[k], *self.extra.get(k, ())]
 
 
 class CsvStream:
@@ -204,6 +218,66 @@ class JsonStream:
             self.in_slice += take
             self.total += take
 
+    def write_stream(self, stream, lo: int, hi: int, parallel: bool = False) -> None:
+        """Events [lo, hi) of `stream` (a sorted timeline.EventStream) appended in order.
+        `parallel` (a one-window plan: nothing else is decoded meanwhile): above
+        PIECE_EVENTS they are rendered as pieces by forked jobs (parallel.run_jobs), none
+        across a slice boundary, and each piece's text is appended -- the same bytes."""
+        if not parallel or hi - lo <= W.PIECE_EVENTS or not parallel_available():
+            for chunk in stream.chunks(lo, hi, W.EVENT_CHUNK):
+                self.write(chunk)
+            return
+        ranges = self._pieces(lo, hi, W.PIECE_EVENTS)
+
+        def piece(a: int, b: int) -> Path:
+            af = AtomicFile(self.slices.paths.single(), self.slices.owner)
+            with af.open_temp() as fh:  # named as a slice: discard() finds it
+                first = True
+                for chunk in stream.chunks(a, b, W.EVENT_CHUNK):
+                    if chunk:
+                        fh.write(("" if first else ", ") + ", ".join(chunk))
+                        first = False
+            return af.tmp
+
+        paths = run_jobs([lambda a=a, b=b: piece(a, b) for a, b in ranges])
+        for (a, b), path in zip(ranges, paths):
+            self._append_piece(path, b - a)
+
+    def _pieces(self, lo: int, hi: int, size: int) -> list[tuple[int, int]]:
+        """[lo, hi) cut into ranges of at most `size` events that end at every slice
+        boundary the stream will meet."""
+        room = self.slice_events - self.in_slice if self.slices.tmps else self.slice_events
+        out, a = [], lo
+        while a < hi:
+            room = room or self.slice_events
+            b = a + min(size, room, hi - a)
+            out.append((a, b))
+            room -= b - a
+            a = b
+        return out
+
+    def _append_piece(self, path: Path, count: int) -> None:
+        try:
+            if count:
+                if not self.slices.tmps or self.in_slice == self.slice_events:
+                    self.slices.new()
+                    self.in_slice = 0
+                if self.in_slice:
+                    with self.slices.append() as fh:
+                        fh.write(", ")
+                self.slices.adopt(path)  # its text follows as it is: no copy
+                path = None
+                self.in_slice += count
+                self.total += count
+        except OSError as exc:
+            raise W.write_error(self.slices.paths.single(), exc) from None
+        finally:
+            if path is not None:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+
     def close_jobs(self, meta: list[str]) -> list[Callable[[], list[Path]]]:
         """The writes of the final files, one independent job per slice (a slice's bytes
         are copied once more: several jobs share the cores, parallel.run_jobs); each job
@@ -213,19 +287,21 @@ class JsonStream:
             return []
         head = "[" + ", ".join(meta) + (", " if meta else "")
 
-        def job(tmp: Path, target: Path) -> list[Path]:
+        def job(body: list[Path], target: Path) -> list[Path]:
             with AtomicFile(target) as fh:
                 fh.write(head)
-                W.append_file(fh, tmp)
+                for part in body:
+                    W.append_file(fh, part)
                 fh.write("]")
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            for part in body:
+                try:
+                    os.unlink(part)
+                except OSError:
+                    pass
             return [target]
 
-        return [lambda tmp=tmp, target=target: job(tmp, target)
-                for tmp, target in zip(self.slices.tmps, self.slices.targets())]
+        return [lambda body=self.slices.body(k), target=target: job(body, target)
+                for k, target in enumerate(self.slices.targets())]
 
     def discard(self) -> None:
         self.slices.discard()

@@ -42,7 +42,7 @@ VARIANTS: dict[str, tuple[dict[str, Any], int | None]] = {
     "mindstudio-w700": ({"layout": "mindstudio"}, 700),
     "db": ({"layout": "mindstudio", "type_": "db"}, None),
     "db-w700": ({"layout": "mindstudio", "type_": "db"}, 700),
-    "advice-full": ({"layout": "legacy", "advice": "full"}, None),
+    # (--advice full prints the same report the legacy variant records: no variant of its own)
     # --reports with the CANN, Overlap Analysis and msproftx layers off (flows go with CANN)
     "mindstudio-reports": ({"layout": "mindstudio", "reports": HERE / REPORTS}, None),
     "legacy-reports-w700": ({"layout": "legacy", "reports": HERE / REPORTS}, 700),
