@@ -51,7 +51,7 @@ def test_tiny_chunks_are_byte_identical(prof_src, tmp_path, monkeypatch, layout)
     whole = _export(prof_src, tmp_path / "whole", layout)
     monkeypatch.setattr(W, "CHUNK_ROWS", 7)
     monkeypatch.setattr(W, "EVENT_CHUNK", 5)
-    monkeypatch.setattr(W, "PIECE_EVENTS", 300)  # timelines rendered by parallel pieces
+    monkeypatch.setattr(W, "PIECE_EVENTS", 4000)  # timelines rendered by parallel pieces
     chunked = _export(prof_src, tmp_path / "chunked", layout)
     assert len(whole) >= 9
     assert chunked == whole

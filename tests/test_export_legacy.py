@@ -210,3 +210,16 @@ def test_the_model_choice_is_said_and_all_models_exports_each(tmp_path, capsys,
     assert digests(win) == whole
     with pytest.raises(ExportError, match="--all-models exports every model"):
         run_export(prof, all_models=True, model_id=1, iteration_id=1, quiet=True)
+
+
+def test_the_export_says_which_timeline_to_open_first(prof: Path, capsys) -> None:
+    """issue 20 item 7: the msprof json (its first slice when sliced) is named on the
+    console with where to open it."""
+    run_export(prof, json_slice_events=50)
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if "Timeline to open first" in ln)
+    assert f"{prof.name}/device_0/timeline/msprof_slice_0_" in line
+    assert "(slice 0 of " in line and "https://ui.perfetto.dev" in line
+    run_export(prof, layout="mindstudio")
+    out = capsys.readouterr().out
+    assert f"Timeline to open first: {prof.name}/mindstudio_profiler_output/msprof_2" in out

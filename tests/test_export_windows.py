@@ -277,12 +277,8 @@ def test_windowed_legacy_files_are_byte_identical(big, tmp_path, monkeypatch, kw
     assert windowed == whole
 
 
-def test_windowed_legacy_switches_and_markers(big, rich, tmp_path, monkeypatch):
-    reports = tmp_path / "reports.json"
-    reports.write_text('{"json_process": {"overlap_analyse": false, "cann": false}}')
-    whole = _export(big, tmp_path / "whole", monkeypatch, 0, "legacy", reports=reports)
-    assert _export(big, tmp_path / "win", monkeypatch, 1000, "legacy",
-                   reports=reports) == whole
+def test_windowed_legacy_switches_and_markers(rich, tmp_path, monkeypatch):
+    # layer switches in windows: tests/corpus legacy-reports-w700
     for window in (20, 3):  # msprof_tx, one model per window
         whole = _export(rich, tmp_path / f"rw{window}", monkeypatch, 0, "legacy")
         assert any("msprof_tx" in n for n in whole)
@@ -515,10 +511,11 @@ def with_l2(tmp_path_factory) -> Path:
                              batch_tasks=1500, quiet=True)
 
 
+# (legacy in 700-task windows: tests/corpus two_devices_l2 legacy-w700)
 @pytest.mark.parametrize("layout,kw", [
-    ("mindstudio", {}), ("legacy", {}),
+    ("mindstudio", {}),
     ("legacy", {"model_id": 1, "iteration_id": 2, "iteration_count": 3})],
-    ids=["mindstudio", "legacy", "legacy-selection"])
+    ids=["mindstudio", "legacy-selection"])
 def test_windowed_l2_cache(with_l2, tmp_path, monkeypatch, layout, kw):
     """l2_cache: the records read in chunks after the windows, each named after the first
     exported task of its (stream, task) pair; a legacy selection keeps its pairs only."""
@@ -531,12 +528,10 @@ def test_windowed_l2_cache(with_l2, tmp_path, monkeypatch, layout, kw):
 
 
 @pytest.mark.parametrize("source,layout,kw", [
-    ("big", "legacy", {}),
     ("big", "legacy", {"model_id": 2, "iteration_id": 2, "iteration_count": 3}),
     ("with_l2", "legacy", {}),
-    ("big", "mindstudio", {}),
     ("with_l2", "mindstudio", {})],
-    ids=["legacy", "legacy-selection", "legacy-2dev-l2", "mindstudio", "mindstudio-2dev-l2"])
+    ids=["legacy-selection", "legacy-2dev-l2", "mindstudio-2dev-l2"])
 def test_windowed_json_summaries(request, tmp_path, monkeypatch, source, layout, kw):
     """--summary-format json is windowed too: one file per summary (per device in the
     mindstudio layout, no Device_id), rows streamed, byte-identical to the whole export."""

@@ -8,6 +8,7 @@ lines on stdout, decode warnings as ``[WARNING]`` on stderr, a summary of the fi
 """
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -163,6 +164,8 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
                     csv_slice_rows, json_slice_events, stage, summary_format, all_models))
                 for choice in result.models[n:]:
                     say(f"[INFO] {choice.describe(all_models)}")
+            for line in open_first(result.files, prof):
+                say(f"[INFO] {line}")
             _finish(prof, clear, say)
             stage("Exported", advance=1)
     except OSError as exc:  # safety net: a file-system error is reported, never a traceback
@@ -182,6 +185,32 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
 
         print_advice(result.advice, advice)
     return result
+
+
+_SLICE = re.compile(r"^msprof_slice_(\d+)_")
+
+
+def open_first(files: list[Path], prof: Path) -> list[str]:
+    """Which timeline to open first (issue 20 item 7): per msprof json of `prof` (per
+    device and model in the legacy layout), its file or first slice -- slices are in time
+    order, so slice 0 holds the first steps."""
+    groups: dict[tuple[Path, str], list[tuple[int, Path]]] = {}
+    for f in files:
+        if f.suffix != ".json" or prof not in f.parents or not f.name.startswith("msprof_") \
+                or f.name.startswith("msprof_tx"):
+            continue
+        m = _SLICE.match(f.name)
+        key = _SLICE.sub("msprof_", f.name) if m else f.name
+        groups.setdefault((f.parent, key), []).append((int(m.group(1)) if m else 0, f))
+    out = []
+    for (_, _), parts in list(groups.items())[:4]:
+        parts.sort()
+        first = parts[0][1].relative_to(prof)
+        more = (f" (slice 0 of {len(parts)}, in time order: the next slices hold the later "
+                f"steps)" if len(parts) > 1 else "")
+        out.append(f"Timeline to open first: {prof.name}/{first}{more} -- in "
+                   f"https://ui.perfetto.dev or chrome://tracing.")
+    return out
 
 
 def _finish(prof: Path, clear: bool, say) -> None:
