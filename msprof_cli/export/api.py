@@ -21,12 +21,12 @@ from msprof_cli.raw.profdir import (check_has_result_dirs, check_no_links,
                                     incomplete_result_dirs, locate, result_dirs)
 
 from .dataset import ProfData, load_prof
-from .legacy import Advice, ModelChoice
+from .legacy import Advice
 from .memory import release, tune_allocator
 from .plan import Plan, plan_devices, plan_export
 from . import db_output
 from .windows import NotWindowable, check_selection, device_ids
-from .selection import check_args
+from .selection import ModelChoice, check_args
 from .writers import CSV_SLICE_ROWS, JSON_SLICE_EVENTS, clean_stale_temps
 
 LAYOUTS = ("legacy", "mindstudio")

@@ -53,7 +53,7 @@ from .outputs import (TASK_ROW_JOBS, TASK_ROW_STEMS, L2Names, WindowTimeline,
                       window_comm, window_fusion_rows, write_l2_cache, write_task_rows)
 from .parallel import JobPool
 from .plan import Plan
-from .selection import Selection, in_window, select
+from .selection import ModelChoice, Selection, in_window, select
 from .streams import CsvStream, JsonRowsStream, JsonStream, summary_stream
 from .writers import AtomicFile, SliceNamer, write_csv, write_json_rows
 
@@ -129,41 +129,6 @@ def write_advice(dev: DeviceData, state: A.RuleState, advice: list[Advice] | Non
                                                       max_names=CONSOLE_MAX_NAMES),
                              A.brief(rule, state)))
     return path
-
-
-@dataclass
-class ModelChoice:
-    """What one device's legacy export kept, among the models of the device."""
-
-    device_id: int
-    model_id: int | None  # None: no model (single-op data), everything exported
-    first: int | None
-    last: int | None
-    by_default: bool  # the real tool's default rule chose it (selection.default_model)
-    models: list[tuple[int, str, int]] = field(default_factory=list)  # (id, name, iterations)
-
-    def describe(self, all_models: bool = False) -> str:
-        """One console line: the model exported, the others and how to export them."""
-        names = {m: (name, n) for m, name, n in self.models}
-
-        def model(m: int) -> str:
-            name, n = names.get(m, ("", 0))
-            return f'model {m}' + (f' "{name}"' if name else "")
-
-        if self.model_id is None:
-            return f"device_{self.device_id}: no model in the step trace, every task exported."
-        its = (f"iteration {self.first}" if self.first == self.last
-               else f"iterations {self.first}-{self.last}")
-        text = f"device_{self.device_id}: exported {model(self.model_id)}, {its}"
-        others = [m for m, _, _ in self.models if m != self.model_id]
-        if all_models or not others:
-            return text + "."
-        if self.by_default:
-            text += " (the model with the most iterations)"
-        listed = ", ".join(f"{model(m)} ({names[m][1]} iteration{'s' * (names[m][1] != 1)})"
-                           for m in others)
-        return (f"{text}. Also collected: {listed}. --all-models exports each model in its "
-                f"own files; --model-id {others[0]} --iteration-id 1 one iteration.")
 
 
 JSON_STEMS = ("msprof", "task_time", "ai_stack_time", "thread_group", "runtime_api", "ge",

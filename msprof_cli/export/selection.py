@@ -5,7 +5,7 @@ Project decision: without ``--iteration-id`` all iterations of the default model
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -111,3 +111,38 @@ def in_window(start_ns: np.ndarray, end_ns: np.ndarray, sel: Selection) -> np.nd
     end_ns = np.asarray(end_ns, dtype=np.int64)
     return ((start_ns >= sel.start_ns) & (start_ns < sel.end_ns)) | \
         ((start_ns < sel.start_ns) & (end_ns > sel.start_ns))
+
+
+@dataclass
+class ModelChoice:
+    """What one device's legacy export kept, among the models of the device."""
+
+    device_id: int
+    model_id: int | None  # None: no model (single-op data), everything exported
+    first: int | None
+    last: int | None
+    by_default: bool  # the real tool's default rule chose it (selection.default_model)
+    models: list[tuple[int, str, int]] = field(default_factory=list)  # (id, name, iterations)
+
+    def describe(self, all_models: bool = False) -> str:
+        """One console line: the model exported, the others and how to export them."""
+        names = {m: (name, n) for m, name, n in self.models}
+
+        def model(m: int) -> str:
+            name, n = names.get(m, ("", 0))
+            return f'model {m}' + (f' "{name}"' if name else "")
+
+        if self.model_id is None:
+            return f"device_{self.device_id}: no model in the step trace, every task exported."
+        its = (f"iteration {self.first}" if self.first == self.last
+               else f"iterations {self.first}-{self.last}")
+        text = f"device_{self.device_id}: exported {model(self.model_id)}, {its}"
+        others = [m for m, _, _ in self.models if m != self.model_id]
+        if all_models or not others:
+            return text + "."
+        if self.by_default:
+            text += " (the model with the most iterations)"
+        listed = ", ".join(f"{model(m)} ({names[m][1]} iteration{'s' * (names[m][1] != 1)})"
+                           for m in others)
+        return (f"{text}. Also collected: {listed}. --all-models exports each model in its "
+                f"own files; --model-id {others[0]} --iteration-id 1 one iteration.")
