@@ -223,3 +223,15 @@ def test_the_export_says_which_timeline_to_open_first(prof: Path, capsys) -> Non
     run_export(prof, layout="mindstudio")
     out = capsys.readouterr().out
     assert f"Timeline to open first: {prof.name}/mindstudio_profiler_output/msprof_2" in out
+
+
+def test_a_host_dir_alone_says_why_the_legacy_layout_writes_nothing(prof: Path, capsys):
+    import shutil
+
+    shutil.rmtree(prof / "device_0")
+    res = run_export(prof, quiet=True)
+    assert not res.files
+    err = capsys.readouterr().err
+    assert "has no device_N directory: the legacy layout writes per-device files" in err
+    assert "--layout mindstudio" in err and res.warnings
+    assert run_export(prof, layout="mindstudio", quiet=True).files

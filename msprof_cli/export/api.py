@@ -255,6 +255,11 @@ def _export_text(prof: Path, result: ExportResult, layout: str,
                 json_slice_events=json_slice_events, on_window=on_window,
                 summary_format=summary_format)
         if not plan.facts:  # no device dir: the legacy layout has no file to write
+            msg = (f"{prof} has no device_N directory: the legacy layout writes per-device "
+                   f"files, so nothing was written. --layout mindstudio exports the host's "
+                   f"data (api_statistic, the CANN layer of msprof json).")
+            result.warnings.append(msg)
+            print(f"[WARNING] {msg}", file=sys.stderr)
             return []
         return export_legacy(
             plan, model_id=model_id if model is None else model, iteration_id=iteration_id,
