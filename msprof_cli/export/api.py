@@ -234,14 +234,13 @@ def _export_text(prof: Path, result: ExportResult, layout: str,
 
     stage(f"Scanning {prof.name}")
     if layout == "mindstudio":
-        units = [(prof.name, None, plan_export(prof))]
+        units = iter([(None, plan_export(prof))])
+        several = False
     else:
-        if len(device_ids(prof)) > 1:  # a selection error before any device is written
+        several = len(device_ids(prof)) > 1
+        if several:  # a selection error before any device is written
             check_selection(prof, *selection)
-        found = plan_devices(prof)
-        units = [(prof.name if len(found) == 1 else f"{prof.name} device {dev}", dev, plan)
-                 for dev, plan in found]
-    release()  # the scans' sorted times and join keys (~0.8 GB of heap at 10M) go back
+        units = plan_devices(prof)  # each device scanned when its turn comes
     model_id, iteration_id, iteration_count = selection
 
     def write(plan: Plan, what: str, model: int | None = None) -> list[Path]:
@@ -271,9 +270,12 @@ def _export_text(prof: Path, result: ExportResult, layout: str,
     files: list[Path] = []
     advice: list[Advice] = []
     warnings: list[str] = []
-    stage(f"Writing {layout} files of {prof.name}", advance=1)
-    for where, dev, plan in units:
-        what = f"{layout} files of {where}"
+    decodes = []  # the whole decodes the plans shared (the legacy devices')
+    for i, (dev, plan) in enumerate(units):
+        release()  # the scan's sorted times and join keys (~0.8 GB of heap at 10M) go back
+        if i == 0:
+            stage(f"Writing {layout} files of {prof.name}", advance=1)
+        what = f"{layout} files of {prof.name}" + (f" device {dev}" if several else "")
         before = len(result.models)
         try:
             files += write(plan, what)
@@ -289,10 +291,11 @@ def _export_text(prof: Path, result: ExportResult, layout: str,
                     files += write(plan, f"{what}, model {m}", m)
         warnings = list(dict.fromkeys(warnings + plan.warnings()))
         plan.release()
-        release()
-    for _, _, plan in units:
         if plan.decode is not None:
-            plan.decode.data = None  # the shared whole decode of the legacy devices
+            decodes.append(plan.decode)
+        release()
+    for decode in decodes:
+        decode.data = None  # the shared whole decode of the legacy devices
     for w in warnings:
         print(f"[WARNING] {w}", file=sys.stderr)
     result.warnings.extend(warnings)

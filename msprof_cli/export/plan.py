@@ -185,20 +185,20 @@ def plan_export(prof: Path, target: int | None = None) -> Plan:
     return Plan(prof, found if isinstance(found, list) else [found])
 
 
-def plan_devices(prof: Path) -> list[tuple[int | None, Plan]]:
+def plan_devices(prof: Path) -> Iterator[tuple[int | None, Plan]]:
     """The plans of the legacy layout, which exports each device on its own: per device,
     its windows (`plan_windows(device=…)`) or one window; the one-window plans share one
-    whole decode.  (None, plan) for a PROF dir without device dirs."""
+    whole decode.  (None, plan) for a PROF dir without device dirs.  Lazy: a device is
+    scanned when its turn comes, so one scan's index is held at a time."""
     ids = device_ids(prof)
     if not ids:
-        return [(None, Plan(prof, None, "no device"))]
+        yield None, Plan(prof, None, "no device")
+        return
     decode = Decode(prof)
-    out: list[tuple[int | None, Plan]] = []
     for dev in ids:
-        found = plan_windows(prof, models=True, device=dev if len(ids) > 1 else None)
-        out.append((dev, Plan(prof, None, found.why, decode, dev) if isinstance(found, Whole)
-                    else Plan(prof, [found])))
-    return out
+        found = plan_windows(prof, models=True, device=dev)
+        yield dev, (Plan(prof, None, found.why, decode, dev) if isinstance(found, Whole)
+                    else Plan(prof, [found]))
 
 
 def one_window(data: ProfData, why: str = "") -> Plan:
