@@ -232,11 +232,7 @@ class JsonStream:
         def piece(a: int, b: int) -> Path:
             af = AtomicFile(self.slices.paths.single(), self.slices.owner)
             with af.open_temp() as fh:  # named as a slice: discard() finds it
-                first = True
-                for chunk in stream.chunks(a, b, W.EVENT_CHUNK):
-                    if chunk:
-                        fh.write(("" if first else ", ") + ", ".join(chunk))
-                        first = False
+                W.write_event_range(fh, stream, a, b, first=True)
             return af.tmp
 
         paths = run_jobs([lambda a=a, b=b: piece(a, b) for a, b in ranges])

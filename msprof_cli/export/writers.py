@@ -416,6 +416,17 @@ def _remove(paths: Iterable[Path]) -> None:
             pass
 
 
+def write_event_range(fh, events, lo: int, hi: int, first: bool) -> None:
+    """Events [lo, hi) of a sorted stream (``chunks(lo, hi, size)``) as array text, EVENT_CHUNK
+    at a time, ``, `` between them (and before the first unless `first`)."""
+    for chunk in events.chunks(lo, hi, EVENT_CHUNK):
+        if chunk:
+            if not first:
+                fh.write(", ")
+            fh.write(", ".join(chunk))  # no second copy of the chunk's text
+            first = False
+
+
 def event_jobs(paths: "SliceNamer", meta: list[str], events, total: int | None = None,
                slice_events: int = JSON_SLICE_EVENTS, pieces: bool = False) -> FileJobs:
     """The writes of one Chrome-trace array as independent jobs: one per output file (slice),
@@ -432,12 +443,7 @@ def event_jobs(paths: "SliceNamer", meta: list[str], events, total: int | None =
     total = len(events)
 
     def write_events_text(fh, lo: int, hi: int, first: bool) -> None:
-        for chunk in events.chunks(lo, hi, EVENT_CHUNK):
-            if chunk:
-                if not first:
-                    fh.write(", ")
-                fh.write(", ".join(chunk))  # no second copy of the chunk's text
-                first = False
+        write_event_range(fh, events, lo, hi, first)
 
     def write_part(path: Path, lo: int, hi: int) -> list[Path]:
         with AtomicFile(path) as fh:
