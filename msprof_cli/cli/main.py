@@ -10,6 +10,7 @@ from msprof_cli import __version__
 from msprof_cli.cli.collect import collect
 from msprof_cli.cli.export import export
 from msprof_cli.cli.query import query
+from msprof_cli.cli.summary import check, diff, summary
 from msprof_cli.errors import MsprofError, ProfDirError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -24,12 +25,17 @@ def cli() -> None:
     msprof collect -- python train.py     profile a training script
     msprof export --output DIR            write timelines and summaries
     msprof query --output DIR             list what was collected
+    msprof summary PROF_DIR               step times, top ops, advice (text/md/json)
+    msprof check NEW --baseline BASE      CI regression gate (diff: what changed)
     """
 
 
 cli.add_command(collect)
 cli.add_command(export)
 cli.add_command(query)
+cli.add_command(summary)
+cli.add_command(diff)
+cli.add_command(check)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -110,6 +110,12 @@ class Collection:
         # one PROF dir per rank when a launcher tells the rank (PROF_{rank+1:06d}_...)
         self.rank_id = rank_from_env()
         self.prof_dir = create_prof_dir(config.output, max(self.rank_id, 0))
+        try:  # which msprof_cli / TensorFlow / Python collected it (msprof summary reads it)
+            from msprof_cli.raw import runinfo
+
+            runinfo.write(self.prof_dir)
+        except OSError as exc:
+            warn(f"{self.prof_dir}: the collection's versions are not recorded ({exc})")
         self.clock = ClockPair.now()
         self.device: Any = None
         device_cls = _load_device()

@@ -1,0 +1,399 @@
+"""Build a `Summary` from raw data: the export's own plan and decode, reduced per window.
+
+The summary reads the same decoded model as `msprof export` (`export.plan`: one window for
+most PROF dirs, windows cut at quiet points for big ones), so its numbers are the export's.
+Each window is reduced to small frames (per model and op: task count and time; per op type:
+PMU cycles; per iteration: the device's busy time), which are added up at the end: memory is
+bounded by the distinct ops, not by the tasks.  No loop runs per task.
+
+Choices (docs/summary.md):
+* A task belongs to the iteration of its own model whose [start, end) holds its start; the
+  model's per-step numbers are its tasks' totals over those iterations / their count.
+* Tasks outside any model (eager ops, initialisation) form the "outside models" entry, with
+  totals instead of per-step numbers.
+* An op's `position` is the smallest, over the iterations, index of its first task within a
+  step (tasks of the step in start order, every stream).
+* The device busy share of a model is the union of *all* the device's task intervals inside
+  its iterations over their summed length: what the device did while the step ran.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from msprof_cli import __version__
+from msprof_cli.raw import profdir, runinfo, sampling
+
+from . import model as M
+
+NO_MODEL = 4294967295
+ADVICE_MAX_ROWS = 300_000  # above: no advice in the summary (msprof export writes it)
+PIPE_EVENTS = {"cube": 0xA, "vector": 0x8, "scalar": 0x9, "mte1": 0xB, "mte2": 0xC,
+               "mte3": 0xD}  # PipeUtilization counters (export-files.md §6)
+HCCL = "HCCL"
+MEMCPY_SOURCE = "memcpy"
+
+
+def stat(values_ns: np.ndarray) -> M.Stat | None:
+    v = np.asarray(values_ns, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if len(v) == 0:
+        return None
+    us = v / 1000.0
+    return M.Stat(median=_r(np.median(us)), p90=_r(np.percentile(us, 90)), mean=_r(us.mean()),
+                  min=_r(us.min()), max=_r(us.max()), count=int(len(us)))
+
+
+def _r(x: float) -> float:
+    """µs to the ns: the summary's numbers are exact for deterministic device times."""
+    return round(float(x), 3)
+
+
+# -- busy time -------------------------------------------------------------------------------
+def merged(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of [start, end) intervals as sorted disjoint intervals (vectorised)."""
+    if len(start) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > reach[:-1]
+    idx = np.flatnonzero(new)
+    ends = np.append(reach[idx[1:] - 1], reach[-1])
+    return s[idx], ends
+
+
+def covered(ms: np.ndarray, me: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Length of the union (ms, me) inside each [a, b)."""
+    if len(ms) == 0:
+        return np.zeros(len(a), np.int64)
+    cum = np.concatenate([[0], np.cumsum(me - ms)])
+
+    def before(x: np.ndarray) -> np.ndarray:  # busy time before x
+        k = np.searchsorted(ms, x, side="right") - 1
+        kk = np.maximum(k, 0)
+        part = np.clip(np.minimum(x, me[kk]) - ms[kk], 0, None)
+        return np.where(k >= 0, cum[kk] + part, 0)
+
+    return np.maximum(before(b) - before(a), 0)
+
+
+# -- per window reductions -------------------------------------------------------------------
+@dataclass
+class DeviceAcc:
+    """What the windows of one device add up to."""
+
+    prof: str
+    device_id: int
+    rank_id: int
+    ops: list[pd.DataFrame] = field(default_factory=list)
+    pipes: list[pd.DataFrame] = field(default_factory=list)
+    iterations: list[pd.DataFrame] = field(default_factory=list)
+    busy: list[pd.DataFrame] = field(default_factory=list)  # model, iteration, busy_ns
+    comm: list[pd.DataFrame] = field(default_factory=list)  # model_id, dur (HCCL op runs)
+    tasks: int = 0
+    first: int | None = None
+    last: int | None = None
+    busy_total: int = 0
+    pmu_events: list[int] = field(default_factory=list)
+    advice: list[str] = field(default_factory=list)
+    advice_note: str = ""
+
+
+def _iteration_of(tasks: pd.DataFrame, its: pd.DataFrame) -> np.ndarray:
+    """Per task, the row index (in `its`) of its own model's iteration holding its start;
+    -1 outside."""
+    out = np.full(len(tasks), -1, np.int64)
+    start = tasks["start_local"].to_numpy(np.int64)
+    model = tasks["model_id"].to_numpy(np.int64)
+    for m, grp in its.groupby("model_id", sort=False):  # a loop over models
+        g = grp.sort_values("step_start_ns")
+        s = g["step_start_ns"].to_numpy(np.int64)
+        e = g["step_end_ns"].to_numpy(np.int64)
+        sel = np.flatnonzero(model == int(m))
+        k = np.searchsorted(s, start[sel], side="right") - 1
+        ok = (k >= 0) & (start[sel] < e[np.maximum(k, 0)])
+        out[sel[ok]] = g.index.to_numpy()[k[ok]]
+    return out
+
+
+def _comm(acc: DeviceAcc, dev, data, its: pd.DataFrame) -> None:
+    """The device's communication op executions (hccl_info, else its HCCL tasks: the
+    export's Communication rows), each in the iteration (of any model) holding its start."""
+    from msprof_cli.export.communication import hccl_rows
+
+    rows = hccl_rows(dev, data)
+    if len(rows) == 0:
+        return
+    start = rows["start_local"].to_numpy(np.int64)
+    model = np.full(len(rows), NO_MODEL, np.int64)
+    if len(its):
+        g = its.sort_values("step_start_ns")
+        s, e = g["step_start_ns"].to_numpy(np.int64), g["step_end_ns"].to_numpy(np.int64)
+        k = np.searchsorted(s, start, side="right") - 1
+        ok = (k >= 0) & (start < e[np.maximum(k, 0)])
+        model[ok] = g["model_id"].to_numpy(np.int64)[k[ok]]
+    acc.comm.append(pd.DataFrame({"model_id": model,
+                                  "dur": rows["dur_ns"].to_numpy(np.int64)}))
+
+
+def reduce_window(acc: DeviceAcc, dev, data=None) -> None:
+    """Add one window of a device (export.dataset.DeviceData of `data`, a ProfData) to its
+    accumulator."""
+    t = dev.tasks
+    its = dev.iterations.reset_index(drop=True)
+    acc.tasks += len(t)
+    if data is not None:
+        _comm(acc, dev, data, its)
+    if len(its):
+        acc.iterations.append(its[["model_id", "iteration_id", "step_start_ns", "step_end_ns",
+                                   "fp_ns", "bp_ns", "data_aug_ns"]].copy())
+    if len(t) == 0:
+        return
+    start = t["start_local"].to_numpy(np.int64)
+    end = t["end_local"].to_numpy(np.int64)
+    acc.first = int(start.min()) if acc.first is None else min(acc.first, int(start.min()))
+    acc.last = int(end.max()) if acc.last is None else max(acc.last, int(end.max()))
+    ms, me = merged(start, end)
+    acc.busy_total += int((me - ms).sum())
+    if len(its):
+        busy = covered(ms, me, its["step_start_ns"].to_numpy(np.int64),
+                       its["step_end_ns"].to_numpy(np.int64))
+        acc.busy.append(pd.DataFrame({"model_id": its["model_id"].to_numpy(np.int64),
+                                      "iteration_id": its["iteration_id"].to_numpy(np.int64),
+                                      "busy_ns": busy}))
+    it_row = _iteration_of(t, its) if len(its) else np.full(len(t), -1, np.int64)
+    model = t["model_id"].to_numpy(np.int64)
+    in_model = model != NO_MODEL
+    # tasks of a model outside its iterations are not counted per step (before the first
+    # step's start: graph loading); tasks outside every model are the "outside" entry
+    keep = ~in_model | (it_row >= 0)
+    src = t["source"].to_numpy(object)
+    kind = np.where(src == MEMCPY_SOURCE, "memcpy",
+                    np.where(t["task_type"].to_numpy(object) == HCCL, "comm", "op"))
+    f = pd.DataFrame({
+        "model_id": model, "iter": it_row, "start": start,
+        "dur": t["dur_ns"].to_numpy(np.int64),
+        "op_name": t["op_name"].to_numpy(object), "op_type": t["op_type"].to_numpy(object),
+        "task_type": t["task_type"].to_numpy(object), "kind": kind,
+        "in_shapes": t["in_shapes"].to_numpy(object),
+        "out_shapes": t["out_shapes"].to_numpy(object)})[keep]
+    f = f.sort_values(["iter", "start"], kind="stable")
+    f["pos"] = f.groupby(["model_id", "iter"], sort=False).cumcount().to_numpy()
+    g = f.groupby(["model_id", "op_name", "op_type", "task_type", "kind"], sort=False,
+                  dropna=False)
+    acc.ops.append(g.agg(count=("dur", "size"), dur=("dur", "sum"), pos=("pos", "min"),
+                         in_shapes=("in_shapes", "first"), out_shapes=("out_shapes", "first"))
+                   .reset_index())
+    if dev.pmu_events and "pmu_ok" in t:
+        ok = t["pmu_ok"].to_numpy(bool) & keep
+        if ok.any():
+            cols = {"model_id": model[ok], "op_type": t["op_type"].to_numpy(object)[ok],
+                    "dur": t["dur_ns"].to_numpy(np.int64)[ok],
+                    "cycles": t["total_cycles"].to_numpy(np.float64)[ok]}
+            for k, e in enumerate(dev.pmu_events[:8]):
+                if e in PIPE_EVENTS.values() and f"pmu_{k}" in t:
+                    cols[f"e{e}"] = t[f"pmu_{k}"].to_numpy(np.float64)[ok]
+            acc.pipes.append(pd.DataFrame(cols).groupby(["model_id", "op_type"], sort=False)
+                             .sum().reset_index())
+        acc.pmu_events = list(dev.pmu_events)
+
+
+# -- assembling ------------------------------------------------------------------------------
+def _ranges(rs: list[list[int]]) -> str:
+    return sampling.describe(rs)
+
+
+def _signature(ops: list[M.OpRow]) -> str:
+    seq = "\n".join(o.op_type for o in sorted(ops, key=lambda o: (o.position, o.name)))
+    return hashlib.sha1(seq.encode()).hexdigest()[:16] if seq else ""
+
+
+def _model(acc: DeviceAcc, m: int, ops: pd.DataFrame, its: pd.DataFrame, busy: pd.DataFrame,
+           pipes: pd.DataFrame | None, names: dict[int, str], samp: dict,
+           comm: pd.DataFrame) -> M.ModelSummary:
+    outside = m == NO_MODEL
+    mi = its[its["model_id"] == m] if not outside else its.iloc[0:0]
+    n = len(mi)
+    per = float(max(n, 1))
+    mo = ops[ops["model_id"] == m]
+    op = mo[mo["kind"] == "op"]
+    rows = [M.OpRow(name=str(r.op_name), op_type=str(r.op_type), task_type=str(r.task_type),
+                    position=int(r.pos), count=int(r.count),
+                    per_step_count=_r(r.count / per), per_step_us=_r(r.dur / per / 1000),
+                    input_shapes=str(r.in_shapes), output_shapes=str(r.out_shapes))
+            for r in op.sort_values(["dur", "op_name"], ascending=[False, True])
+            .itertuples(index=False)]  # a loop over distinct ops
+    total_op = float(op["dur"].sum())
+    types = op.groupby(["op_type", "task_type"], sort=False).agg(
+        count=("count", "sum"), dur=("dur", "sum")).reset_index() \
+        .sort_values(["dur", "op_type"], ascending=[False, True])
+    type_rows = [M.OpTypeRow(op_type=str(r.op_type), task_type=str(r.task_type),
+                             count=int(r.count), per_step_count=_r(r.count / per),
+                             per_step_us=_r(r.dur / per / 1000),
+                             share=round(r.dur / total_op, 6) if total_op else 0.0)
+                 for r in types.itertuples(index=False)]
+    pipe_rows = None
+    if pipes is not None:
+        pm = pipes[pipes["model_id"] == m]
+        if len(pm):
+            pm = pm.groupby("op_type", sort=False).sum(numeric_only=True).reset_index() \
+                .sort_values(["dur", "op_type"], ascending=[False, True])
+            cyc = pm["cycles"].to_numpy(np.float64)
+
+            def ratio(e: int) -> list[float | None]:
+                col = f"e{e}"
+                if col not in pm:
+                    return [None] * len(pm)
+                v = pm[col].to_numpy(np.float64)
+                return [round(float(x / c), 4) if c > 0 else 0.0 for x, c in zip(v, cyc)]
+
+            rs = {k: ratio(e) for k, e in PIPE_EVENTS.items()}
+            pipe_rows = [M.PipeRow(op_type=str(t), per_step_us=_r(d / per / 1000),
+                                   **{k: rs[k][i] for k in PIPE_EVENTS})
+                         for i, (t, d) in enumerate(zip(pm["op_type"], pm["dur"]))]
+    start = mi["step_start_ns"].to_numpy(np.int64)
+    end = mi["step_end_ns"].to_numpy(np.int64)
+    fp = mi["fp_ns"].to_numpy(np.int64)
+    bp = mi["bp_ns"].to_numpy(np.int64)
+    aug = mi["data_aug_ns"].to_numpy(np.int64)
+    has_fp, has_bp = fp >= 0, bp >= 0
+    both = has_fp & has_bp
+    bm = busy[busy["model_id"] == m] if len(busy) else busy
+    step_len = float((end - start).sum())
+    info = samp.get(m, {})
+    kinds = mo.groupby("kind")["dur"].sum()
+    return M.ModelSummary(
+        model_id=None if outside else int(m),
+        name="(outside models)" if outside else names.get(int(m), ""),
+        signature=_signature(rows), iterations=n,
+        measured=_ranges(info.get("measured", [])), replayed=_ranges(info.get("replayed", [])),
+        iteration_time=stat(end - start) if n else None,
+        device_time=stat((end - fp)[has_fp]) if has_fp.any() else None,
+        fp_bp=stat((bp - fp)[both]) if both.any() else None,
+        refresh=stat((end - bp)[has_bp]) if has_bp.any() else None,
+        data_aug_bound=stat(aug[aug >= 0]) if (aug >= 0).any() else None,
+        busy_share=round(float(bm["busy_ns"].sum()) / step_len, 6) if n and step_len else None,
+        op_us_per_step=_r(total_op / per / 1000),
+        communication_us_per_step=_r(float(comm.loc[comm["model_id"] == m, "dur"].sum())
+                                     / per / 1000),
+        memcpy_us_per_step=_r(float(kinds.get("memcpy", 0)) / per / 1000),
+        tasks=int(mo["count"].sum()), op_types=type_rows, ops=rows, pipes=pipe_rows)
+
+
+def assemble(acc: DeviceAcc, names: dict[int, str], samp: dict) -> M.DeviceSummary:
+    ops = pd.concat(acc.ops, ignore_index=True) if acc.ops else pd.DataFrame(
+        columns=["model_id", "op_name", "op_type", "task_type", "kind", "count", "dur", "pos",
+                 "in_shapes", "out_shapes"])
+    if len(acc.ops) > 1:  # windows: add the parts of the same op up
+        ops = ops.groupby(["model_id", "op_name", "op_type", "task_type", "kind"], sort=False,
+                          dropna=False).agg(count=("count", "sum"), dur=("dur", "sum"),
+                                            pos=("pos", "min"), in_shapes=("in_shapes", "first"),
+                                            out_shapes=("out_shapes", "first")).reset_index()
+    its = pd.concat(acc.iterations, ignore_index=True).drop_duplicates(
+        ["model_id", "iteration_id"]) if acc.iterations else pd.DataFrame(
+        columns=["model_id", "iteration_id", "step_start_ns", "step_end_ns", "fp_ns", "bp_ns",
+                 "data_aug_ns"])
+    busy = pd.concat(acc.busy, ignore_index=True).groupby(
+        ["model_id", "iteration_id"], sort=False)["busy_ns"].sum().reset_index() \
+        if acc.busy else pd.DataFrame(columns=["model_id", "iteration_id", "busy_ns"])
+    pipes = pd.concat(acc.pipes, ignore_index=True) if acc.pipes else None
+    comm = pd.concat(acc.comm, ignore_index=True) if acc.comm else pd.DataFrame(
+        {"model_id": np.zeros(0, np.int64), "dur": np.zeros(0, np.int64)})
+    model_ids = sorted({int(m) for m in its["model_id"]} | {int(m) for m in ops["model_id"]}
+                       | {int(m) for m in comm["model_id"]})
+    models = [_model(acc, m, ops, its, busy, pipes, names, samp, comm) for m in model_ids
+              if m != NO_MODEL]
+    if NO_MODEL in model_ids:
+        models.append(_model(acc, NO_MODEL, ops, its, busy, pipes, names, samp, comm))
+    span = (acc.last - acc.first) if acc.first is not None and acc.last is not None else 0
+    return M.DeviceSummary(prof=acc.prof, device_id=acc.device_id, rank_id=acc.rank_id,
+                           tasks=acc.tasks, span_us=_r(span / 1000),
+                           busy_share=round(acc.busy_total / span, 6) if span else None,
+                           models=models, advice=acc.advice, advice_note=acc.advice_note)
+
+
+def _advice(acc: DeviceAcc, dev) -> None:
+    """The export's brief advice over the device's op_summary rows (one-window plans up to
+    ADVICE_MAX_ROWS rows: the rules read the op_summary text)."""
+    from msprof_cli.export import advice as A
+    from msprof_cli.export import summaries as S
+
+    rows = S.op_rows(dev)
+    if not dev.has_host_ops or len(rows) == 0:
+        acc.advice_note = "no op_summary rows (no host task data)"
+        return
+    if len(rows) > ADVICE_MAX_ROWS:
+        acc.advice_note = (f"{len(rows)} op rows: the advice is left to msprof export "
+                           f"(prof_rule_{acc.device_id}.json)")
+        return
+    state = A.RuleState(dev.rd.ai_core_num)
+    start = rows["start_local"].to_numpy(np.int64)
+    state.add(A.OpTable.from_summary(S.op_summary(dev, rows)[1], dev.rd.ai_core_num, start))
+    metrics = (dev.rd.ai_core_metrics or "") if dev.pmu_events else ""
+    acc.advice = A.brief(state.rule_json(metrics), state)
+
+
+def _collection(prof: Path, rd) -> M.Collection:
+    run = runinfo.read(prof)
+    opts = rd.sample.get("profiling_options", "") if rd is not None else ""
+    try:
+        import json
+        options = json.loads(opts) if isinstance(opts, str) and opts else {}
+    except ValueError:
+        options = {"profiling_options": opts}
+    options.pop("output", None)  # a path of the machine that collected: not a setting
+    plat = str(rd.info.get("platform_version", "")) if rd is not None else ""
+    return M.Collection(chip={"1": "Ascend910"}.get(plat, f"platform_version {plat}"),
+                        emulated=bool(run), msprof_cli=run.get("msprof_cli", ""),
+                        tensorflow=run.get("tensorflow", ""), python=run.get("python", ""),
+                        options=options if isinstance(options, dict) else {})
+
+
+def build(path: Path) -> M.Summary:
+    """The summary of a PROF dir, or of every PROF dir under a job dir."""
+    from msprof_cli.export.plan import plan_export
+    from msprof_cli.export.stack import model_names
+
+    profs = profdir.locate(Path(path))
+    summary = M.Summary(source=str(path), made_by=__version__,
+                        collection=M.Collection("", False, "", "", ""))
+    for prof in profs:
+        profdir.check_no_links(prof)
+        profdir.check_has_result_dirs(prof)
+        plan = plan_export(prof)
+        accs: dict[int, DeviceAcc] = {}
+        names: dict[int, str] = {}
+        rd0 = None
+        for k in range(len(plan)):
+            data = plan.load(k)
+            if k == 0:
+                names = model_names(data)
+                rd0 = data.host.rd
+            for dev in data.devices:
+                if k == 0 and dev is data.devices[0]:
+                    rd0 = dev.rd  # the chip and options of the first device
+                acc = accs.get(dev.device_id)
+                if acc is None:
+                    rank = dev.rd.info.get("rank_id", -1)
+                    rank = rank if isinstance(rank, int) else -1
+                    acc = accs[dev.device_id] = DeviceAcc(prof.name, dev.device_id, rank)
+                reduce_window(acc, dev, data)
+                if plan.whole:
+                    _advice(acc, dev)
+                elif k == 0:
+                    acc.advice_note = "windowed export: the advice is left to msprof export"
+        summary.warnings += [f"{prof.name}: {w}" for w in plan.warnings()]
+        samp = sampling.read(prof)
+        if not summary.collection.chip:
+            summary.collection = _collection(prof, rd0)
+        summary.devices += [assemble(accs[d], names, samp) for d in sorted(accs)]
+        plan.release()
+    if not summary.devices:
+        summary.warnings.append("no device data: nothing ran on the (emulated) NPU")
+    return summary

@@ -1,0 +1,282 @@
+"""msprof summary / diff / check (issue 17): the pieces on small frames, the CLI on the frozen
+corpus (our device writer's dirs and real-layout collections).  The real TensorFlow runs are
+in test_summary_e2e.py."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from msprof_cli.summary import check as C
+from msprof_cli.summary import diff as D
+from msprof_cli.summary import model as M
+from msprof_cli.summary.build import covered, merged, stat
+from msprof_cli.summary.render import render
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from corpus import build as corpus  # noqa: E402
+
+
+# -- pieces ----------------------------------------------------------------------------------
+def test_busy_union_and_coverage_match_brute_force() -> None:
+    rng = np.random.default_rng(3)
+    start = rng.integers(0, 1000, 200)
+    end = start + rng.integers(1, 40, 200)
+    ms, me = merged(start, end)
+    grid = np.zeros(1100, bool)
+    for s, e in zip(start, end):
+        grid[s:e] = True
+    assert int((me - ms).sum()) == int(grid.sum())
+    assert np.all(ms[1:] > me[:-1])  # disjoint, sorted
+    a = rng.integers(0, 1000, 50)
+    b = a + rng.integers(0, 300, 50)
+    got = covered(ms, me, a, b)
+    want = [int(grid[x:y].sum()) for x, y in zip(a, b)]
+    assert got.tolist() == want
+
+
+def test_stat_is_in_us_and_robust() -> None:
+    s = stat(np.array([1000, 2000, 3000, 100000]))
+    assert (s.median, s.min, s.max, s.count) == (2.5, 1.0, 100.0, 4)
+    assert stat(np.array([])) is None
+
+
+@pytest.mark.parametrize("text,base,new,hit", [
+    ("+5%", 100.0, 105.0, False), ("+5%", 100.0, 105.5, True),
+    ("+1ms", 100.0, 1000.0, False), ("+1ms", 100.0, 1101.0, True),
+    ("+5%,+1us", 10.0, 10.9, False), ("+5%,+1us", 10.0, 11.2, True),
+    ("+5%,+1us", 0.0, 2.0, True),  # a new op type: no base, the absolute floor decides
+    ("off", 1.0, 1e9, False), ("+1%", 100.0, 50.0, False),
+])
+def test_thresholds(text, base, new, hit) -> None:
+    assert C.parse_threshold(text, "t").exceeded(base, new) is hit
+
+
+@pytest.mark.parametrize("bad", ["5", "+5 percent", "+-3%", "fast", "+5%,x"])
+def test_bad_threshold_says_how_to_write_one(bad) -> None:
+    with pytest.raises(M.SummaryError, match="not understood; write"):
+        C.parse_threshold(bad, "--max-op-type")
+
+
+def test_config_files(tmp_path: Path) -> None:
+    toml = tmp_path / "gate.toml"
+    toml.write_text('[thresholds]\nop-type = "+20%"\niteration-time = "off"\n')
+    lim = C.thresholds(toml, {"op-type": "+7%"})
+    assert lim["op-type"].pct == 7.0  # the command line wins over the file
+    assert lim["iteration-time"].off
+    js = tmp_path / "gate.json"
+    js.write_text(json.dumps({"thresholds": {"fp-bp": "+2%"}}))
+    assert C.thresholds(js, {})["fp-bp"].pct == 2.0
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[thresholds]\nstep = "+1%"\n')
+    with pytest.raises(M.SummaryError, match="unknown metric 'step'"):
+        C.thresholds(bad, {})
+
+
+def _op(name, op_type, pos, us, shapes="8,8") -> M.OpRow:
+    return M.OpRow(name, op_type, "AI_CORE", pos, 10, 1.0, us, shapes, shapes)
+
+
+def _model(ops, mid=1, name="net", device_time=100.0, aug=50.0) -> M.ModelSummary:
+    st = (lambda v: M.Stat(v, v, v, v, v, 10))
+    types: dict[str, float] = {}
+    for o in ops:
+        types[o.op_type] = types.get(o.op_type, 0.0) + o.per_step_us
+    total = sum(types.values())
+    return M.ModelSummary(
+        model_id=mid, name=name, signature="|".join(o.op_type for o in ops), iterations=10,
+        measured="1-4", replayed="5-10", iteration_time=st(device_time + aug),
+        device_time=st(device_time), fp_bp=st(device_time * 0.8), refresh=st(device_time * 0.2),
+        data_aug_bound=st(aug), busy_share=0.9, op_us_per_step=total,
+        communication_us_per_step=0.0, memcpy_us_per_step=0.0, tasks=10 * len(ops),
+        op_types=[M.OpTypeRow(t, "AI_CORE", 10, 1.0, v, v / total) for t, v in types.items()],
+        ops=ops)
+
+
+def _summary(models, source="run") -> M.Summary:
+    dev = M.DeviceSummary("PROF_1", 0, -1, 100, 1000.0, 0.5, models)
+    return M.Summary(source, "0.1.0", M.Collection("Ascend910", True, "0.1.0", "2.21.0",
+                                                     "3.11"), [dev])
+
+
+BASE_OPS = [_op("net/conv/Conv2D", "Conv2D", 0, 40.0), _op("net/dense_1/MatMul", "MatMul", 1,
+                                                            30.0),
+            _op("net/dense_2/MatMul", "MatMul", 2, 20.0), _op("loss/Sum", "Sum", 3, 10.0)]
+
+
+def test_json_round_trip_and_refusals(tmp_path: Path) -> None:
+    s = _summary([_model(BASE_OPS)])
+    text = M.to_json(s)
+    assert json.loads(text)["schema_version"] == M.SCHEMA_VERSION
+    assert M.from_dict(json.loads(text)) == s
+    p = tmp_path / "base.json"
+    p.write_text(text[: len(text) // 2])  # cut short
+    with pytest.raises(M.SummaryError, match="not valid JSON"):
+        M.read_json(p)
+    data = json.loads(text)
+    with pytest.raises(M.SummaryError, match="schema_version 99"):
+        M.from_dict({**data, "schema_version": 99})
+    with pytest.raises(M.SummaryError, match="not an msprof summary"):
+        M.from_dict({"traceEvents": []})
+    data["devices"][0]["models"][0]["op_us_per_step"] = "fast"
+    with pytest.raises(M.SummaryError, match=r"devices\[0\]\.models\[0\]\.op_us_per_step"):
+        M.from_dict(data)
+
+
+def test_ops_match_by_name_then_by_place() -> None:
+    renamed = [_op("net/conv/Conv2D", "Conv2D", 0, 40.0),
+               _op("net/dense_3/MatMul", "MatMul", 1, 30.0),  # Keras renumbered the layer
+               _op("net/dense_4/MatMul", "MatMul", 2, 20.0), _op("loss/Sum", "Sum", 3, 10.0)]
+    pairs, removed, added = D.match_ops(BASE_OPS, renamed)
+    assert not removed and not added
+    assert {(b.name, n.name) for b, n in pairs} >= {("net/dense_1/MatMul", "net/dense_3/MatMul")}
+    extra = BASE_OPS[:1] + [_op("net/conv_2/Conv2D", "Conv2D", 1, 15.0)] + [
+        replace(o, position=o.position + 1) for o in BASE_OPS[1:]]
+    pairs, removed, added = D.match_ops(BASE_OPS, extra)
+    assert [o.name for o in added] == ["net/conv_2/Conv2D"] and not removed
+
+
+def test_models_match_by_signature_then_name() -> None:
+    a, b = _model(BASE_OPS, mid=1, name="train"), _model(BASE_OPS[:2], mid=2, name="eval")
+    x, y = _model(BASE_OPS[:2], mid=7, name="other"), _model(BASE_OPS[1:], mid=8, name="train")
+    pairs, left, right = D.match_models([a, b], [x, y])
+    assert [(p.model_id, q.model_id, how) for p, q, how in pairs] == [(2, 7, "signature"),
+                                                                      (1, 8, "name")]
+    assert not left and not right
+
+
+def test_same_runs_pass_and_a_wider_op_fails_naming_it() -> None:
+    base = _summary([_model(BASE_OPS)])
+    res = C.check(D.diff(base, _summary([_model(BASE_OPS)])), C.thresholds(None, {}))
+    assert res.passed and not res.regressions
+    wider = [replace(BASE_OPS[1], per_step_us=45.0, input_shapes="8,64")] + \
+        [o for o in BASE_OPS if o.name != "net/dense_1/MatMul"]
+    new = _summary([_model(wider, device_time=115.0)])
+    res = C.check(D.diff(base, new), C.thresholds(None, {}))
+    assert not res.passed
+    metrics = {f.metric for f in res.regressions}
+    assert "op type MatMul (AI_CORE) per step" in metrics
+    assert any("net/dense_1/MatMul [MatMul] +15.000 us, 100 % of the change, shape 8,8 -> 8,64"
+               in b for f in res.regressions for b in f.because)
+    text = render(res, "text")
+    assert text.startswith("msprof check FAILED") and "\x1b[" not in text
+
+
+def test_host_side_change_is_not_an_op_regression() -> None:
+    base = _summary([_model(BASE_OPS, aug=50.0)])
+    new = _summary([_model(BASE_OPS, aug=5000.0)])
+    res = C.check(D.diff(base, new), C.thresholds(None, {}))
+    assert {f.side for f in res.regressions} == {"host", "mixed"}
+    mixed = next(f for f in res.regressions if f.side == "mixed")
+    assert any(b.startswith("host side, measured") for b in mixed.because)
+    assert not any(f.metric.startswith("op type") for f in res.regressions)
+    loose = C.check(D.diff(base, new), C.thresholds(None, {"data-aug-bound": "off",
+                                                           "iteration-time": "off"}))
+    assert loose.passed
+
+
+def test_a_missing_model_fails_the_gate() -> None:
+    base = _summary([_model(BASE_OPS), _model(BASE_OPS[:1], mid=2, name="eval")])
+    res = C.check(D.diff(base, _summary([_model(BASE_OPS)])), C.thresholds(None, {}))
+    assert not res.passed and res.missing == ['device 0 model 2 "eval"']
+
+
+def test_markdown_tables_fit_github() -> None:
+    s = _summary([_model(BASE_OPS)])
+    md = render(s, "md")
+    assert "| Top op types | Task Type |" in md and "| --- | --- | ---: |" in md
+    text = render(s, "text")
+    lines = [ln for ln in text.splitlines() if ln.startswith(("Conv2D ", "MatMul ", "Sum "))]
+    assert len({ln.index(" us") for ln in lines if " us" in ln}) == 1  # aligned columns
+
+
+# -- the CLI on the frozen corpus ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory) -> dict[str, Path]:
+    keep = {"ascend910_small", "two_devices_hccl", "oracle_keras_bn", "host_only",
+            "msproftx_aicpu_pmu"}
+    return {k: v for k, v in corpus.unpack(tmp_path_factory.mktemp("sum_raw")).items()
+            if k in keep}
+
+
+def msprof(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "msprof_cli", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_summary_json_of_real_layout_dirs(cases, tmp_path: Path) -> None:
+    out = tmp_path / "s.json"
+    r = msprof("summary", str(cases["two_devices_hccl"]), "--format", "json", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    s = M.read_json(out)
+    assert [d.device_id for d in s.devices] == [0, 1]
+    train = s.devices[0].models[0]
+    assert (train.model_id, train.name, train.iterations) == (1, "resnet_train", 81)
+    assert train.communication_us_per_step > 0 and train.memcpy_us_per_step > 0
+    assert train.pipes and {p.op_type for p in train.pipes} >= {"Conv2D", "MatMulV2"}
+    assert 0 < train.busy_share <= 1 and train.fp_bp.median > 0
+    assert sum(t.share for t in train.op_types) == pytest.approx(1, abs=1e-3)
+    # the op rows add up to the op types
+    assert sum(o.per_step_us for o in train.ops) == pytest.approx(train.op_us_per_step,
+                                                                   abs=0.01 * len(train.ops))
+    r = msprof("summary", str(cases["ascend910_small"]))  # hardware data (the golden dir)
+    assert r.returncode == 0 and "device 0" in r.stdout, r.stderr
+
+
+def test_diff_and_check_of_the_same_collection(cases, tmp_path: Path) -> None:
+    prof = cases["oracle_keras_bn"]
+    base = tmp_path / "base.json"
+    assert msprof("summary", str(prof), "--format", "json", "-o", str(base)).returncode == 0
+    r = msprof("check", str(prof), "--baseline", str(base))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASSED" in r.stdout
+    r = msprof("diff", str(base), str(prof), "--format", "md")
+    assert r.returncode == 0 and "device step unchanged" in r.stdout
+    r = msprof("check", str(cases["two_devices_hccl"]), "--baseline", str(base),
+               "--format", "json")
+    assert r.returncode == 1
+    assert json.loads(r.stdout)["kind"] == "msprof_cli.check"
+
+
+def test_bad_input_exits_2_and_names_the_side(cases, tmp_path: Path) -> None:
+    prof = cases["oracle_keras_bn"]
+    broken = tmp_path / "base.json"
+    broken.write_text('{"kind": "msprof_cli.summary", "schema_version": 1, "devic')
+    r = msprof("check", str(prof), "--baseline", str(broken))
+    assert r.returncode == 2 and "baseline:" in r.stderr and "not valid JSON" in r.stderr
+    r = msprof("check", str(tmp_path / "nope"), "--baseline", str(prof))
+    assert r.returncode == 2 and "NEW:" in r.stderr and "does not exist" in r.stderr
+    r = msprof("check", str(prof), "--baseline", str(prof), "--max-op-type", "lots")
+    assert r.returncode == 2 and "--max-op-type" in r.stderr
+    other = tmp_path / "trace.json"
+    other.write_text(json.dumps({"traceEvents": []}))
+    r = msprof("diff", str(other), str(prof))
+    assert r.returncode == 2 and "not an msprof summary JSON" in r.stderr
+
+
+def test_summary_reads_an_exported_folder_and_host_only_dirs(cases) -> None:
+    prof = cases["msproftx_aicpu_pmu"]
+    assert msprof("export", "--output", str(prof), "--layout", "mindstudio").returncode == 0
+    out = next(prof.glob("mindstudio_profiler_output"))
+    a = msprof("summary", str(prof), "--format", "json")
+    b = msprof("summary", str(out), "--format", "json")
+    assert a.returncode == b.returncode == 0, b.stderr
+    da, db = json.loads(a.stdout), json.loads(b.stdout)
+    assert da["devices"] == db["devices"]
+    r = msprof("summary", str(cases["host_only"]))
+    assert r.returncode == 0 and "no device data" in r.stdout
+
+
+def test_help_stays_light() -> None:
+    code = ("import sys; from msprof_cli.cli.main import cli; "
+            "print(sorted(m for m in ('pandas', 'numpy', 'tensorflow', 'dask') "
+            "if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.stdout.strip() == "[]", r.stdout + r.stderr
+    assert re.search(r"summary\s+Summarise", msprof("--help").stdout)
