@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-BENCHES = ["startup_bench", "query_bench", "export_bench", "collect_overhead"]
+BENCHES = ["startup_bench", "query_bench", "summary_bench", "export_bench", "collect_overhead"]
 
 
 def main() -> None:
@@ -22,6 +22,8 @@ def main() -> None:
             continue
         if name == "export_bench":
             module.main(sys.argv[1:])
+        elif name == "summary_bench":
+            module.main([])
         else:  # the other benchmarks parse sys.argv themselves: not export_bench's options
             argv, sys.argv = sys.argv, sys.argv[:1]
             try:
