@@ -165,3 +165,21 @@ def test_fusion_off_keeps_every_op(tmp_path):
     ops, producers = chain_ops(3)
     prof = run(tmp_path, make_chunk(ops, producers), ub_fusion=False)
     assert len(R.host_records(prof, "node_basic_info")) == 2 * 5
+
+
+def test_data_edges_look_through_no_op_nodes_and_keep_sinks():
+    from msprof_cli.collect.tf_graphs import StaticGraph, StaticOp, data_edges
+    g = StaticGraph()
+    s = (T((4,), F),)
+    g.add("x", StaticOp("Placeholder", (), s, ()))
+    g.add("a", StaticOp("Mul", s + s, s, ("x", "x")))
+    g.add("r", StaticOp("Reshape", s, s, ("a",)))
+    g.add("b", StaticOp("Relu", s, s, ("r",)))
+    g.add("shape", StaticOp("Shape", s, s, ("b",)))  # metadata only: not a consumer
+    g.add("out", StaticOp("Identity", s, s, ("b",)))  # a return value: consumer of b
+    edges = data_edges(g)
+    assert edges["b"] == ("a",)  # through the Reshape
+    assert "shape" not in edges and "r" not in edges
+    assert edges["out"] == ("b",)
+    # b has a consumer outside any chain (the sink), a has only b: a-b fuse, b ends the chain
+    assert plan_chains(edges, {"a", "b"}, g.order) == [["a", "b"]]
