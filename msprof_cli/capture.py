@@ -85,6 +85,12 @@ class ModelInfo:
     # Empty = unknown: the device falls back to the data-source ops it sees in the step.
     feeds: tuple[TensorSpec, ...] = ()
     fetches: tuple[TensorSpec, ...] = ()
+    # data-flow edges of the graph (docs/device-model.md 3.1, GE's UB fusion needs them):
+    # op name -> the op producing each of its data inputs, looked through the nodes GE turns
+    # into no-ops (Identity, Reshape...).  A no-op node that nothing consumes (a function's
+    # return value) is listed too, as one more consumer of its source.  Empty = unknown: the
+    # device fuses nothing.
+    producers: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass

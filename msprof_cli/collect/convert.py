@@ -26,8 +26,8 @@ from msprof_cli.capture import (DTYPE_BYTES, CaptureChunk, Iteration, ModelInfo,
 from msprof_cli.collect import eager_shapes
 from msprof_cli.collect.records import ExecRecord
 from msprof_cli.collect.tf_graphs import (CALL_OPS, CONTROL_FLOW_OPS, DATA_SOURCES, OpShape,
-                                          StaticGraph, StaticOp, lowered_name, replica_of_name,
-                                          resolve)
+                                          StaticGraph, StaticOp, data_edges, lowered_name,
+                                          replica_of_name, resolve)
 from msprof_cli.collect.xspace import Event, Trace
 
 # eager ops that only create handles, constants or input-pipeline objects on the host
@@ -601,6 +601,7 @@ def _fp_bp(model: ModelInfo, ops: list[OpRun], static: StaticGraph | None, fp_po
     """FP/BP ops of a model (step-trace-and-advice.md 4); project mapping in docs/collect.md."""
     if static is not None:
         model.op_order = dict(static.order)
+        model.producers = data_edges(static)
     names = {o.name for o in ops}
     if fp_point:
         if fp_point in names or any(fp_point in o.fused_ops for o in ops):

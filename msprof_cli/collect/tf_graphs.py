@@ -282,3 +282,46 @@ def runtime_shapes_from_step_stats(step_stats: Any) -> dict[str, dict[int, tuple
                     continue
                 slots[o.slot] = tuple(int(d.size) for d in shape.dim)
     return out
+
+
+# nodes GE turns into no-ops (a view of their first input): looked through for data edges
+PASS_THROUGH = frozenset({"Identity", "Snapshot", "StopGradient", "PreventGradient",
+                          "EnsureShape", "Reshape", "ExpandDims", "Squeeze"})
+# consumers of a tensor's metadata only (static shapes: GE folds them at build time)
+SHAPE_ONLY = frozenset({"Shape", "ShapeN", "Size", "Rank", "BroadcastGradientArgs"})
+
+
+def data_edges(graph: StaticGraph) -> dict[str, tuple[str, ...]]:
+    """`ModelInfo.producers` of a walked graph (docs/device-model.md 3.1): op -> the producer
+    of each data input, looked through PASS_THROUGH nodes; shape-only consumers are left out;
+    a PASS_THROUGH node nobody consumes (a function output) stays as a consumer of its source.
+    One pass over the graph's nodes (cached on the graph per version)."""
+    cached = getattr(graph, "_edges", None)
+    if cached is not None and cached[0] == graph.version:
+        return cached[1]
+    ops = graph.ops
+
+    def source(name: str) -> str:
+        seen = 0
+        op = ops.get(name)
+        while op is not None and op.type in PASS_THROUGH and op.producers and seen < 64:
+            name = op.producers[0]
+            op = ops.get(name)
+            seen += 1
+        return name
+
+    consumed: set[str] = set()
+    for op in ops.values():
+        if op.type not in SHAPE_ONLY:
+            consumed.update(op.producers)
+    edges: dict[str, tuple[str, ...]] = {}
+    for name, op in ops.items():
+        if op.type in SHAPE_ONLY or not op.producers:
+            continue
+        if op.type in PASS_THROUGH:
+            if name not in consumed:  # a sink: its source's value leaves the graph here
+                edges[name] = (source(op.producers[0]),)
+            continue
+        edges[name] = tuple(source(p) for p in op.producers)
+    graph._edges = (graph.version, edges)  # type: ignore[attr-defined]
+    return edges

@@ -46,6 +46,7 @@ from msprof_cli.device.op_table import Interner, IterTable, OpTable, SignatureRe
 from msprof_cli.device.pmu import event_counters, l2_counters
 from msprof_cli.device.sample import write_sample_json
 from msprof_cli.device.step_trace import FpBp, resolve_fp_bp
+from msprof_cli.device.ub_fusion import UbFuser
 from msprof_cli.device.writer import DataDir, RawStorage
 from msprof_cli.options import L2_CACHE_EVENTS, ProfilingConfig
 from msprof_cli.raw import control, sampling
@@ -131,7 +132,8 @@ class Device:
 
     def __init__(self, prof_dir: Path, config: ProfilingConfig, *, clock: ClockPair, pid: int,
                  app: list[str], device_ids: Sequence[int] = (0,), rank_id: int = -1,
-                 chip: str = "Ascend910", first_task_id: int = 1) -> None:
+                 chip: str = "Ascend910", first_task_id: int = 1,
+                 ub_fusion: bool = True) -> None:
         self.prof_dir = Path(prof_dir)
         self._measured: dict[int, list[int]] = {}
         self._replayed: dict[int, list[int]] = {}
@@ -145,6 +147,7 @@ class Device:
         self.messages: list[str] = list(config.warnings)
         self.sync_ns = clock.mono_ns
         self.sigs = SignatureRegistry()
+        self.fuser = UbFuser(enabled=ub_fusion)  # GE's UB fusion of element-wise chains
         # tasks the run had that the options left out (collect says so at the end):
         # "aicpu" / "hccl" -> op type -> tasks, over every emulated device
         self.uncollected: dict[str, Counter] = {"aicpu": Counter(), "hccl": Counter()}
@@ -231,6 +234,7 @@ class Device:
         self.models.update(chunk.models)
         self._record_sampling(chunk)
         ops, iters = build_tables(chunk, self.sigs, self.names)
+        ops = self.fuser.apply(ops, self.models, self.sigs, self.names)
         for dev_id in np.unique(ops.device_id).tolist():
             self._device(int(dev_id))
         self._resolve_fp_bp(chunk.iterations)
@@ -487,8 +491,25 @@ class Device:
                 if fb:
                     fp_name[dev][i] = self._name_idx(fb.fp)
                     bp_name[dev][i] = self._name_idx(fb.bp)
+            if self.fuser.alias:  # an FP/BP op UB-fused into a chain: the fused op's task
+                fp_name[dev] = self._fused_alias(ops, fp_name[dev])
+                bp_name[dev] = self._fused_alias(ops, bp_name[dev])
         return _ChunkCtx(ops, iters, sig, cost, kind, win, me_begin, me_end, fp_name, bp_name,
                          copy_spans=copy_spans)
+
+    def _fused_alias(self, ops: OpTable, name_of_iter: np.ndarray) -> np.ndarray:
+        """Per iteration: the fused op's name where the named op ran inside a UB-fused
+        kernel in that iteration (GE reports the fused kernel's task for it)."""
+        alias = np.array([self.fuser.alias.get(int(n), -1) for n in name_of_iter.tolist()],
+                         np.int64)
+        if not (alias >= 0).any():
+            return name_of_iter
+        n = max(len(self.names.items), 1)
+        rows = ops.iter_row >= 0
+        present = ops.iter_row[rows] * n + ops.name_idx[rows]
+        it = np.arange(len(name_of_iter), dtype=np.int64)
+        fused_here = (alias >= 0) & np.isin(it * n + alias, present)
+        return np.where(fused_here, alias, name_of_iter)
 
     def _name_idx(self, name: str | None) -> int:
         idx = None if name is None else self.names.get(name)

@@ -45,6 +45,19 @@ _DT_CLASS = {0: DT_FP32, 1: DT_FP16, 27: DT_FP16, 2: DT_INT8, 4: DT_INT8, 18: DT
              12: DT_INT}
 
 
+CUBE_COSTS = (op_map.COST_MATMUL, op_map.COST_CONV, op_map.COST_CONV_BP_INPUT,
+              op_map.COST_CONV_BP_FILTER, op_map.COST_DEPTHWISE)
+# precision_mode allow_fp32_to_fp16, the TF adapter's default for training (docs/device-model.md
+# 3.2): matrix (cube) ops compute in fp16, so their fp32 operands and results move as fp16;
+# vector ops keep fp32 when their kernel supports it
+CUBE_FP32_AS_FP16 = True
+
+
+def _moved_bytes(dtype: str, cube: bool) -> int:
+    b = TF_DTYPES.get(dtype, UNDEFINED_DTYPE)[1]
+    return 2 if cube and CUBE_FP32_AS_FP16 and dtype in ("float32", "float") else b
+
+
 def dims_elems(shape: Sequence[int]) -> int:
     """Element count with unknown (-1 / None) dims replaced by DEFAULT_DIM; scalar = 1."""
     n = 1
@@ -80,6 +93,8 @@ class SignatureRegistry:
     dtype_bytes: list[int] = field(default_factory=list)
     n_fused: list[int] = field(default_factory=list)
     tensors: list[np.ndarray] = field(default_factory=list)  # L.TENSOR arrays
+    # bytes of each data input as the device moves it (UB fusion: what enters a fused chain)
+    in_bytes: list[tuple[float, ...]] = field(default_factory=list)
     _index: dict[tuple, int] = field(default_factory=dict)
     _by_id: dict[tuple, tuple] = field(default_factory=dict)
     _arrays: dict[str, np.ndarray] | None = None
@@ -110,7 +125,7 @@ class SignatureRegistry:
                      vec_elems: float, bytes_in: float, bytes_out: float, max_elems: float,
                      dtype_class: int = DT_FP32, dtype_bytes: int = 4, n_fused: int = 0,
                      allreduce: bool = False, tensors: np.ndarray | None = None,
-                     host_work: bool = False) -> int:
+                     host_work: bool = False, in_bytes: tuple[float, ...] = ()) -> int:
         """Register a signature from precomputed features (benchmark generators use this)."""
         self.tf_type.append(tf_type)
         self.ge_type.append(ge_type)
@@ -127,6 +142,7 @@ class SignatureRegistry:
         self.dtype_bytes.append(dtype_bytes)
         self.n_fused.append(n_fused)
         self.tensors.append(np.zeros(0, L.TENSOR) if tensors is None else tensors)
+        self.in_bytes.append(tuple(float(b) for b in in_bytes))
         self._arrays = None
         return len(self.tf_type) - 1
 
@@ -146,10 +162,10 @@ class SignatureRegistry:
         main = dts[0] if dts else TF_DTYPES["float32"]
         dclass = _DT_CLASS.get(main[0], DT_OTHER)
         dbytes = main[1]
-        bytes_in = float(sum(e * TF_DTYPES.get(t.dtype, UNDEFINED_DTYPE)[1]
-                             for e, t in zip(in_elems, inputs))) if inputs else \
-            float(sum(in_elems) * dbytes)
-        bytes_out = float(sum(e * TF_DTYPES.get(t.dtype, UNDEFINED_DTYPE)[1]
+        cube = cost in CUBE_COSTS
+        in_b = tuple(float(e * _moved_bytes(t.dtype, cube)) for e, t in zip(in_elems, inputs))
+        bytes_in = float(sum(in_b)) if inputs else float(sum(in_elems) * dbytes)
+        bytes_out = float(sum(e * _moved_bytes(t.dtype, cube)
                               for e, t in zip(out_elems, outputs))) if outputs else \
             float(sum(out_elems) * dbytes)
         out_total = float(sum(out_elems))
@@ -169,7 +185,8 @@ class SignatureRegistry:
             vec_elems=vec, bytes_in=bytes_in, bytes_out=bytes_out, max_elems=max_elems,
             dtype_class=dclass, dtype_bytes=dbytes, n_fused=n_fused, allreduce=m.allreduce,
             tensors=tensor_records(inputs, outputs),
-            host_work=op_map.normalize_tf_type(tf_type)[0] in op_map.HOST_WORK_OPS)
+            host_work=op_map.normalize_tf_type(tf_type)[0] in op_map.HOST_WORK_OPS,
+            in_bytes=in_b)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Column arrays of all signatures (cached until the next new signature)."""

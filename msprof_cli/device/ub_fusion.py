@@ -1,0 +1,268 @@
+"""GE's automatic UB fusion of element-wise chains (docs/device-model.md 3.1).
+
+The fusion engine of GE (FE) merges chains of ElemWise/Broadcast TBE kernels into one kernel
+whose intermediates stay in the AI Core's Unified Buffer (`TbeEltwiseFusionPass`: at most six
+consecutive ElemWise/Broadcast nodes, static shapes).  Here:
+
+* `plan_chains` (once per model, a loop over graph nodes): the chains, from the data-flow
+  edges the collector passes (`ModelInfo.producers`).  A chain grows along an edge p -> c when
+  both are element-wise AI Core kernels, p's value has no other consumer (else it must be
+  written to global memory: that is a multi-output pattern, not this one) and the chain has
+  fewer than `MAX_FUSED_OPS` members.
+* `UbFuser.apply` (per chunk, vectorised over op rows): in each iteration where every member
+  of a chain ran exactly once, the chain becomes one op row -- the last member's row, with a
+  fused signature, the fused op name and the member names as `fused_ops` (fusion_op_info).
+  The other members' rows are dropped.
+
+The fused kernel is one task: vector work = the sum of its members', bytes moved = what enters
+the chain from outside plus what leaves its last member, one prologue (cost_model.py).  Its
+name is the members' names concatenated (FE `FusionOpComm::CreateFusionOp`; longer than 512
+characters: the first name + `_ub_fusion`) and its OP Type the first member's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from msprof_cli.capture import ModelInfo
+from msprof_cli.device import op_map
+from msprof_cli.device.op_table import (DT_FP16, DT_INT8, Interner, OpTable,
+                                        SignatureRegistry)
+from msprof_cli.raw import layouts as L
+
+MAX_FUSED_OPS = 6  # TbeEltwiseFusionPass: "a maximum of six consecutive ElemWise/Broadcast nodes"
+MAX_NAME_LEN = 512  # FE kMaxOpNmaLen: longer concatenated names -> first name + "_ub_fusion"
+MAX_ADDN_INPUTS = 6  # AddN with more inputs is not UB-fused (CANN UB fusion rule reference)
+
+# GE types whose TBE kernels have the ElemWise / Broadcast pattern (the op_map GE names)
+ELEMWISE_GE_TYPES = frozenset({
+    "Add", "AddN", "Sub", "Mul", "RealDiv", "Div", "DivNoNan", "FloorDiv", "FloorMod",
+    "Maximum", "Minimum", "SquaredDifference", "Square", "Sqrt", "Rsqrt", "RsqrtGrad",
+    "SqrtGrad", "Reciprocal", "Exp", "Log", "Log1p", "Pow", "Neg", "Abs", "Sign", "Floor",
+    "Ceil", "Round", "Erf", "Cast", "Equal", "NotEqual", "Less", "LessEqual", "Greater",
+    "GreaterEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "Select", "SelectV2", "Relu",
+    "ReluGrad", "Relu6", "LeakyRelu", "LeakyReluGrad", "Elu", "EluGrad", "Selu", "Softplus",
+    "Sigmoid", "SigmoidGrad", "Tanh", "TanhGrad", "Gelu", "BiasAdd", "ClipByValue",
+    "ZerosLike", "OnesLike", "IsFinite",
+})
+
+
+def _lane_bytes(dclass: int) -> float:
+    return 2.0 if dclass == DT_FP16 else 1.0 if dclass == DT_INT8 else 4.0
+
+
+def plan_chains(producers: dict[str, tuple[str, ...]], eligible: set[str],
+                order: dict[str, int], max_ops: int = MAX_FUSED_OPS) -> list[list[str]]:
+    """Chains (>= 2 members, in data-flow order) of the element-wise ops `eligible`.
+
+    Deterministic: nodes are taken in topological order (`order`, then name); a node joins
+    the open chain of its first producer (input order) that is eligible, has it as its only
+    consumer and whose chain is shorter than `max_ops`; otherwise it starts a chain."""
+    consumers: dict[str, int] = {}
+    for name, prods in producers.items():
+        for p in set(prods):
+            consumers[p] = consumers.get(p, 0) + 1
+    big = len(order) + 1
+    chain_of: dict[str, list[str]] = {}
+    chains: list[list[str]] = []
+    for n in sorted(eligible, key=lambda x: (order.get(x, big), x)):
+        joined = None
+        for p in producers.get(n, ()):
+            ch = chain_of.get(p)
+            if (ch is not None and ch[-1] == p and consumers.get(p, 0) == 1
+                    and len(ch) < max_ops):
+                joined = ch
+                break
+        if joined is None:
+            joined = []
+            chains.append(joined)
+        joined.append(n)
+        chain_of[n] = joined
+    return [c for c in chains if len(c) >= 2]
+
+
+def fused_name(members: list[str]) -> str:
+    name = "".join(members)
+    return name if len(name) <= MAX_NAME_LEN else members[0] + "_ub_fusion"
+
+
+@dataclass
+class _Plan:
+    name_idx: np.ndarray  # member op names (Interner ids)
+    gid: np.ndarray  # global chain id per member
+    pos: np.ndarray  # position in its chain
+
+
+@dataclass
+class UbFuser:
+    """Per-model chain plans and fused signatures, kept across chunks (see module doc)."""
+
+    enabled: bool = True
+    plans: dict[int, _Plan | None] = field(default_factory=dict)
+    size: list[int] = field(default_factory=list)  # per gid: members
+    members: list[tuple[str, ...]] = field(default_factory=list)  # per gid
+    fused_name_idx: list[int] = field(default_factory=list)  # per gid
+    # per gid, per member: the input slots fed by the previous member (stay in UB)
+    internal: list[tuple[tuple[int, ...], ...]] = field(default_factory=list)
+    alias: dict[int, int] = field(default_factory=dict)  # member name idx -> fused name idx
+    _fused_sig: dict[tuple, int] = field(default_factory=dict)
+
+    # --- planning (once per model) ----------------------------------------------------------
+    def _plan(self, model: ModelInfo | None, ops: OpTable, rows: np.ndarray,
+              sigs: SignatureRegistry, names: Interner) -> _Plan | None:
+        if model is None or not model.producers:
+            return None
+        sig_of: dict[int, int] = {}
+        for n, s in zip(ops.name_idx[rows].tolist(), ops.sig[rows].tolist()):
+            sig_of.setdefault(n, s)
+        eligible: set[str] = set()
+        for n, s in sig_of.items():
+            if (sigs.kind[s] == op_map.KIND_AI_CORE and sigs.cost[s] == op_map.COST_VECTOR
+                    and sigs.ge_type[s] in ELEMWISE_GE_TYPES and sigs.n_fused[s] == 0
+                    and not (sigs.ge_type[s] == "AddN"
+                             and len(sigs.in_bytes[s]) > MAX_ADDN_INPUTS)):
+                eligible.add(names.items[n])
+        chains = plan_chains(model.producers, eligible, model.op_order)
+        if not chains:
+            return _Plan(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        n_idx, g_idx, p_idx = [], [], []
+        for ch in chains:
+            gid = len(self.size)
+            self.size.append(len(ch))
+            self.members.append(tuple(ch))
+            fname = fused_name(ch)
+            f_idx = names(fname)
+            self.fused_name_idx.append(f_idx)
+            slots = [()] + [tuple(j for j, p in enumerate(model.producers.get(ch[k], ()))
+                                  if p == ch[k - 1]) for k in range(1, len(ch))]
+            self.internal.append(tuple(slots))
+            if model.op_order:  # GE's task order: the fused kernel takes its last member's place
+                last = model.op_order.get(ch[-1])
+                if last is not None:
+                    model.op_order.setdefault(fname, last)
+            for k, m in enumerate(ch):
+                idx = names(m)
+                n_idx.append(idx)
+                g_idx.append(gid)
+                p_idx.append(k)
+                self.alias[idx] = f_idx
+        return _Plan(np.array(n_idx, np.int64), np.array(g_idx, np.int64),
+                     np.array(p_idx, np.int64))
+
+    def _signature(self, gid: int, member_sigs: tuple[int, ...],
+                   sigs: SignatureRegistry) -> int:
+        key = (gid, member_sigs)
+        hit = self._fused_sig.get(key)
+        if hit is not None:
+            return hit
+        internal = self.internal[gid]
+        head = member_sigs[0]
+        head_lane = _lane_bytes(sigs.dtype_class[head])
+        vec = 0.0
+        bytes_in = 0.0
+        parts = []
+        for k, s in enumerate(member_sigs):
+            vec += sigs.vec_elems[s] * _lane_bytes(sigs.dtype_class[s]) / head_lane
+            ib = sigs.in_bytes[s]
+            keep = [j for j in range(len(ib)) if j not in internal[k]]
+            bytes_in += sum(ib[j] for j in keep) if ib else (sigs.bytes_in[s] if k == 0 else 0.0)
+            t = sigs.tensors[s]
+            ins = t[t["tensor_type"] == 0]
+            parts.append(ins[[j for j in keep if j < len(ins)]])
+        last = member_sigs[-1]
+        t_last = sigs.tensors[last]
+        parts.append(t_last[t_last["tensor_type"] == 1])
+        tensors = np.concatenate(parts) if parts else np.zeros(0, L.TENSOR)
+        idx = sigs.add_features(
+            tf_type=sigs.tf_type[head], ge_type=sigs.ge_type[head], kind=op_map.KIND_AI_CORE,
+            cost=op_map.COST_VECTOR, flops=0.0, vec_elems=vec, bytes_in=bytes_in,
+            bytes_out=sigs.bytes_out[last],
+            max_elems=max(sigs.max_elems[s] for s in member_sigs),
+            dtype_class=sigs.dtype_class[head], dtype_bytes=sigs.dtype_bytes[head],
+            n_fused=len(member_sigs), tensors=tensors)
+        self._fused_sig[key] = idx
+        return idx
+
+    # --- per chunk --------------------------------------------------------------------------
+    def apply(self, ops: OpTable, models: dict[int, ModelInfo], sigs: SignatureRegistry,
+              names: Interner) -> OpTable:
+        """The chunk's op table with every complete chain instance fused (see module doc)."""
+        if not self.enabled or not len(ops):
+            return ops
+        inn = ops.iter_row >= 0
+        if ops.eager is not None:
+            inn &= ~ops.eager
+        if not inn.any():
+            return ops
+        n_names = len(names.items)
+        gid_row = np.full(len(ops), -1, np.int64)
+        pos_row = np.zeros(len(ops), np.int64)
+        for m in np.unique(ops.model_id[inn]).tolist():
+            sel = inn & (ops.model_id == m)
+            if m not in self.plans:
+                self.plans[m] = self._plan(models.get(int(m)), ops, np.flatnonzero(sel),
+                                           sigs, names)
+                n_names = len(names.items)
+            plan = self.plans[m]
+            if plan is None or not len(plan.gid):
+                continue
+            lut_g = np.full(n_names, -1, np.int64)
+            lut_p = np.zeros(n_names, np.int64)
+            lut_g[plan.name_idx] = plan.gid
+            lut_p[plan.name_idx] = plan.pos
+            r = np.flatnonzero(sel)
+            gid_row[r] = lut_g[ops.name_idx[r]]
+            pos_row[r] = lut_p[ops.name_idx[r]]
+        cand = np.flatnonzero(gid_row >= 0)
+        if not len(cand):
+            return ops
+        # a member that ran more than once in an iteration (a loop body) is not fused there
+        key = ops.iter_row[cand] * n_names + ops.name_idx[cand]
+        _, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
+        cand = cand[cnt[inv.reshape(-1)] == 1]
+        size = np.array(self.size, np.int64)
+        # complete instances: every member of the chain ran in the iteration
+        n_g = len(size)
+        ikey = ops.iter_row[cand] * n_g + gid_row[cand]
+        uk, inv, cnt = np.unique(ikey, return_inverse=True, return_counts=True)
+        inv = inv.reshape(-1)
+        complete = cnt == size[uk % n_g]
+        cand = cand[complete[inv]]
+        if not len(cand):
+            return ops
+        inst_keys, inst = np.unique(ops.iter_row[cand] * n_g + gid_row[cand],
+                                    return_inverse=True)
+        inst = inst.reshape(-1)
+        inst_gid = inst_keys % n_g
+        mat = np.full((len(inst_keys), MAX_FUSED_OPS), -1, np.int64)
+        mat[inst, pos_row[cand]] = ops.sig[cand]
+        anchor = np.full(len(inst_keys), -1, np.int64)
+        last = pos_row[cand] == size[gid_row[cand]] - 1
+        anchor[inst[last]] = cand[last]
+        combos, cinv = np.unique(np.column_stack([inst_gid, mat]), axis=0, return_inverse=True)
+        fsig = np.array([self._signature(int(c[0]), tuple(int(s) for s in c[1:] if s >= 0), sigs)
+                         for c in combos], np.int64)
+        inst_sig = fsig[cinv.reshape(-1)]
+        # one fused_ops entry per chain used in this chunk
+        used = np.unique(inst_gid)
+        fused = list(ops.fused)
+        f_lut = np.full(n_g, -1, np.int64)
+        f_lut[used] = len(fused) + np.arange(len(used))
+        fused += [self.members[g] for g in used.tolist()]
+        out = OpTable(ops.device_id.copy(), ops.model_id.copy(), ops.iter_row.copy(),
+                      ops.name_idx.copy(), ops.sig.copy(), ops.thread.copy(),
+                      ops.host_start.copy(), ops.host_end.copy(), ops.fused_idx.copy(), fused,
+                      None if ops.eager is None else ops.eager.copy())
+        out.sig[anchor] = inst_sig
+        out.name_idx[anchor] = np.array(self.fused_name_idx, np.int64)[inst_gid]
+        out.fused_idx[anchor] = f_lut[inst_gid]
+        # the fused kernel spans its members' host interval
+        first = pos_row[cand] == 0
+        start = np.zeros(len(inst_keys), np.int64)
+        start[inst[first]] = ops.host_start[cand[first]]
+        out.host_start[anchor] = np.minimum(start, ops.host_start[anchor])
+        keep = np.ones(len(ops), bool)
+        keep[cand] = False
+        keep[anchor] = True
+        return out.take(np.flatnonzero(keep))
