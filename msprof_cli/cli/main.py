@@ -10,6 +10,7 @@ from msprof_cli import __version__
 from msprof_cli.cli.collect import collect
 from msprof_cli.cli.export import export
 from msprof_cli.cli.query import query
+from msprof_cli.cli.report import report
 from msprof_cli.cli.summary import check, diff, summary
 from msprof_cli.errors import MsprofError, ProfDirError
 
@@ -27,6 +28,7 @@ def cli() -> None:
     msprof query --output DIR             list what was collected
     msprof summary PROF_DIR               step times, top ops, advice (text/md/json)
     msprof check NEW --baseline BASE      CI regression gate (diff: what changed)
+    msprof report PROF_DIR -o report.html  an HTML report (plots, works offline)
     """
 
 
@@ -36,6 +38,7 @@ cli.add_command(query)
 cli.add_command(summary)
 cli.add_command(diff)
 cli.add_command(check)
+cli.add_command(report)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -247,6 +247,7 @@ def _report(prof_dirs: list[str], config: ProfilingConfig, notes: list[str] = ()
         return
     for prof in prof_dirs:
         print(f"[INFO] Profiling finished. Data is saved in {prof}")
-        print(f"[INFO] Next: msprof export --output {prof}")
+        print(f"[INFO] Next: msprof export --output {prof} (files), msprof summary {prof} "
+              f"(a quick look), msprof report {prof} -o report.html (plots)")
     for text in notes:  # what the run had that the options left out (agent.note)
         print(f"[INFO] {text}")

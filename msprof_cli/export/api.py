@@ -184,6 +184,10 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
         from .report import print_advice
 
         print_advice(result.advice, advice)
+        if result.files:
+            first = result.prof_dirs[0] if result.prof_dirs else path
+            print(f"[INFO] The picture: msprof report {first} -o report.html (plots, opens "
+                  f"offline); for CI: msprof summary / msprof check (docs/summary.md).")
     return result
 
 

@@ -28,7 +28,9 @@ import pandas as pd
 from msprof_cli import __version__
 from msprof_cli.raw import profdir, runinfo, sampling
 
+from . import intervals as I
 from . import model as M
+from .intervals import covered, merged
 
 NO_MODEL = 4294967295
 ADVICE_MAX_ROWS = 300_000  # above: no advice in the summary (msprof export writes it)
@@ -53,36 +55,6 @@ def _r(x: float) -> float:
     return round(float(x), 3)
 
 
-# -- busy time -------------------------------------------------------------------------------
-def merged(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of [start, end) intervals as sorted disjoint intervals (vectorised)."""
-    if len(start) == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
-    reach = np.maximum.accumulate(e)
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > reach[:-1]
-    idx = np.flatnonzero(new)
-    ends = np.append(reach[idx[1:] - 1], reach[-1])
-    return s[idx], ends
-
-
-def covered(ms: np.ndarray, me: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Length of the union (ms, me) inside each [a, b)."""
-    if len(ms) == 0:
-        return np.zeros(len(a), np.int64)
-    cum = np.concatenate([[0], np.cumsum(me - ms)])
-
-    def before(x: np.ndarray) -> np.ndarray:  # busy time before x
-        k = np.searchsorted(ms, x, side="right") - 1
-        kk = np.maximum(k, 0)
-        part = np.clip(np.minimum(x, me[kk]) - ms[kk], 0, None)
-        return np.where(k >= 0, cum[kk] + part, 0)
-
-    return np.maximum(before(b) - before(a), 0)
-
-
 # -- per window reductions -------------------------------------------------------------------
 @dataclass
 class DeviceAcc:
@@ -94,8 +66,11 @@ class DeviceAcc:
     ops: list[pd.DataFrame] = field(default_factory=list)
     pipes: list[pd.DataFrame] = field(default_factory=list)
     iterations: list[pd.DataFrame] = field(default_factory=list)
-    busy: list[pd.DataFrame] = field(default_factory=list)  # model, iteration, busy_ns
+    busy: list[pd.DataFrame] = field(default_factory=list)  # per iteration: busy, compute...
     comm: list[pd.DataFrame] = field(default_factory=list)  # model_id, dur (HCCL op runs)
+    overlap: list[int] = field(default_factory=lambda: [0, 0, 0])  # compute, comm, both (ns)
+    bin_ns: int = 0  # the activity grid (set by the first window)
+    activity: dict[int, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
     tasks: int = 0
     first: int | None = None
     last: int | None = None
@@ -122,14 +97,14 @@ def _iteration_of(tasks: pd.DataFrame, its: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def _comm(acc: DeviceAcc, dev, data, its: pd.DataFrame) -> None:
+def _comm(acc: DeviceAcc, dev, data, its: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """The device's communication op executions (hccl_info, else its HCCL tasks: the
     export's Communication rows), each in the iteration (of any model) holding its start."""
     from msprof_cli.export.communication import hccl_rows
 
     rows = hccl_rows(dev, data)
     if len(rows) == 0:
-        return
+        return I.EMPTY
     start = rows["start_local"].to_numpy(np.int64)
     model = np.full(len(rows), NO_MODEL, np.int64)
     if len(its):
@@ -140,6 +115,18 @@ def _comm(acc: DeviceAcc, dev, data, its: pd.DataFrame) -> None:
         model[ok] = g["model_id"].to_numpy(np.int64)[k[ok]]
     acc.comm.append(pd.DataFrame({"model_id": model,
                                   "dur": rows["dur_ns"].to_numpy(np.int64)}))
+    return merged(start, rows["end_local"].to_numpy(np.int64))
+
+
+def _activity(acc: DeviceAcc, stream: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+    """Per stream, busy ns on a fine grid (the first window's span / 400, at least 1 µs);
+    rebinned to the minimap's bins at the end (a loop over streams)."""
+    if acc.bin_ns == 0:
+        acc.bin_ns = max(1000, int(end.max() - start.min()) // 400 + 1)
+    for sid in np.unique(stream).tolist():
+        sel = stream == sid
+        acc.activity.setdefault(int(sid), []).append(I.stream_bins(start[sel], end[sel],
+                                                                   acc.bin_ns))
 
 
 def reduce_window(acc: DeviceAcc, dev, data=None) -> None:
@@ -148,8 +135,7 @@ def reduce_window(acc: DeviceAcc, dev, data=None) -> None:
     t = dev.tasks
     its = dev.iterations.reset_index(drop=True)
     acc.tasks += len(t)
-    if data is not None:
-        _comm(acc, dev, data, its)
+    comm = _comm(acc, dev, data, its) if data is not None else I.EMPTY
     if len(its):
         acc.iterations.append(its[["model_id", "iteration_id", "step_start_ns", "step_end_ns",
                                    "fp_ns", "bp_ns", "data_aug_ns"]].copy())
@@ -161,21 +147,30 @@ def reduce_window(acc: DeviceAcc, dev, data=None) -> None:
     acc.last = int(end.max()) if acc.last is None else max(acc.last, int(end.max()))
     ms, me = merged(start, end)
     acc.busy_total += int((me - ms).sum())
+    src = t["source"].to_numpy(object)
+    hccl = t["task_type"].to_numpy(object) == HCCL
+    kind = np.where(src == MEMCPY_SOURCE, "memcpy", np.where(hccl, "comm", "op"))
+    is_op = kind == "op"
+    compute = merged(start[is_op], end[is_op])
+    both = I.intersect(compute, comm)
+    for k, (a, b) in enumerate((compute, comm, both)):
+        acc.overlap[k] += int((b - a).sum())
     if len(its):
-        busy = covered(ms, me, its["step_start_ns"].to_numpy(np.int64),
-                       its["step_end_ns"].to_numpy(np.int64))
-        acc.busy.append(pd.DataFrame({"model_id": its["model_id"].to_numpy(np.int64),
-                                      "iteration_id": its["iteration_id"].to_numpy(np.int64),
-                                      "busy_ns": busy}))
+        a = its["step_start_ns"].to_numpy(np.int64)
+        b = its["step_end_ns"].to_numpy(np.int64)
+        comm_in = covered(*comm, a, b)
+        acc.busy.append(pd.DataFrame({
+            "model_id": its["model_id"].to_numpy(np.int64),
+            "iteration_id": its["iteration_id"].to_numpy(np.int64),
+            "busy_ns": covered(ms, me, a, b), "compute_ns": covered(*compute, a, b),
+            "comm_ns": comm_in, "exposed_ns": comm_in - covered(*both, a, b)}))
+    _activity(acc, t["stream_id"].to_numpy(np.int64), start, end)
     it_row = _iteration_of(t, its) if len(its) else np.full(len(t), -1, np.int64)
     model = t["model_id"].to_numpy(np.int64)
     in_model = model != NO_MODEL
     # tasks of a model outside its iterations are not counted per step (before the first
     # step's start: graph loading); tasks outside every model are the "outside" entry
     keep = ~in_model | (it_row >= 0)
-    src = t["source"].to_numpy(object)
-    kind = np.where(src == MEMCPY_SOURCE, "memcpy",
-                    np.where(t["task_type"].to_numpy(object) == HCCL, "comm", "op"))
     f = pd.DataFrame({
         "model_id": model, "iter": it_row, "start": start,
         "dur": t["dur_ns"].to_numpy(np.int64),
@@ -265,6 +260,7 @@ def _model(acc: DeviceAcc, m: int, ops: pd.DataFrame, its: pd.DataFrame, busy: p
     has_fp, has_bp = fp >= 0, bp >= 0
     both = has_fp & has_bp
     bm = busy[busy["model_id"] == m] if len(busy) else busy
+    steps = _steps(mi, bm) if n else None
     step_len = float((end - start).sum())
     info = samp.get(m, {})
     kinds = mo.groupby("kind")["dur"].sum()
@@ -283,7 +279,46 @@ def _model(acc: DeviceAcc, m: int, ops: pd.DataFrame, its: pd.DataFrame, busy: p
         communication_us_per_step=_r(float(comm.loc[comm["model_id"] == m, "dur"].sum())
                                      / per / 1000),
         memcpy_us_per_step=_r(float(kinds.get("memcpy", 0)) / per / 1000),
-        tasks=int(mo["count"].sum()), op_types=type_rows, ops=rows, pipes=pipe_rows)
+        tasks=int(mo["count"].sum()), op_types=type_rows, ops=rows, pipes=pipe_rows,
+        steps=steps)
+
+
+def _us_list(ns: np.ndarray, ok: np.ndarray | None = None) -> list:
+    vals = np.round(ns.astype(np.float64) / 1000, 3).tolist()
+    return vals if ok is None else [v if k else None for v, k in zip(vals, ok.tolist())]
+
+
+def _steps(mi: pd.DataFrame, bm: pd.DataFrame) -> M.StepSeries:
+    """The model's iterations as columns (every k-th above MAX_STEPS)."""
+    mi = mi.sort_values("iteration_id")
+    stride = max(1, -(-len(mi) // M.MAX_STEPS))
+    mi = mi.iloc[::stride]
+    per = mi[["iteration_id"]].merge(bm, on="iteration_id", how="left").fillna(0)
+    start, end = mi["step_start_ns"].to_numpy(np.int64), mi["step_end_ns"].to_numpy(np.int64)
+    fp, bp = mi["fp_ns"].to_numpy(np.int64), mi["bp_ns"].to_numpy(np.int64)
+    aug = mi["data_aug_ns"].to_numpy(np.int64)
+    return M.StepSeries(
+        stride=stride, iteration_id=mi["iteration_id"].astype(int).tolist(),
+        iteration_time=_us_list(end - start), fp_bp=_us_list(bp - fp, (fp >= 0) & (bp >= 0)),
+        refresh=_us_list(end - bp, bp >= 0), data_aug_bound=_us_list(aug, aug >= 0),
+        compute=_us_list(per["compute_ns"].to_numpy(np.int64)),
+        communication=_us_list(per["comm_ns"].to_numpy(np.int64)),
+        comm_not_overlapped=_us_list(per["exposed_ns"].to_numpy(np.int64)))
+
+
+def _minimap(acc: DeviceAcc) -> M.Activity | None:
+    if acc.first is None or acc.last is None or not acc.activity:
+        return None
+    streams = sorted(acc.activity)
+    busy = []
+    for sid in streams:
+        parts = acc.activity[sid]
+        idx = np.concatenate([p[0] for p in parts])
+        val = np.concatenate([p[1] for p in parts])
+        busy.append(I.rebin(idx, val, acc.bin_ns, acc.first, acc.last,
+                            M.ACTIVITY_BINS).tolist())
+    return M.Activity(start_us=_r(acc.first / 1000), end_us=_r(acc.last / 1000),
+                      bins=M.ACTIVITY_BINS, streams=streams, busy=busy)
 
 
 def assemble(acc: DeviceAcc, names: dict[int, str], samp: dict) -> M.DeviceSummary:
@@ -299,9 +334,10 @@ def assemble(acc: DeviceAcc, names: dict[int, str], samp: dict) -> M.DeviceSumma
         ["model_id", "iteration_id"]) if acc.iterations else pd.DataFrame(
         columns=["model_id", "iteration_id", "step_start_ns", "step_end_ns", "fp_ns", "bp_ns",
                  "data_aug_ns"])
+    busy_cols = ["busy_ns", "compute_ns", "comm_ns", "exposed_ns"]
     busy = pd.concat(acc.busy, ignore_index=True).groupby(
-        ["model_id", "iteration_id"], sort=False)["busy_ns"].sum().reset_index() \
-        if acc.busy else pd.DataFrame(columns=["model_id", "iteration_id", "busy_ns"])
+        ["model_id", "iteration_id"], sort=False)[busy_cols].sum().reset_index() \
+        if acc.busy else pd.DataFrame(columns=["model_id", "iteration_id", *busy_cols])
     pipes = pd.concat(acc.pipes, ignore_index=True) if acc.pipes else None
     comm = pd.concat(acc.comm, ignore_index=True) if acc.comm else pd.DataFrame(
         {"model_id": np.zeros(0, np.int64), "dur": np.zeros(0, np.int64)})
@@ -315,7 +351,9 @@ def assemble(acc: DeviceAcc, names: dict[int, str], samp: dict) -> M.DeviceSumma
     return M.DeviceSummary(prof=acc.prof, device_id=acc.device_id, rank_id=acc.rank_id,
                            tasks=acc.tasks, span_us=_r(span / 1000),
                            busy_share=round(acc.busy_total / span, 6) if span else None,
-                           models=models, advice=acc.advice, advice_note=acc.advice_note)
+                           models=models, advice=acc.advice, advice_note=acc.advice_note,
+                           overlap=M.Overlap(*(_r(v / 1000) for v in acc.overlap))
+                           if acc.tasks else None, activity=_minimap(acc))
 
 
 def _advice(acc: DeviceAcc, dev) -> None:

@@ -21,6 +21,8 @@ from msprof_cli.errors import MsprofError
 
 SCHEMA_VERSION = 1
 KIND = "msprof_cli.summary"
+MAX_STEPS = 1000  # per-iteration series kept per model (every k-th iteration above it)
+ACTIVITY_BINS = 240  # time bins of a device's activity minimap
 MAX_JSON_BYTES = 256 * 1024 * 1024  # a summary JSON bigger than this is not one of ours
 
 
@@ -86,6 +88,46 @@ class PipeRow:
 
 
 @dataclass
+class StepSeries:
+    """Per iteration of a model (columns, µs), for plots and the cluster step breakdown:
+    every `stride`-th iteration (at most MAX_STEPS of them).  `compute`: the union of its op
+    tasks in the step; `communication`: the union of its HCCL executions; `comm_not_overlapped`:
+    communication not hidden behind compute."""
+
+    stride: int
+    iteration_id: list[int]
+    iteration_time: list[float]
+    fp_bp: list[float | None]
+    refresh: list[float | None]
+    data_aug_bound: list[float | None]
+    compute: list[float]
+    communication: list[float]
+    comm_not_overlapped: list[float]
+
+
+@dataclass
+class Activity:
+    """A minimap of the device: per stream, the busy share (0..1) of `bins` equal time bins
+    over [start_us, end_us] (local µs since the epoch)."""
+
+    start_us: float
+    end_us: float
+    bins: int
+    streams: list[int]
+    busy: list[list[float]]
+
+
+@dataclass
+class Overlap:
+    """Compute (op tasks) and communication (HCCL executions) of a device, and their overlap
+    (µs over the whole collection)."""
+
+    compute_us: float
+    communication_us: float
+    overlapped_us: float
+
+
+@dataclass
 class ModelSummary:
     """One model of a device.  model_id None: the tasks outside any model (eager ops,
     initialisation), with `iterations` 0 and per-step numbers equal to the totals."""
@@ -109,6 +151,7 @@ class ModelSummary:
     op_types: list[OpTypeRow] = field(default_factory=list)
     ops: list[OpRow] = field(default_factory=list)
     pipes: list[PipeRow] | None = None
+    steps: StepSeries | None = None
 
 
 @dataclass
@@ -122,6 +165,8 @@ class DeviceSummary:
     models: list[ModelSummary] = field(default_factory=list)
     advice: list[str] = field(default_factory=list)  # the brief findings (export's console)
     advice_note: str = ""  # why there is no advice, when there is none
+    overlap: Overlap | None = None
+    activity: Activity | None = None
 
 
 @dataclass
@@ -176,7 +221,8 @@ def _build(cls: type, data: Any, where: str) -> Any:
         raise SummaryError(f"{where}: expected an object, found {type(data).__name__}")
     kwargs = {}
     nested = {ModelSummary: {"iteration_time": Stat, "device_time": Stat, "fp_bp": Stat,
-                             "refresh": Stat, "data_aug_bound": Stat},
+                             "refresh": Stat, "data_aug_bound": Stat, "steps": StepSeries},
+              DeviceSummary: {"overlap": Overlap, "activity": Activity},
               Summary: {"collection": Collection}}.get(cls, {})
     lists = {ModelSummary: {"op_types": OpTypeRow, "ops": OpRow, "pipes": PipeRow},
              DeviceSummary: {"models": ModelSummary},
