@@ -30,16 +30,26 @@ import click
               help="JSON file switching timeline layers on/off.")
 @click.option("--clear", is_flag=True, default=False,
               help="Delete intermediate data after export (raw data is never touched).")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="Export the PROF dirs of a job dir on this Dask scheduler (tcp://host:8786; "
+                   "default: $DASK_SCHEDULER_ADDRESS). Its workers must see the PROF dirs at "
+                   "the same path.")
+@click.option("--distributed", type=click.Choice(["auto", "local", "off"]), default="auto",
+              show_default=True,
+              help="Several PROF dirs: auto runs a local Dask cluster when the job is big "
+                   "enough (docs/cluster.md), local always, off one after the other.")
 @click.option("--advice", type=click.Choice(["brief", "full", "off"]), default="brief",
               show_default=True,
               help="Tuning advice on the console: the top findings, the real tool's whole "
                    "report, or none (prof_rule_{device}.json is always written).")
 def export(output: Path, layout: str, type_: str, summary_format: str, model_id: int | None,
            iteration_id: int | None, iteration_count: int, reports: Path | None,
-           clear: bool, advice: str, all_models: bool) -> None:
+           clear: bool, advice: str, all_models: bool, scheduler: str | None,
+           distributed: str) -> None:
     """Export timelines (JSON) and summaries (CSV) from collected raw data."""
     from msprof_cli.export.api import run_export
 
     run_export(output, layout=layout, type_=type_, summary_format=summary_format,
                model_id=model_id, iteration_id=iteration_id, iteration_count=iteration_count,
-               reports=reports, clear=clear, advice=advice, all_models=all_models)
+               reports=reports, clear=clear, advice=advice, all_models=all_models,
+               scheduler=scheduler, distributed=distributed)

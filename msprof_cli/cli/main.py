@@ -7,6 +7,7 @@ import sys
 import click
 
 from msprof_cli import __version__
+from msprof_cli.cli.cluster import cluster
 from msprof_cli.cli.collect import collect
 from msprof_cli.cli.export import export
 from msprof_cli.cli.query import query
@@ -29,6 +30,7 @@ def cli() -> None:
     msprof summary PROF_DIR               step times, top ops, advice (text/md/json)
     msprof check NEW --baseline BASE      CI regression gate (diff: what changed)
     msprof report PROF_DIR -o report.html  an HTML report (plots, works offline)
+    msprof cluster JOB_DIR                many ranks: slow rank/step/link, merged timeline
     """
 
 
@@ -39,6 +41,7 @@ cli.add_command(summary)
 cli.add_command(diff)
 cli.add_command(check)
 cli.add_command(report)
+cli.add_command(cluster)
 
 
 def main(argv: list[str] | None = None) -> None:

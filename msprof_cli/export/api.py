@@ -27,6 +27,7 @@ from .plan import Plan, plan_devices, plan_export
 from . import db_output
 from .windows import NotWindowable, check_selection, device_ids
 from .selection import ModelChoice, check_args
+from .parallel import usable_cores
 from .writers import CSV_SLICE_ROWS, JSON_SLICE_EVENTS, clean_stale_temps
 
 LAYOUTS = ("legacy", "mindstudio")
@@ -95,8 +96,11 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
                reports: Path | None = None, clear: bool = False,
                csv_slice_rows: int = CSV_SLICE_ROWS, json_slice_events: int = JSON_SLICE_EVENTS,
                quiet: bool = False, advice: str = "brief",
-               all_models: bool = False) -> ExportResult:
-    """Export every PROF dir at `path`; raise msprof_cli.errors exceptions on failure."""
+               all_models: bool = False, scheduler: str | None = None,
+               distributed: str = "auto") -> ExportResult:
+    """Export every PROF dir at `path`; raise msprof_cli.errors exceptions on failure.
+    Several PROF dirs (the ranks of a job) may be exported in parallel on Dask
+    (`scheduler`: an existing cluster; `distributed`: auto | local | off, cluster/dask_export.py)."""
     path = Path(path)
     if layout not in LAYOUTS:
         raise ExportError(f"Unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}.")
@@ -115,6 +119,20 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
                               "one model's iterations.")
     if reports is not None and not Path(reports).is_file():
         raise ExportError(f"--reports file {reports} does not exist.")
+    from msprof_cli.cluster import dask_export as DX
+
+    if distributed not in DX.MODES:
+        raise ExportError(f"Unknown --distributed mode {distributed!r}; choose "
+                          f"{', '.join(DX.MODES)}.")
+    where = DX.wanted(profs, distributed, DX.scheduler_address(scheduler), usable_cores())
+    if where is not None:
+        options = dict(layout=layout, type_=type_, summary_format=summary_format,
+                       model_id=model_id, iteration_id=iteration_id,
+                       iteration_count=iteration_count, reports=reports, clear=clear,
+                       csv_slice_rows=csv_slice_rows, json_slice_events=json_slice_events,
+                       advice=advice, all_models=all_models)
+        return _export_ranks(profs, options, where, DX.scheduler_address(scheduler), quiet,
+                             advice)
     result = ExportResult(prof_dirs=list(profs))
     tune_allocator()  # large temporaries mmapped: freed memory goes back (memory.py)
     say = (lambda *a, **k: None) if quiet else print
@@ -189,6 +207,65 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
             print(f"[INFO] The picture: msprof report {first} -o report.html (plots, opens "
                   f"offline); for CI: msprof summary / msprof check (docs/summary.md).")
     return result
+
+
+def _export_ranks(profs: list[Path], options: dict, where: str, scheduler: str | None,
+                  quiet: bool, advice: str) -> ExportResult:
+    """The PROF dirs of a job exported on Dask (one task each); the console says per PROF
+    dir what the serial export says, in the same order; failed ranks are named at the end."""
+    from msprof_cli.cluster import dask_export as DX
+
+    say = (lambda *a, **k: None) if quiet else print
+    cores = usable_cores()
+    say(f"[INFO] Exporting {len(profs)} PROF dirs in parallel on "
+        + (f"the Dask cluster at {scheduler}" if where == "remote" else
+           f"a local Dask cluster of {max(1, min(cores, len(profs)))} worker processes") + ".")
+    result = ExportResult(prof_dirs=list(profs))
+    failed = []
+    for prof, out in zip(profs, DX.run_ranks(run_export, profs, options, where, scheduler, cores)):
+        if out.error:
+            failed.append(prof)
+            print(f"[ERROR] {prof.name} ({_rank_text(prof)}): {out.error}", file=sys.stderr)
+            continue
+        files = [Path(f) for f in out.files]
+        result.files.extend(files)
+        result.warnings.extend(out.warnings)
+        for w in out.warnings:
+            print(f"[WARNING] {w}", file=sys.stderr)
+        result.advice.extend(out.advice)
+        result.models.extend(out.models)
+        for choice in out.models:
+            say(f"[INFO] {choice.describe(options['all_models'])}")
+        for line in open_first(files, prof):
+            say(f"[INFO] {line}")
+        for note in replay_notes(prof):
+            say(f"[INFO] Sampled collection, {note}.")
+        say(f"[INFO] Export all data in {prof} done.")
+    if not quiet:
+        _print_summary(result)
+        from .report import print_advice
+
+        print_advice(result.advice, advice)
+    if failed:
+        names = ", ".join(f"{p.name} ({_rank_text(p)})" for p in failed)
+        raise ExportError(f"{len(failed)} of {len(profs)} PROF dirs could not be exported: "
+                          f"{names} (the reasons are above); the other "
+                          f"{len(profs) - len(failed)} were exported.")
+    return result
+
+
+def _rank_text(prof: Path) -> str:
+    """"rank N" from the PROF dir's device info.json ("rank unknown" without one)."""
+    import json
+
+    for info in sorted(prof.glob("device_*/info.json*")):
+        try:
+            rank = json.loads(info.read_text(encoding="utf-8").splitlines()[0]).get("rank_id")
+        except (OSError, ValueError, IndexError, AttributeError):
+            continue
+        if isinstance(rank, int) and rank >= 0:
+            return f"rank {rank}"
+    return "rank unknown"
 
 
 _SLICE = re.compile(r"^msprof_slice_(\d+)_")

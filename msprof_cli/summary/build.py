@@ -71,6 +71,8 @@ class DeviceAcc:
     overlap: list[int] = field(default_factory=lambda: [0, 0, 0])  # compute, comm, both (ns)
     bin_ns: int = 0  # the activity grid (set by the first window)
     activity: dict[int, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
+    links: list[pd.DataFrame] = field(default_factory=list)  # hccl_info sends, per window
+    max_steps: int = M.MAX_STEPS
     tasks: int = 0
     first: int | None = None
     last: int | None = None
@@ -129,6 +131,28 @@ def _activity(acc: DeviceAcc, stream: np.ndarray, start: np.ndarray, end: np.nda
                                                                    acc.bin_ns))
 
 
+def _links(acc: DeviceAcc, dev, data) -> None:
+    """The device's hccl_info steps where it sends (role src), summed per op name and link."""
+    from msprof_cli.export import hccl as H
+
+    h = H.hccl_records(data, dev)
+    if len(h) == 0:
+        return
+    h = h[h["role"].to_numpy(np.int64) == 1]
+    if len(h) == 0:
+        return
+    f = pd.DataFrame({
+        "op_name": h["op_name"].to_numpy(object),
+        "src": h["local_rank"].to_numpy(np.int64), "dst": h["remote_rank"].to_numpy(np.int64),
+        "transport": [H.TRANSPORT_TYPES.get(int(v), str(v)) for v in h["transport_type"]],
+        "link": [H.LINK_TYPES.get(int(v), str(v)) for v in h["link_type"]],
+        "bytes": h["data_size"].to_numpy(np.uint64).astype(np.int64),
+        "dur": h["dur_ns"].to_numpy(np.int64)})
+    acc.links.append(f.groupby(["op_name", "src", "dst", "transport", "link"], sort=False)
+                     .agg(count=("dur", "size"), bytes=("bytes", "sum"), dur=("dur", "sum"))
+                     .reset_index())
+
+
 def reduce_window(acc: DeviceAcc, dev, data=None) -> None:
     """Add one window of a device (export.dataset.DeviceData of `data`, a ProfData) to its
     accumulator."""
@@ -136,6 +160,8 @@ def reduce_window(acc: DeviceAcc, dev, data=None) -> None:
     its = dev.iterations.reset_index(drop=True)
     acc.tasks += len(t)
     comm = _comm(acc, dev, data, its) if data is not None else I.EMPTY
+    if data is not None:
+        _links(acc, dev, data)
     if len(its):
         acc.iterations.append(its[["model_id", "iteration_id", "step_start_ns", "step_end_ns",
                                    "fp_ns", "bp_ns", "data_aug_ns"]].copy())
@@ -260,7 +286,7 @@ def _model(acc: DeviceAcc, m: int, ops: pd.DataFrame, its: pd.DataFrame, busy: p
     has_fp, has_bp = fp >= 0, bp >= 0
     both = has_fp & has_bp
     bm = busy[busy["model_id"] == m] if len(busy) else busy
-    steps = _steps(mi, bm) if n else None
+    steps = _steps(mi, bm, acc.max_steps) if n else None
     step_len = float((end - start).sum())
     info = samp.get(m, {})
     kinds = mo.groupby("kind")["dur"].sum()
@@ -288,10 +314,10 @@ def _us_list(ns: np.ndarray, ok: np.ndarray | None = None) -> list:
     return vals if ok is None else [v if k else None for v, k in zip(vals, ok.tolist())]
 
 
-def _steps(mi: pd.DataFrame, bm: pd.DataFrame) -> M.StepSeries:
-    """The model's iterations as columns (every k-th above MAX_STEPS)."""
+def _steps(mi: pd.DataFrame, bm: pd.DataFrame, max_steps: int) -> M.StepSeries:
+    """The model's iterations as columns (every k-th above `max_steps`)."""
     mi = mi.sort_values("iteration_id")
-    stride = max(1, -(-len(mi) // M.MAX_STEPS))
+    stride = max(1, -(-len(mi) // max_steps))
     mi = mi.iloc[::stride]
     per = mi[["iteration_id"]].merge(bm, on="iteration_id", how="left").fillna(0)
     start, end = mi["step_start_ns"].to_numpy(np.int64), mi["step_end_ns"].to_numpy(np.int64)
@@ -304,6 +330,16 @@ def _steps(mi: pd.DataFrame, bm: pd.DataFrame) -> M.StepSeries:
         compute=_us_list(per["compute_ns"].to_numpy(np.int64)),
         communication=_us_list(per["comm_ns"].to_numpy(np.int64)),
         comm_not_overlapped=_us_list(per["exposed_ns"].to_numpy(np.int64)))
+
+
+def _link_rows(acc: DeviceAcc) -> list[M.LinkRow]:
+    if not acc.links:
+        return []
+    f = pd.concat(acc.links, ignore_index=True).groupby(
+        ["op_name", "src", "dst", "transport", "link"], sort=False).sum().reset_index()
+    return [M.LinkRow(str(r.op_name), int(r.src), int(r.dst), str(r.transport), str(r.link),
+                      int(r.count), int(r.bytes), _r(r.dur / 1000))
+            for r in f.itertuples(index=False)]  # a loop over links
 
 
 def _minimap(acc: DeviceAcc) -> M.Activity | None:
@@ -353,7 +389,8 @@ def assemble(acc: DeviceAcc, names: dict[int, str], samp: dict) -> M.DeviceSumma
                            busy_share=round(acc.busy_total / span, 6) if span else None,
                            models=models, advice=acc.advice, advice_note=acc.advice_note,
                            overlap=M.Overlap(*(_r(v / 1000) for v in acc.overlap))
-                           if acc.tasks else None, activity=_minimap(acc))
+                           if acc.tasks else None, activity=_minimap(acc),
+                           links=_link_rows(acc))
 
 
 def _advice(acc: DeviceAcc, dev) -> None:
@@ -393,8 +430,9 @@ def _collection(prof: Path, rd) -> M.Collection:
                         options=options if isinstance(options, dict) else {})
 
 
-def build(path: Path) -> M.Summary:
-    """The summary of a PROF dir, or of every PROF dir under a job dir."""
+def build(path: Path, max_steps: int = M.MAX_STEPS) -> M.Summary:
+    """The summary of a PROF dir, or of every PROF dir under a job dir (`max_steps`: the
+    per-iteration series kept per model; the cluster analysis keeps every step)."""
     from msprof_cli.export.plan import plan_export
     from msprof_cli.export.stack import model_names
 
@@ -420,7 +458,8 @@ def build(path: Path) -> M.Summary:
                 if acc is None:
                     rank = dev.rd.info.get("rank_id", -1)
                     rank = rank if isinstance(rank, int) else -1
-                    acc = accs[dev.device_id] = DeviceAcc(prof.name, dev.device_id, rank)
+                    acc = accs[dev.device_id] = DeviceAcc(prof.name, dev.device_id, rank,
+                                                          max_steps=max_steps)
                 reduce_window(acc, dev, data)
                 if plan.whole:
                     _advice(acc, dev)

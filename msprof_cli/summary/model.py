@@ -155,6 +155,25 @@ class ModelSummary:
 
 
 @dataclass
+class LinkRow:
+    """Data a device sent to another rank (its hccl_info steps where it is the source), per
+    communication op name and link: the cluster's communication matrix is made of these."""
+
+    op_name: str
+    src_rank: int
+    dst_rank: int
+    transport: str  # SDMA / RDMA / LOCAL
+    link: str  # HCCS / PCIE / ROCE ...
+    count: int  # steps
+    bytes: int
+    time_us: float  # the steps' summed duration
+
+    @property
+    def bandwidth_gbs(self) -> float | None:
+        return round(self.bytes / (self.time_us * 1000), 4) if self.time_us > 0 else None
+
+
+@dataclass
 class DeviceSummary:
     prof: str  # PROF dir name
     device_id: int
@@ -167,6 +186,7 @@ class DeviceSummary:
     advice_note: str = ""  # why there is no advice, when there is none
     overlap: Overlap | None = None
     activity: Activity | None = None
+    links: list[LinkRow] = field(default_factory=list)
 
 
 @dataclass
@@ -225,7 +245,7 @@ def _build(cls: type, data: Any, where: str) -> Any:
               DeviceSummary: {"overlap": Overlap, "activity": Activity},
               Summary: {"collection": Collection}}.get(cls, {})
     lists = {ModelSummary: {"op_types": OpTypeRow, "ops": OpRow, "pipes": PipeRow},
-             DeviceSummary: {"models": ModelSummary},
+             DeviceSummary: {"models": ModelSummary, "links": LinkRow},
              Summary: {"devices": DeviceSummary}}.get(cls, {})
     for f in fields(cls):
         if f.name not in data:
