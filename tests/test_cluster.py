@@ -184,8 +184,12 @@ def test_cluster_of_a_two_device_job(raw, tmp_path) -> None:
     assert float(one["Communication"]) == pytest.approx(
         float(one["Overlapped"]) + float(one["Communication(Not Overlapped)"]), abs=0.002)
     matrix = json.loads((out / "cluster_communication_matrix.json").read_text())
-    links = matrix["(0, 1)"]["step"]["Total Op Info"]
-    assert set(links) == {"0-1", "1-0"} and links["0-1"]["Bandwidth(GB/s)"] > 0
+    links = matrix["(0, 1)"]["step"]["Total Op Info@hccl_world_group"]
+    assert set(links) == {"0-1", "1-0", "0-0", "1-1"} and links["0-1"]["Bandwidth(GB/s)"] > 0
+    assert links["0-0"]["Transport Type"] == "LOCAL"  # the self-links msprof-analyze maps by
+    group = json.loads((out / "communication_group.json").read_text())
+    assert group["collective"] == [[0, 1]] and group["p2p"] == []
+    assert (out / "cluster_step_trace_time.csv").read_bytes().count(b"\r\n") == len(rows) + 1
     trace = json.loads((out / "cluster_timeline.json").read_text())
     names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
              if e["name"] == "process_name"}

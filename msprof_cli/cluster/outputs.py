@@ -24,82 +24,122 @@ def _num(v: float | None) -> str:
     return "" if v is None else repr(round(float(v), 3))
 
 
+GROUP_NAME = "hccl_world_group"  # the one collective group of a data-parallel TF job
+
+
 def step_trace_csv(res: ClusterResult) -> str:
-    """cluster_step_trace_time.csv: a row per rank and step (Type "rank", Index = rank id),
-    then a row per step for the whole data-parallel stage (Type "stage", the slowest rank's
-    numbers); µs.  Stage = Iteration Time; Bubble and Preparing are 0 (no pipeline stages,
-    no preparing phase in a TensorFlow step); without receive ops the last column equals
-    Communication(Not Overlapped)."""
+    """cluster_step_trace_time.csv: a row per rank and step (Type "rank", Index = the rank),
+    in µs, CRLF line ends as msprof-analyze writes it.  msprof-analyze's formulas: Overlapped
+    = Communication - Communication(Not Overlapped); Bubble = the receive ops' time (none in
+    a data-parallel TensorFlow job: 0); Stage = Free + Computing + Communication(Not
+    Overlapped) - Bubble; the last but one column = Communication(Not Overlapped) - Bubble;
+    Preparing = 0.  It writes one row per rank for a whole msprof collection (empty Step);
+    ours has a row per step (Step = the iteration), as it does for PyTorch data, and no
+    "stage" rows (those come with pipeline-parallel groups only)."""
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    w = csv.writer(buf, lineterminator="\r\n")
     w.writerow(STEP_TRACE_HEADER)
-    rows = sorted(res.steps, key=lambda s: (s.step, s.rank))
-    for s in rows:
+    for s in sorted(res.steps, key=lambda s: (s.step, s.rank)):
+        bubble = 0.0
+        stage = s.free + s.computing + s.comm_not_overlapped - bubble
         w.writerow([s.step, "rank", s.rank, _num(s.computing), _num(s.comm_not_overlapped),
-                     _num(s.overlapped), _num(s.communication), _num(s.free),
-                     _num(s.iteration_time), "0", _num(s.comm_not_overlapped), "0"])
-    ranks = sorted({s.rank for s in rows})
-    by_step: dict[int, list] = {}
-    for s in rows:
-        by_step.setdefault(s.step, []).append(s)
-    for step, ss in sorted(by_step.items()):
-        worst = max(ss, key=lambda s: s.iteration_time)
-        w.writerow([step, "stage", "(" + ", ".join(map(str, ranks)) + ")",
-                    _num(worst.computing), _num(worst.comm_not_overlapped),
-                    _num(worst.overlapped), _num(worst.communication), _num(worst.free),
-                    _num(worst.iteration_time), "0", _num(worst.comm_not_overlapped), "0"])
+                    _num(s.overlapped), _num(s.communication), _num(s.free), _num(stage),
+                    _num(bubble), _num(s.comm_not_overlapped - bubble), "0"])
     return buf.getvalue()
 
 
-def communication_matrix(res: ClusterResult) -> dict:
-    """cluster_communication_matrix.json: {group: {step: {op name: {"src-dst": link info}}}}
-    with the group the tuple of the job's ranks and the step "step" (the collection's
-    totals: hccl_info steps are not cut by iteration); "Total Op Info" sums every op."""
+def _group(res: ClusterResult) -> tuple[str, list[int]]:
     ranks = sorted({r.rank for r in res.ranks} | {ln.src for ln in res.links}
                    | {ln.dst for ln in res.links})
-    group = "(" + ", ".join(map(str, ranks)) + ")"
-    ops: dict[str, dict] = {}
-    for _, ln in res.per_op_links:
-        key = f"{ln.src_rank}-{ln.dst_rank}"
-        ops.setdefault(ln.op_name, {})[key] = _link_info(ln.transport, ln.bytes, ln.time_us,
-                                                        ln.op_name)
-    ops["Total Op Info"] = {f"{ln.src}-{ln.dst}": _link_info(ln.transport, ln.bytes,
-                                                             ln.time_us, "Total Op Info")
-                            for ln in res.links}
-    return {group: {"step": ops}}
+    return "(" + ", ".join(map(str, ranks)) + ")", ranks
 
 
-def _link_info(transport: str, nbytes: int, time_us: float, op: str) -> dict:
-    size_mb = nbytes / 1024 / 1024
+def _op_type(name: str) -> str:
+    """The collective of an op name, as msprof-analyze keys its matrix ("allreduce"...)."""
+    low = name.lower().replace("_", "")
+    for t in ("allreduce", "allgather", "reducescatter", "broadcast", "alltoall", "send",
+              "receive", "reduce"):
+        if t in low:
+            return t
+    return "allreduce" if "collectivereduce" in low else "other"
+
+
+def _transport(t: str) -> str:
+    return {"SDMA": "HCCS"}.get(t, t)
+
+
+def _link(transport: str, nbytes: int, time_us: float, op: str) -> dict:
+    size_mb = nbytes / 1e6
     time_ms = time_us / 1000
-    return {"Transport Type": {"SDMA": "HCCS", "RDMA": "RDMA"}.get(transport, transport),
-            "Transit Size(MB)": round(size_mb, 4), "Transit Time(ms)": round(time_ms, 4),
-            "Bandwidth(GB/s)": round(size_mb / 1024 / (time_ms / 1000), 4) if time_ms else 0,
-            "Op Name": op}
+    return {"Transport Type": _transport(transport), "Transit Time(ms)": round(time_ms, 4),
+            "Transit Size(MB)": round(size_mb, 4), "Op Name": op,
+            "Bandwidth(GB/s)": round(size_mb / time_ms, 4) if time_ms else 0}
+
+
+def communication_matrix(res: ClusterResult) -> dict:
+    """cluster_communication_matrix.json: {group: {"step": {"<type>-total@<group name>" and
+    "Total Op Info@<group name>": {"src-dst": link}}}}, Bandwidth = MB / ms; every rank's
+    self-link ("i-i", LOCAL) is listed, as msprof-analyze does."""
+    group, ranks = _group(res)
+    ops: dict[str, dict] = {}
+    total: dict[str, dict] = {}
+    for _, ln in res.per_op_links:
+        key = f"{_op_type(ln.op_name)}-total@{GROUP_NAME}"
+        link = f"{ln.src_rank}-{ln.dst_rank}"
+        for table, name in ((ops.setdefault(key, {}), ""), (total, "")):
+            got = table.get(link)
+            size = ln.bytes + (round(got["Transit Size(MB)"] * 1e6) if got else 0)
+            time = ln.time_us + (got["Transit Time(ms)"] * 1000 if got else 0.0)
+            table[link] = _link(ln.transport, size, time, name)
+    for table in [*ops.values(), total]:
+        for r in ranks:
+            table.setdefault(f"{r}-{r}", _link("LOCAL", 0, 0.0, ""))
+    ops[f"Total Op Info@{GROUP_NAME}"] = total
+    return {group: {"step": ops}}
 
 
 def communication_json(res: ClusterResult) -> dict:
-    """cluster_communication.json: {group: {"step": {op: {rank: {"Communication Time Info":
-    ..., "Communication Bandwidth Info": ...}}}}} from each rank's sends."""
-    ranks = sorted({r.rank for r in res.ranks})
-    group = "(" + ", ".join(map(str, ranks)) + ")"
+    """cluster_communication.json: {group: {"step": {"<op>@<group name>": {rank: {
+    "Communication Time Info": ..., "Communication Bandwidth Info": {transport: ...}}}}}}
+    from each rank's sends (the emulated ring has no wait: Wait/Synchronization/Idle 0)."""
+    group, _ = _group(res)
     ops: dict[str, dict] = {}
-    for _, ln in res.per_op_links:
-        rank = ops.setdefault(ln.op_name, {}).setdefault(str(ln.src_rank), {
-            "Communication Time Info": {"Elapse Time(ms)": 0.0, "Transit Time(ms)": 0.0},
-            "Communication Bandwidth Info": {}})
-        t = rank["Communication Time Info"]
-        t["Elapse Time(ms)"] = round(t["Elapse Time(ms)"] + ln.time_us / 1000, 4)
-        t["Transit Time(ms)"] = round(t["Transit Time(ms)"] + ln.time_us / 1000, 4)
-        kind = {"SDMA": "HCCS", "RDMA": "RDMA"}.get(ln.transport, ln.transport)
-        b = rank["Communication Bandwidth Info"].setdefault(kind, {
-            "Transit Time(ms)": 0.0, "Transit Size(MB)": 0.0, "Bandwidth(GB/s)": 0.0})
+
+    def add(op: str, rank: int, ln) -> None:
+        entry = ops.setdefault(op, {}).setdefault(str(rank), {
+            "Communication Time Info": {"Start Timestamp(us)": 0, "Elapse Time(ms)": 0.0,
+                                        "Transit Time(ms)": 0.0, "Wait Time(ms)": 0.0,
+                                        "Synchronization Time(ms)": 0.0, "Idle Time(ms)": 0.0,
+                                        "Wait Time Ratio": 0.0,
+                                        "Synchronization Time Ratio": 0.0},
+            "Communication Bandwidth Info": {k: {"Transit Size(MB)": 0.0,
+                                                 "Transit Time(ms)": 0.0,
+                                                 "Bandwidth(GB/s)": 0.0,
+                                                 "Large Packet Ratio": 0.0,
+                                                 "Size Distribution": {}}
+                                             for k in ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")}})
+        t = entry["Communication Time Info"]
+        for k in ("Elapse Time(ms)", "Transit Time(ms)"):
+            t[k] = round(t[k] + ln.time_us / 1000, 4)
+        b = entry["Communication Bandwidth Info"].setdefault(_transport(ln.transport), {})
+        b["Transit Size(MB)"] = round(b["Transit Size(MB)"] + ln.bytes / 1e6, 4)
         b["Transit Time(ms)"] = round(b["Transit Time(ms)"] + ln.time_us / 1000, 4)
-        b["Transit Size(MB)"] = round(b["Transit Size(MB)"] + ln.bytes / 1024 / 1024, 4)
-        b["Bandwidth(GB/s)"] = round(b["Transit Size(MB)"] / 1024
-                                     / (b["Transit Time(ms)"] / 1000), 4) \
+        b["Bandwidth(GB/s)"] = round(b["Transit Size(MB)"] / b["Transit Time(ms)"], 4) \
             if b["Transit Time(ms)"] else 0
+
+    for _, ln in res.per_op_links:
+        add(f"{ln.op_name}@{GROUP_NAME}", ln.src_rank, ln)
+        add(f"Total Op Info@{GROUP_NAME}", ln.src_rank, ln)
     return {group: {"step": ops}}
+
+
+def communication_group(res: ClusterResult) -> dict:
+    """communication_group.json: the one collective group of the job's ranks."""
+    _, ranks = _group(res)
+    return {"collective": [ranks], "p2p": [],
+            "comm_group_parallel_info": [{"type": "collective", "rank_set": ranks,
+                                          "group_name": GROUP_NAME, "group_id": "",
+                                          "pg_name": ""}]}
 
 
 def verdict_json(run) -> dict:
@@ -124,10 +164,10 @@ def write_files(run, profs: list[Path], timeline: bool) -> list[Path]:
         files.append(out / name)
 
     put("cluster_step_trace_time.csv", step_trace_csv(res))
-    if res.links:
-        put("cluster_communication_matrix.json",
-            json.dumps(communication_matrix(res), indent=4))
-        put("cluster_communication.json", json.dumps(communication_json(res), indent=4))
+    if res.links:  # compact JSON, as msprof-analyze writes them
+        put("cluster_communication_matrix.json", json.dumps(communication_matrix(res)))
+        put("cluster_communication.json", json.dumps(communication_json(res)))
+        put("communication_group.json", json.dumps(communication_group(res)))
     put("msprof_cli_cluster.json", json.dumps(verdict_json(run), indent=1))
     if timeline:
         ranks, missing = [], []
