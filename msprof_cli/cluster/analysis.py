@@ -170,6 +170,10 @@ def _links(rows: list[M.LinkRow]) -> list[Link]:
 
 
 def _slow_ranks(res: ClusterResult) -> None:
+    if not res.ranks:
+        res.verdict.append("No rank has iterations in its step trace (single-op / eager runs "
+                           "have none): there is no step breakdown to compare.")
+        return
     if len(res.ranks) < 2:
         if res.ranks:
             res.verdict.append("One rank only: there is no other rank to compare it with.")

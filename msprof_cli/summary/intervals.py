@@ -12,8 +12,10 @@ def merged(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of [start, end) intervals as sorted disjoint intervals."""
     if len(start) == 0:
         return EMPTY
-    order = np.argsort(start, kind="stable")
-    s, e = np.asarray(start, np.int64)[order], np.asarray(end, np.int64)[order]
+    s, e = np.asarray(start, np.int64), np.asarray(end, np.int64)
+    if len(s) > 1 and not (s[1:] >= s[:-1]).all():  # task tables come sorted: no sort then
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
     reach = np.maximum.accumulate(e)
     new = np.ones(len(s), dtype=bool)
     new[1:] = s[1:] > reach[:-1]
