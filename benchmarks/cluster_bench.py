@@ -29,14 +29,20 @@ from _common import MSPROF, ROOT, write_results
 
 
 def _children(pid: int) -> list[int]:
+    """Every descendant (children of any thread: Dask's nanny starts its worker from one)."""
     out, todo = [], [pid]
     while todo:
         p = todo.pop()
+        kids: list[int] = []
         try:
-            with open(f"/proc/{p}/task/{p}/children", encoding="ascii") as fh:
-                kids = [int(x) for x in fh.read().split()]
+            for tid in os.listdir(f"/proc/{p}/task"):
+                try:
+                    with open(f"/proc/{p}/task/{tid}/children", encoding="ascii") as fh:
+                        kids += [int(x) for x in fh.read().split()]
+                except OSError:
+                    pass
         except OSError:
-            kids = []
+            pass
         out += kids
         todo += kids
     return out

@@ -14,8 +14,10 @@ Where it runs:
 * else, with `auto` (the default): an embedded LocalCluster of one single-threaded worker
   process per usable core (at most one per PROF dir) when the job is worth it -- at least two
   PROF dirs holding at least `DASK_MIN_BYTES` of raw data in all on a machine with at least
-  two usable cores.  Below that the PROF dirs are exported one after the other, each with the
-  fork job pool (parallel.py): starting a LocalCluster costs 2-3 s, more than a small job.
+  `DASK_MIN_CORES` usable cores.  Otherwise the PROF dirs are exported one after the other,
+  each with the fork job pool (parallel.py): starting a LocalCluster costs 2-3 s, more than a
+  small job, and on 2 cores the job pool already keeps both busy (16 ranks x 100k tasks:
+  job pool 56 s, Dask 67 s, serial 140 s; docs/performance.md).
 * `local` forces the LocalCluster, `off` the serial export.
 
 In a LocalCluster every worker exports with one core (`MSPROF_EXPORT_WORKERS=1`): the
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 DASK_MIN_BYTES = 256 * 1024 * 1024
+DASK_MIN_CORES = 4  # below, each export's fork job pool already fills the cores
 MODES = ("auto", "local", "off")
 KILL_ENV = "MSPROF_TEST_KILL_EXPORT"  # tests: "<PROF name>[:always]" kills that rank's worker
 
@@ -69,7 +72,7 @@ def wanted(profs: list[Path], mode: str, scheduler: str | None, cores: int) -> s
         return None
     if mode == "local":
         return "local"
-    if cores < 2 or sum(raw_bytes(p) for p in profs) < DASK_MIN_BYTES:
+    if cores < DASK_MIN_CORES or sum(raw_bytes(p) for p in profs) < DASK_MIN_BYTES:
         return None
     return "local"
 
