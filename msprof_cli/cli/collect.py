@@ -64,7 +64,8 @@ def flags_to_options(**flags: Any) -> dict[str, Any]:
               help="Cap on raw data size, 200MB..4294967295MB; oldest slices are aged out.")
 @click.option("--children", is_flag=True, default=False,
               help="Also profile Python subprocesses that run TensorFlow (e.g. one per rank): "
-              "each gets its own PROF dir, ranked by its RANK_ID/RANK/LOCAL_RANK variable.")
+              "each gets its own PROF dir, ranked by its RANK_ID/RANK/LOCAL_RANK variable "
+              "or its TF_CONFIG task (MultiWorkerMirroredStrategy).")
 @click.option("--full-trace", is_flag=True, default=False,
               help="Trace every op of every step. Default: trace sampled steps fully and replay "
               "their op schedule for the other steps (see docs/collect.md).")

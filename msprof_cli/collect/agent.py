@@ -33,7 +33,7 @@ from msprof_cli.collect.eager_shapes import EagerShapes
 # the launcher's result file: the PROF dirs written, and hint lines (NOTE_PREFIX)
 from msprof_cli.collect.launcher import NOTE_PREFIX, RESULT_FILE_VAR
 from msprof_cli.collect.records import ExecRecord
-from msprof_cli.collect.routes import CHILDREN_VAR, rank_from_env
+from msprof_cli.collect.routes import CHILDREN_VAR, rank_info
 from msprof_cli.collect.sampling import SamplingPolicy
 from msprof_cli.options import ProfilingConfig
 from msprof_cli.raw.control import ClockPair
@@ -107,8 +107,12 @@ class Collection:
 
         # the env / session-config / Profiler routes have no launcher that checked it already
         check_output_dir(config.output)
-        # one PROF dir per rank when a launcher tells the rank (PROF_{rank+1:06d}_...)
-        self.rank_id = rank_from_env()
+        # one PROF dir per rank when a launcher (or TF_CONFIG) tells the rank
+        # (PROF_{rank+1:06d}_...); the job's rank size sizes the HCCL collectives
+        ranks = rank_info()
+        if ranks.warning:
+            warn(f"{ranks.warning}: this process gets rank id -1")
+        self.rank_id, self.rank_size = ranks.rank, ranks.size
         self.prof_dir = create_prof_dir(config.output, max(self.rank_id, 0))
         try:  # which msprof_cli / TensorFlow / Python collected it (msprof summary reads it)
             from msprof_cli.raw import runinfo
@@ -122,6 +126,8 @@ class Collection:
         if device_cls is not None:
             try:
                 extra = {"rank_id": self.rank_id} if self.rank_id >= 0 else {}
+                if self.rank_id >= 0 and self.rank_size > 1:
+                    extra["rank_size"] = self.rank_size
                 self.device = device_cls(self.prof_dir, config, clock=self.clock, pid=self.pid,
                                          app=list(sys.argv), **extra)
             except Exception as exc:
@@ -135,7 +141,8 @@ class Collection:
         self.dropped_markers = 0
         self.markers_lock = threading.Lock()
         self.state = ConverterState(pid=self.pid,
-                                    main_thread_id=threading.main_thread().native_id or 0)
+                                    main_thread_id=threading.main_thread().native_id or 0,
+                                    multi_rank=self.rank_id >= 0 and self.rank_size > 1)
         self.policy = SamplingPolicy(config.full_trace)
         self.records: list[ExecRecord] = []
         self.traced_keys: set[str] = set()

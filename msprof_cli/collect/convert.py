@@ -73,6 +73,9 @@ class ConverterState:
     # specs rewritten with it
     batches: dict[str, int] = field(default_factory=dict)
     batch_shapes: dict[tuple, tuple] = field(default_factory=dict)
+    # this process is one rank of a multi-process job (MultiWorkerMirroredStrategy, ...):
+    # every collective of a step's graph ran (`_restore_collectives`)
+    multi_rank: bool = False
 
     def model_id(self, key: str, name: str) -> int:
         mid = self.model_ids.get(key)
@@ -383,15 +386,58 @@ def _restore_collectives(ops: list[OpRun], static: StaticGraph | None, state: Co
         return 0
     seen = [o for o in ops if o.tf_type in COLLECTIVE_TYPES]
     if not seen:
-        return _restore_unseen_collectives(ops, static, state, key, marker)
-    scopes = {o.name.rsplit("/", 1)[0] for o in seen}
-    start = min(o.start_ns for o in seen)
-    end = max(o.end_ns for o in seen)
+        added = _restore_unseen_collectives(ops, static, state, key, marker)
+    else:
+        scopes = {o.name.rsplit("/", 1)[0] for o in seen}
+        start = min(o.start_ns for o in seen)
+        end = max(o.end_ns for o in seen)
+        added = 0
+        for name, sop in _missing_collectives(ops, static):
+            if name.rsplit("/", 1)[0] in scopes:
+                _put_back(ops, name, sop.type, start, end, seen[0].thread_id, static, state,
+                          key)
+                added += 1
+    if state.multi_rank:
+        added += _restore_rank_collectives(ops, static, state, key, marker)
+    return added
+
+
+_CONDITIONAL = re.compile(r"/(cond|then|else|body)(_\d+)?/")
+
+
+def _restore_rank_collectives(ops: list[OpRun], static: StaticGraph, state: ConverterState,
+                              key: str, marker: tuple[int, int] | None) -> int:
+    """One process per rank (MultiWorkerMirroredStrategy): the other ranks cannot finish a
+    step's collective without this rank, so every collective of the step's graph outside a
+    conditional or loop body ran here, e.g. the root-level all-reduce of
+    `strategy.reduce(...)` whose scope has no observed op.  A missing one is put back at its
+    place in the model's last schedule (scaled to this step), else just before the first
+    observed op that consumes it, else just after the last observed op."""
+    if not ops:
+        return 0
+    observed = list(ops)
+    sched = state.schedules.get(key)
+    prior = {op[0]: (op[2], op[3]) for op in sched.ops if op[1] in COLLECTIVE_TYPES} \
+        if sched is not None and marker is not None else {}
     added = 0
-    for name, sop in _missing_collectives(ops, static):
-        if name.rsplit("/", 1)[0] in scopes:
-            _put_back(ops, name, sop.type, start, end, seen[0].thread_id, static, state, key)
-            added += 1
+    for name, sop in _missing_collectives(observed, static):
+        if _CONDITIONAL.search(name):
+            continue
+        if name in prior:
+            t0, t1 = marker
+            scale = max(t1 - t0, 1) / sched.duration
+            s, e = prior[name]
+            start, end = t0 + int(s * scale), t0 + int(max(e, s) * scale)
+        else:
+            users = [o.start_ns for o in observed
+                     if name in getattr(static.ops.get(o.name), "producers", ())]
+            if users:
+                end = min(users)
+                start = max((o.end_ns for o in observed if o.end_ns <= end), default=end)
+            else:
+                start = end = max(o.end_ns for o in observed)
+        _put_back(ops, name, sop.type, start, end, observed[0].thread_id, static, state, key)
+        added += 1
     return added
 
 

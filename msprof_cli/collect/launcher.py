@@ -128,7 +128,7 @@ def _pump_stderr(src: IO[bytes], dst: IO[bytes]) -> None:
 def run_collect(config: ProfilingConfig, argv: list[str], children: bool = False) -> int:
     """Run `argv` profiled with `config`; return the exit code msprof should exit with.
     With `children`, Python subprocesses that import TensorFlow are profiled too, each into
-    its own PROF dir named and ranked after its RANK_ID/RANK/... variable."""
+    its own PROF dir named and ranked after its RANK_ID/RANK/... variable or TF_CONFIG."""
     exe = _resolve(argv)
     # refuse a symlinked / file / unwritable / foreign output dir before the script starts
     check_output_dir(config.output)

@@ -14,9 +14,11 @@
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 from msprof_cli.errors import OptionsError
 from msprof_cli.options import (ProfilingConfig, config_from_env, default_config,
@@ -26,17 +28,101 @@ AGENT_VAR = "MSPROF_CLI_AGENT"
 OWNER_VAR = "MSPROF_CLI_OWNER"
 # `msprof collect --children`: child interpreters profile themselves too (own PROF dir each)
 CHILDREN_VAR = "MSPROF_CLI_CHILDREN"
-RANK_VARS = ("RANK_ID", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "LOCAL_RANK")
+RANK_VARS = ("RANK_ID", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+# the size variable that goes with each rank variable (the job's number of ranks)
+SIZE_VARS = {"RANK_ID": "RANK_SIZE", "RANK": "WORLD_SIZE",
+             "OMPI_COMM_WORLD_RANK": "OMPI_COMM_WORLD_SIZE", "PMI_RANK": "PMI_SIZE",
+             "LOCAL_RANK": "LOCAL_WORLD_SIZE"}
+# tf.distribute task types that take part in MultiWorkerMirroredStrategy's collectives
+TF_CONFIG_RANK_TYPES = ("chief", "worker")
 
 
-def rank_from_env(environ: dict[str, str] | None = None) -> int:
-    """The process's rank from the usual launcher variables (Ascend's RANK_ID first); -1."""
+@dataclass(frozen=True)
+class RankInfo:
+    """The process's rank in a multi-process job and the job's size (-1: unknown), where they
+    came from (a variable name, or "TF_CONFIG"), and a warning for a malformed TF_CONFIG."""
+
+    rank: int = -1
+    size: int = -1
+    source: str = ""
+    warning: str = ""
+
+
+def _number(value: str | None) -> int | None:
+    value = (value or "").strip()
+    return int(value) if value.isdigit() else None
+
+
+def tf_config_rank(text: str) -> RankInfo:
+    """Rank and size from a TF_CONFIG (tf.distribute's cluster spec), as
+    MultiWorkerMirroredStrategy numbers its workers (`multi_worker_util.id_in_cluster`): the
+    chief is rank 0, worker i is rank i (i + 1 when the cluster has a chief); size = chief +
+    workers.  Other task types (evaluator, ps) have no rank.  A malformed TF_CONFIG gives
+    rank -1 and a warning, never an exception."""
+    src = "TF_CONFIG"
+    try:
+        cfg = json.loads(text)
+    except ValueError as exc:
+        return RankInfo(source=src, warning=f"TF_CONFIG is not valid JSON ({exc})")
+    if not isinstance(cfg, dict):
+        return RankInfo(source=src, warning="TF_CONFIG is not a JSON object")
+    cluster, task = cfg.get("cluster"), cfg.get("task")
+    if not isinstance(cluster, dict) or not isinstance(task, dict):
+        return RankInfo(source=src, warning='TF_CONFIG needs a "cluster" and a "task" object')
+    ttype, index = task.get("type"), task.get("index", 0)
+    if isinstance(index, str) and index.strip().isdigit():
+        index = int(index)
+    if not isinstance(ttype, str) or isinstance(index, bool) or not isinstance(index, int) \
+            or index < 0:
+        return RankInfo(source=src, warning='TF_CONFIG "task" needs a "type" (string) and an '
+                                            '"index" (number >= 0)')
+    members = {}
+    for t in TF_CONFIG_RANK_TYPES:
+        hosts = cluster.get(t, [])
+        if isinstance(hosts, dict):  # sparse cluster spec: {index: address}
+            hosts = list(hosts.values())
+        if not isinstance(hosts, list):
+            return RankInfo(source=src, warning=f'TF_CONFIG cluster "{t}" is not a list')
+        members[t] = len(hosts)
+    size = sum(members.values())
+    if ttype not in TF_CONFIG_RANK_TYPES:
+        return RankInfo(size=size or -1, source=src)  # evaluator / ps: not a rank
+    if index >= members[ttype]:
+        return RankInfo(source=src, warning=f'TF_CONFIG task {ttype}:{index} is not in its '
+                                            f'cluster ({members[ttype]} {ttype} task(s))')
+    rank = index if ttype == "chief" else index + members["chief"]
+    return RankInfo(rank=rank, size=size, source=src)
+
+
+def rank_info(environ: Mapping[str, str] | None = None) -> RankInfo:
+    """The process's rank and the job's size.  First that holds a number: RANK_ID (Ascend),
+    RANK, OMPI_COMM_WORLD_RANK, PMI_RANK; then TF_CONFIG (MultiWorkerMirroredStrategy);
+    then LOCAL_RANK.  The size comes from the variable that goes with the rank variable
+    (RANK_SIZE, WORLD_SIZE, ...) or from TF_CONFIG's cluster; -1 when unknown."""
     env = os.environ if environ is None else environ
     for var in RANK_VARS:
-        value = env.get(var, "").strip()
-        if value.isdigit():
-            return int(value)
-    return -1
+        rank = _number(env.get(var))
+        if rank is not None:
+            size = _number(env.get(SIZE_VARS[var]))
+            return RankInfo(rank=rank, size=size if size and size > rank else -1, source=var)
+    warning = ""
+    text = env.get("TF_CONFIG", "")
+    if text.strip():
+        info = tf_config_rank(text)
+        if info.rank >= 0:
+            return info
+        warning = info.warning
+    rank = _number(env.get("LOCAL_RANK"))
+    if rank is not None:
+        size = _number(env.get(SIZE_VARS["LOCAL_RANK"]))
+        return RankInfo(rank=rank, size=size if size and size > rank else -1,
+                        source="LOCAL_RANK", warning=warning)
+    return RankInfo(source="TF_CONFIG" if warning else "", warning=warning)
+
+
+def rank_from_env(environ: Mapping[str, str] | None = None) -> int:
+    """The process's rank (see `rank_info`); -1."""
+    return rank_info(environ).rank
 
 
 def error(message: str) -> None:

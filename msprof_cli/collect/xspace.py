@@ -80,6 +80,10 @@ def _classify(name: str, display: str) -> tuple[str, str, str] | None:
     typ = display or typ
     if typ in NOT_OPS or typ.startswith("Iterator::"):
         return None
+    if not (typ[0].isalpha() or typ[0] == "_"):
+        # not an op type: TraceMe "<name>:<n>" of TF internals, e.g. the collective
+        # broadcast's `ForwardValue:0` / `ReceiveValue:1` (MultiWorkerMirroredStrategy)
+        return None
     return ("op", node, typ)
 
 

@@ -38,6 +38,7 @@ from msprof_cli.device.host_records import (HCCL_INFO_TYPE, RT_CPU_KERNEL_LAUNCH
                                             RUNTIME_API_TYPES, api_records,
                                             copy_spans, fusion_op_records,
                                             graph_id_map_records, hccl_info_records,
+                                            hccl_step_plan,
                                             launch_windows, msproftx_records,
                                             node_basic_records, runtime_api_spans,
                                             task_track_records, tensor_info_records)
@@ -132,7 +133,7 @@ class Device:
 
     def __init__(self, prof_dir: Path, config: ProfilingConfig, *, clock: ClockPair, pid: int,
                  app: list[str], device_ids: Sequence[int] = (0,), rank_id: int = -1,
-                 chip: str = "Ascend910", first_task_id: int = 1,
+                 rank_size: int = -1, chip: str = "Ascend910", first_task_id: int = 1,
                  ub_fusion: bool = True) -> None:
         self.prof_dir = Path(prof_dir)
         self._measured: dict[int, list[int]] = {}
@@ -143,6 +144,9 @@ class Device:
         self.pid = pid
         self.app = list(app)
         self.rank_id = rank_id
+        # ranks of a job with one process per rank (MultiWorkerMirroredStrategy, RANK_ID +
+        # RANK_SIZE, ...): the collectives of this process's device span `rank_size` ranks
+        self.rank_size = rank_size if rank_id >= 0 and rank_size > rank_id else -1
         self.first_task_id = first_task_id  # test hook: start task ids near the u16 wrap
         self.messages: list[str] = list(config.warnings)
         self.sync_ns = clock.mono_ns
@@ -225,6 +229,21 @@ class Device:
     def rank_of(self, device_id: int) -> int:
         """HCCL rank of a device: the explicit rank id, else its index among the devices."""
         return self.rank_id if self.rank_id != -1 else sorted(self.devices).index(device_id)
+
+    def multi_process(self) -> bool:
+        """One process per rank: this PROF dir's one device is rank `rank_id` of
+        `rank_size` (a job of several processes, docs/device-model.md 6.2)."""
+        return self.rank_size > 1 and len(self.devices) == 1
+
+    def hccl_ranks(self) -> int:
+        """The number of ranks taking part in the collectives: the job's rank size when each
+        process is a rank (one device), else the devices of this process (replicas)."""
+        return self.rank_size if self.multi_process() else max(1, len(self.devices))
+
+    def hccl_rank(self, device_id: int) -> int:
+        """hccl_info's localRank of a device: the process's rank id when each process is a
+        rank, else the device's index among this process's sorted device ids."""
+        return self.rank_id if self.multi_process() else sorted(self.devices).index(device_id)
 
     # --- public ---------------------------------------------------------------------------
     def consume(self, chunk: CaptureChunk) -> None:
@@ -334,7 +353,7 @@ class Device:
     def _cost(self, sig: dict[str, np.ndarray]) -> CostTable:
         """The cost of every signature, evaluated once per new signature / rank size (a
         chunk needs it for the time model, its scratch schedule and the real one)."""
-        key = (len(self.sigs), max(1, len(self.devices)))
+        key = (len(self.sigs), self.hccl_ranks())
         if self._cost_cache is None or self._cost_cache[0] != key:
             self._cost_cache = (key, evaluate(sig, self.chip, rank_size=key[1]))
         return self._cost_cache[1]
@@ -574,7 +593,7 @@ class Device:
         inside the node launch API (the analysis nests acl > model > node > communication >
         runtime).  The slave type (HCCL's slave-stream API) is not written: the emulated
         collective is one task on one stream."""
-        if not self.config.hccl or len(self.devices) < 2:
+        if not self.config.hccl or self.hccl_ranks() < 2:
             return
         ops, win = ctx.ops, ctx.win
         rows = np.flatnonzero(ctx.kind == op_map.KIND_HCCL)
@@ -995,33 +1014,46 @@ class Device:
 
     def _hccl_info(self, ctx: _ChunkCtx, dd: _DeviceDir, sch: S.ScheduledStream,
                    host: dict[str, list[np.ndarray]]) -> None:
-        """hccl_info (multi-device, hccl on): each collective task of this rank as the steps of
-        a ring: all-reduce = n-1 Reduce_Inline (reduce-scatter) + n-1 Memcpy (all-gather),
-        other collectives n-1 Memcpy; the task's device time is split evenly."""
+        """hccl_info (several ranks, hccl on): each collective task of this rank as the steps
+        of `host_records.hccl_step_plan` (ring all-reduce = n-1 Reduce_Inline + n-1 Memcpy,
+        broadcast = a chain from rank 0, others n-1 Memcpy); the task's device time is split
+        evenly among its steps."""
         clk = dd.state.clock
         is_op = sch.op_row >= 0
         rows = sch.op_row[is_op]
         start, end = clk.ns(sch.start[is_op]), clk.ns(sch.end[is_op])
-        ranks = sorted(self.devices)
-        n = len(ranks)
-        ar = ctx.sig["allreduce"][ctx.ops.sig[rows]]
-        steps = np.where(ar, 2 * (n - 1), n - 1)
+        n = self.hccl_ranks()
+        rank = self.hccl_rank(dd.device_id)
+        uniq, plan_of = np.unique(ctx.ops.sig[rows], return_inverse=True)
+        plans = [hccl_step_plan(self.sigs.ge_type[sg], self.sigs.tf_type[sg],
+                                bool(ctx.sig["allreduce"][sg]), rank, n,
+                                float(ctx.sig["bytes_in"][sg]), float(ctx.sig["bytes_out"][sg]))
+                 for sg in uniq.tolist()]
+        # per distinct signature, its steps padded to the longest plan: (plan, step) tables
+        width = max(len(pl) for pl in plans)
+        table = np.zeros((len(plans), width, 4), np.int64)
+        for i, pl in enumerate(plans):
+            table[i, :len(pl)] = pl
+        steps = np.array([len(pl) for pl in plans], np.int64)[plan_of]
         task = np.repeat(np.arange(len(rows)), steps)
         k = np.arange(len(task)) - np.repeat(np.cumsum(steps) - steps, steps)
+        step_info = table[plan_of[task], k]
+        reduce_step = step_info[:, 0].astype(bool)
+        role = step_info[:, 1].astype(np.uint32)
+        remote = step_info[:, 2].astype(np.uint32)
+        data = step_info[:, 3].astype(np.uint64)
         span = (end - start)[task]
         b = start[task] + span * k // steps[task]
         e = start[task] + span * (k + 1) // steps[task]
-        reduce_step = ar[task] & (k < n - 1)
         names = {True: "Reduce_Inline", False: "Memcpy"}
         host["_hash_lines"].extend(self._hash_lines(list(names.values()) + ["hccl_world_group"]))
         name_h = np.where(reduce_step, name_hash(names[True]), name_hash(names[False]))
         op_h = np.array([name_hash(n_) for n_ in self.names.items], np.uint64)[
             ctx.ops.name_idx[rows]][task]
-        bytes_in = ctx.sig["bytes_in"][ctx.ops.sig[rows]][task]
         host["hccl_info"].append(hccl_info_records(
             ctx.win.thread[rows][task], b, e - b, name_h.astype(np.uint64), op_h,
-            name_hash("hccl_world_group"), ranks.index(dd.device_id), n, k,
-            (bytes_in // n).astype(np.uint64), np.zeros(len(task), np.uint32)))
+            name_hash("hccl_world_group"), rank, n, k, data, np.zeros(len(task), np.uint32),
+            remote_rank=remote, role=role))
 
     def _emit(self, ctx: _ChunkCtx, dd: _DeviceDir, scheduled: dict[int, S.ScheduledStream],
               host: dict[str, list[np.ndarray]],
@@ -1056,11 +1088,11 @@ class Device:
                               RT_CPU_KERNEL_LAUNCH)
                 host["api_event"].append(api_records(L.LEVEL_RUNTIME, rt, win.thread[r], rb,
                                                      re_, np.zeros(len(r), np.uint64)))
-            if sid == S.HCCL_STREAM and cfg.hccl and len(self.devices) > 1 and len(op_rows):
+            if sid == S.HCCL_STREAM and cfg.hccl and self.hccl_ranks() > 1 and len(op_rows):
                 self._hccl_info(ctx, dd, sch, host)
             left_out = ("aicpu" if sid == S.AICPU_STREAM and not cfg.aicpu else
                         "hccl" if sid == S.HCCL_STREAM and not cfg.hccl
-                        and len(self.devices) > 1 else None)
+                        and self.hccl_ranks() > 1 else None)
             if left_out is not None and len(op_rows):
                 sigs, counts = np.unique(ops.sig[op_rows], return_counts=True)
                 for sg, c in zip(sigs.tolist(), counts.tolist()):

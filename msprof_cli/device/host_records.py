@@ -252,23 +252,57 @@ def copy_spans(me_begin: np.ndarray, me_end: np.ndarray, first_launch: np.ndarra
     return me_begin, in_e, in_ok, out_b, me_end, out_ok
 
 
+ROLE_DST, ROLE_SRC = 0, 1  # hccl_info role (raw-format.md 4.7: 0 dst / 1 src)
+
+
+def hccl_step_plan(ge_type: str, tf_type: str, allreduce: bool, rank: int, n: int,
+                   bytes_in: float, bytes_out: float) -> list[tuple[bool, int, int, int]]:
+    """The steps of one collective op on rank `rank` of `n` (docs/device-model.md 6.1), as
+    (reduce step, role, remote rank, data bytes) per step, in order.
+
+    * all-reduce (ring): n-1 Reduce_Inline (reduce-scatter) then n-1 Memcpy (all-gather);
+      each sends a 1/n chunk of the tensor (`bytes_out`) to the next rank (src).
+    * broadcast (chain from rank 0, the chief that MultiWorkerMirroredStrategy broadcasts
+      from): the sender (`...Send...`) sends the tensor to rank+1 (src); a receiver
+      receives it from rank-1 (dst) and, unless it is the last rank, forwards it to
+      rank+1 (src).
+    * other collectives (gather, reduce-scatter, all-to-all): n-1 Memcpy steps of
+      `bytes_in`/n to the next rank (src)."""
+    nxt, prev = (rank + 1) % n, (rank - 1) % n
+    if allreduce:
+        chunk = int(bytes_out // n)
+        return [(k < n - 1, ROLE_SRC, nxt, chunk) for k in range(2 * (n - 1))]
+    if ge_type == "HcomBroadcast":
+        size = int(bytes_out)
+        if "Recv" not in tf_type:
+            return [(False, ROLE_SRC, nxt, size)]
+        steps = [(False, ROLE_DST, prev, size)]
+        if rank + 1 < n:
+            steps.append((False, ROLE_SRC, nxt, size))
+        return steps
+    return [(False, ROLE_SRC, nxt, int(bytes_in // n)) for _ in range(n - 1)]
+
+
 def hccl_info_records(thread: np.ndarray, ts: np.ndarray, dur_ns: np.ndarray,
                       task_name: np.ndarray, op_name: np.ndarray, group: int, local_rank: int,
                       rank_size: int, stage: np.ndarray, data_size: np.ndarray,
-                      op_type: np.ndarray) -> np.ndarray:
-    """additional.hccl_info: one record per step of a ring collective on this rank (src role,
-    HCCS link, SDMA transport, plane 0); timestamp = step start (host monotonic ns)."""
+                      op_type: np.ndarray, remote_rank: np.ndarray | None = None,
+                      role: np.ndarray | None = None) -> np.ndarray:
+    """additional.hccl_info: one record per step of a collective on this rank (HCCS link,
+    SDMA transport, plane 0); timestamp = step start (host monotonic ns).  Default: src role
+    towards the next rank of the ring."""
     arr = np.zeros(len(ts), L.HCCL_INFO)
     _header(arr, L.LEVEL_HCCL, HCCL_INFO_TYPE, thread, ts, L.ADDITIONAL_DATA_LEN)
     arr["item_id"] = task_name
     arr["ccl_tag"] = op_name
     arr["group_name"] = group
     arr["local_rank"] = local_rank
-    arr["remote_rank"] = (local_rank + 1) % max(rank_size, 1)
+    arr["remote_rank"] = (local_rank + 1) % max(rank_size, 1) if remote_rank is None \
+        else remote_rank
     arr["rank_size"] = rank_size
     arr["plane_id"] = 0
     arr["stage"] = stage
-    arr["role"] = 1
+    arr["role"] = ROLE_SRC if role is None else role
     arr["duration_estimated"] = dur_ns / 1000.0
     arr["data_size"] = data_size
     arr["op_type"] = op_type

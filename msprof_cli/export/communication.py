@@ -16,7 +16,7 @@ import pandas as pd
 
 from .dataset import DeviceData, ProfData
 from .fmt import float_str, int_str, py_round
-from .hccl import OP_COLS, hccl_records, op_executions, rank_ids, step_args
+from .hccl import OP_COLS, device_rank, hccl_records, op_executions, rank_ids, step_args
 from .selection import ALL, Selection, in_window
 from .timeline import CommData
 
@@ -33,8 +33,9 @@ def _from_tasks(dev: DeviceData, data: ProfData | None, sel: Selection) -> pd.Da
     t = t[t["task_type"].to_numpy(object) == HCCL_TASK_TYPE]
     t = t[in_window(t["start_local"], t["end_local"], sel)]
     ranks = rank_ids(data) if data is not None else [dev.device_id]
-    return t[COLS].assign(group="N/A", local_rank=ranks.index(dev.device_id)
-                          if dev.device_id in ranks else 0, rank_size=len(ranks))[OP_COLS]
+    rank = device_rank(data, dev) if data is not None else None
+    # the rank size is not known without hccl_info when each process is a rank
+    return t[COLS].assign(group="N/A", local_rank=rank or 0, rank_size=len(ranks))[OP_COLS]
 
 
 def hccl_rows(dev: DeviceData, data: ProfData | None = None, sel: Selection = ALL

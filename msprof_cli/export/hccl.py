@@ -2,8 +2,9 @@
 executions they form, and the legacy ``hccl_*.json`` (timeline.md 11.2).
 
 hccl_info records are host records without a device id: the record's ``local_rank`` is the
-rank = index of the device in the PROF dir's sorted device ids (project convention, matching
-the emulated device).  One step = one record: name = task name (itemId resolved), start =
+rank = index of the device in the PROF dir's sorted device ids, or, in a PROF dir of one
+device with a rank id (one process per rank), that rank id (project convention, matching
+the emulated device, see `device_rank`).  One step = one record: name = task name (itemId resolved), start =
 record timestamp (host clock, local time), dur = durationEstimated.  An op execution = the
 steps of one cclTag from a stage-0 step (or a change of cclTag) to the next; start = first
 step start, end = last step end.
@@ -46,6 +47,20 @@ def rank_ids(data: ProfData) -> list[int]:
         else sorted(d.device_id for d in data.devices)
 
 
+def device_rank(data: ProfData, dev: DeviceData) -> int | None:
+    """The HCCL rank of `dev` (the ``local_rank`` of its hccl_info records): in a PROF dir
+    with one device and a rank id >= 0 in its info.json (one process per rank: RANK_ID,
+    TF_CONFIG, ...), that rank id; else the device's index among the PROF dir's sorted
+    device ids (the replicas of one process); None for a device not in the list."""
+    ranks = rank_ids(data)
+    if dev.device_id not in ranks:
+        return None
+    rank = dev.rd.info.get("rank_id", -1) if dev.rd is not None else -1
+    if len(ranks) == 1 and isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
+        return rank
+    return ranks.index(dev.device_id)
+
+
 def rank_steps(h: pd.DataFrame, rank: int, offset_ns: int) -> pd.DataFrame:
     """The hccl_info records of one rank (`local_rank`) in time order, with local start /
     end / duration and the op execution number `op` (0, 1, ... in order of the op's first
@@ -79,11 +94,11 @@ def _all_steps(data: ProfData, dev: DeviceData) -> pd.DataFrame:
     h = getattr(ht, "hccl", None) if ht is not None else None
     if h is None or len(h) == 0:
         return pd.DataFrame()
-    ranks = rank_ids(data)
-    if dev.device_id not in ranks:
+    rank = device_rank(data, dev)
+    if rank is None:
         return pd.DataFrame()
     off = data.host.rd.offset_ns if data.host.rd else 0
-    h = rank_steps(h, ranks.index(dev.device_id), off)
+    h = rank_steps(h, rank, off)
     if len(h) == 0:
         return h
     h["name"] = resolve(h["item_id"].to_numpy(np.uint64), ht.hashes)
