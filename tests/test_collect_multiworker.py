@@ -292,6 +292,34 @@ def test_rank_clocks_share_one_offset(job: Job) -> None:
 
 
 @pytest.mark.e2e
+def test_cluster_analysis_finds_the_slow_rank(job: Job) -> None:
+    """msprof cluster on the job dir (issue 19): rank 1 sleeps in its input pipeline."""
+    out = job.profs[0].parent
+    proc = subprocess.run([sys.executable, "-m", "msprof_cli", "cluster", str(out),
+                           "--format", "json"], capture_output=True, text=True, timeout=180,
+                          env=_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    verdict = json.loads(proc.stdout)
+    assert verdict["slow_ranks"] == [1], verdict["verdict"]
+    text = " ".join(verdict["verdict"])
+    assert "Rank 1" in text and "input pipeline (Data Aug Bound" in text
+    files = {p.name for p in (out / "cluster_analysis_output").iterdir()}
+    assert {"cluster_step_trace_time.csv", "cluster_communication_matrix.json",
+            "cluster_communication.json", "communication_group.json",
+            "cluster_timeline.json"} <= files
+    matrix = json.loads((out / "cluster_analysis_output"
+                         / "cluster_communication_matrix.json").read_text())
+    ops = matrix["(0, 1)"]["step"]
+    links = ops["allreduce-total@hccl_world_group"]  # the ring: equal bytes both ways
+    assert links["0-1"]["Transit Size(MB)"] == links["1-0"]["Transit Size(MB)"] > 0
+    assert "0-1" in ops["broadcast-total@hccl_world_group"]  # initial values from rank 0
+    trace = json.loads((out / "cluster_analysis_output" / "cluster_timeline.json").read_text())
+    procs = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+             if e["name"] == "process_name"}
+    assert sorted(procs) == [1, 2] and procs[2].startswith("rank 1 ")
+
+
+@pytest.mark.e2e
 def test_e2e_time(job: Job) -> None:
     print(f"collect {job.collect_s:.1f} s, collect + 2 exports {job.total_s:.1f} s")
     assert job.total_s < 120

@@ -57,11 +57,16 @@ def _group(res: ClusterResult) -> tuple[str, list[int]]:
 def _op_type(name: str) -> str:
     """The collective of an op name, as msprof-analyze keys its matrix ("allreduce"...)."""
     low = name.lower().replace("_", "")
-    for t in ("allreduce", "allgather", "reducescatter", "broadcast", "alltoall", "send",
-              "receive", "reduce"):
+    if "bcast" in low or "broadcast" in low:  # TF's CollectiveBcastSend/Recv, HcomBroadcast
+        return "broadcast"
+    if "collectivereduce" in low or "allreduce" in low:
+        return "allreduce"
+    if "collectivegather" in low or "allgather" in low:
+        return "allgather"
+    for t in ("reducescatter", "alltoall", "send", "receive", "reduce"):
         if t in low:
             return t
-    return "allreduce" if "collectivereduce" in low else "other"
+    return "other"
 
 
 def _transport(t: str) -> str:
