@@ -126,12 +126,14 @@ class _MindstudioExport:
         at = T.layer_slots(1)["overlap"]
         self.timelines = [WindowTimeline(
             self.msprof if j == 0 else DeferredEvents(self.name(f"msprof_device_{i}", "json")),
-            [i], self.app_pid, at, [self.overlap_sorts[j]]) for j, i in enumerate(self.dev_ids)]
-        if self.timelines:
-            self.timelines[0].parallel = len(plan) == 1
+            [i], self.app_pid, at, [self.overlap_sorts[j]]) for j, i in enumerate(self.dev_ids)] \
+            or [WindowTimeline(self.msprof, [], self.app_pid, at)]  # a host dir alone
+        self.timelines[0].parallel = len(plan) == 1
         self.step_outs: list[JsonStream | DeferredEvents] = [self.step_json] + [
             DeferredEvents(self.name(f"step_trace_device_{i}", "json"))
             for i in self.dev_ids[1:]]
+        # msproftx events: the analysis's host file, merged after the device files
+        self.tx_out = DeferredEvents(self.name("msprof_host", "json"))
         self.step_meta: list[list[str]] = []
         self.op_header: list[str] = []  # op_summary's (_start)
         self.tx_layer: T.Layer | None = None
@@ -245,8 +247,8 @@ class _MindstudioExport:
             for j, op_stat in enumerate(op_stats):
                 if op_stat is not None:
                     self.op_stat[j].append(op_stat)
-        self.timelines, self.step_outs = timeline, step_json
-        self.msprof, self.step_json = timeline[0].out, step_json[0]
+        self.timelines, (self.step_outs, self.tx_out) = timeline, step_json
+        self.msprof, self.step_json = timeline[0].out, self.step_outs[0]
 
     def _summaries(self, devs: list[tuple], stems: tuple[str, ...] = TASK_ROW_STEMS):
         """The window's task_time, op_summary and aicpu rows (`stems` of them) of every
@@ -268,7 +270,7 @@ class _MindstudioExport:
         """This window's msprof json layers and step_trace json events (a JobPool job):
         returns the outputs' state (per device)."""
         timeline_window(self, k, devs, apis)
-        return self.timelines, self.step_outs
+        return self.timelines, (self.step_outs, self.tx_out)
 
     def _device_name(self, stem: str, j: int) -> SliceNamer:
         return self.name(f"{summary_json_stem(stem)}_device_{self.dev_ids[j]}", "json")
@@ -308,6 +310,7 @@ class _MindstudioExport:
             if j:  # the later devices' events after the first's (device-major)
                 tl.out.replay(self.msprof)
                 self.step_outs[j].replay(self.step_json)
+        self.tx_out.replay(self.msprof)
         sw = self.switches
         step_meta = self.step_meta if sw.get("step_trace", True) else [[]] * len(self.dev_ids)
         first = self.first
@@ -317,7 +320,7 @@ class _MindstudioExport:
                      if self.comm_lanes[j] is not None else None for j in range(n)]
         meta = msprof_meta(self.app_pid, first, sw, self.threads, self.stream_ids,
                            self.tx_layer if T.layer_on("tx", sw) else None,
-                           step_meta, overlap, comm_meta, self.overlap_sorts)
+                           step_meta, overlap, comm_meta, self.overlap_sorts, tx_last=True)
         written: list[Path] = []
         timelines: list[str] = []
         if self.tx_layer is not None:  # msprof_tx json: the msproftx layer alone (small)
@@ -426,7 +429,7 @@ class _MindstudioExport:
             self.jobs.cancel()  # no worker writes on after the files are removed
             self.jobs = None
         for st in (self.msprof, self.step_json, *self.csv.values(), *self.deferred.values(),
-                   *(tl.out for tl in self.timelines[1:]), *self.step_outs[1:]):
+                   *(tl.out for tl in self.timelines[1:]), *self.step_outs[1:], self.tx_out):
             st.discard()
 
 

@@ -169,6 +169,15 @@ def timeline_window(run, k: int, devs: list[tuple], apis: pd.DataFrame) -> None:
     lo_key = -np.inf if k == 0 else float(ts_sort_key(np.array([plan.cuts[k]]))[0])
     hi_key = np.inf if k == len(plan) - 1 else \
         float(ts_sort_key(np.array([plan.cuts[k + 1]]))[0])
+    # mindstudio: msproftx is the host dir's own file in the analysis, merged after the
+    # device files (`run.tx_out` keeps its events until then); legacy: a layer of msprof json
+    tx_out = getattr(run, "tx_out", None)
+    if tx_out is not None and run.tx_layer is not None and T.layer_on("tx", sw):
+        tx = _restrict(run.tx_layer, lo_key, hi_key)
+        if len(tx):
+            stream = T.EventStream([tx])
+            for chunk in stream.chunks(0, len(stream), W.EVENT_CHUNK):
+                tx_out.write(chunk)
     slot = {kind: (at[0] if isinstance(at, list) else at)
             for kind, at in T.layer_slots(1).items()}  # one device's layer positions
     cann = later_cann = T.Layer()
@@ -203,13 +212,19 @@ def timeline_window(run, k: int, devs: list[tuple], apis: pd.DataFrame) -> None:
             layers[slot["overlap"]] = T.overlap_layer(d, busy_rows, app_pid, comm,
                                                       run.overlap_sorts[j])
         layers[slot["cann"]] = cann if j == 0 else later_cann
-        if j == 0 and run.tx_layer is not None and T.layer_on("tx", sw):
+        if j == 0 and tx_out is None and run.tx_layer is not None and T.layer_on("tx", sw):
             layers[slot["tx"]] = _restrict(run.tx_layer, lo_key, hi_key)
         busy = (busy_rows["start_local"].to_numpy(np.int64),
                 busy_rows["end_local"].to_numpy(np.int64)) \
             if T.layer_on("overlap", sw) and len(busy_rows) \
             else (np.zeros(0, np.int64), np.zeros(0, np.int64))
         run.timelines[j].window(layers, [busy])
+    if not devs:  # a host dir alone: the CANN (and msproftx) layers
+        layers = [T.Layer()] * slot["size"]
+        layers[slot["cann"]] = cann
+        if tx_out is None and run.tx_layer is not None and T.layer_on("tx", sw):
+            layers[slot["tx"]] = _restrict(run.tx_layer, lo_key, hi_key)
+        run.timelines[0].window(layers, [])
 
 
 # the per-task CSVs of a window (write_task_rows), and how a one-window plan splits them
@@ -377,14 +392,20 @@ def comm_in_window(comm: T.CommData, lo: int, hi: int) -> T.CommData:
 def msprof_meta(app_pid: int, first: ProfData, switches: dict, threads: set[int],
                 stream_ids: list[set[int]], tx_layer: T.Layer | None,
                 step_meta: list[list[str]], overlap: list[bool],
-                comm_meta: list[list[str] | None], overlap_sorts: list[int]) -> list[str]:
+                comm_meta: list[list[str] | None], overlap_sorts: list[int],
+                tx_last: bool = False) -> list[str]:
     """The msprof json metadata of the whole export: per device (its streams, step-trace
     metadata, whether it has an Overlap Analysis layer and its sort index, its
     Communication metadata or None) a block in timeline.msprof_layers order, the CANN
     process in every block -- the analysis's per-device files each hold it, and the merge
     keeps every metadata event (FileSliceHelper._pretreat_json_data); msproftx in the
-    first block."""
+    first block, or (`tx_last`: mindstudio, the host dir's own file) after every block."""
     out: list[str] = []
+    if not first.devices:  # a host dir alone
+        parts = {"cann": T.cann_meta(app_pid, threads)
+                 if T.layer_on("cann", switches) and threads else [],
+                 "tx": list(tx_layer.meta) if tx_layer is not None else []}
+        return T.in_layer_order(parts)
     for j, d in enumerate(first.devices):
         parts: dict[str, list[str]] = {"step": list(step_meta[j])}
         if T.layer_on("cann", switches) and threads:
@@ -396,7 +417,9 @@ def msprof_meta(app_pid: int, first: ProfData, switches: dict, threads: set[int]
         if T.layer_on("overlap", switches) and overlap[j]:
             parts["overlap"] = T.overlap_layer(d, d.tasks.iloc[:0], app_pid, None,
                                                overlap_sorts[j]).meta
-        if j == 0 and tx_layer is not None:
+        if j == 0 and tx_layer is not None and not tx_last:
             parts["tx"] = list(tx_layer.meta)
         out += T.in_layer_order(parts)
+    if tx_last and tx_layer is not None:
+        out += list(tx_layer.meta)
     return out
