@@ -196,7 +196,7 @@ def test_reports_switch_communication(prof: Path, tmp_path: Path) -> None:
     events = _events(_ms(p, "msprof", "json"))
     pids = {e["pid"] for e in events}
     assert T.pid_of(APP_PID, T.SORT_COMMUNICATION, 0) not in pids
-    assert T.pid_of(APP_PID, T.SORT_OVERLAP, 0) in pids  # overlap keeps its Communication
+    assert T.pid_of(APP_PID, T.overlap_sorts([0, 1])[0], 0) in pids  # overlap keeps its Communication
 
 
 # --- Overlap Analysis -------------------------------------------------------------------------
@@ -234,7 +234,7 @@ def test_overlap_analysis_invariants(prof: Path) -> None:
     head = ops[0]
     i_start, i_dur = head.index("Task Start Time(us)"), head.index("Task Duration(us)")
     for dev in (0, 1):
-        pid = T.pid_of(APP_PID, T.SORT_OVERLAP, dev)
+        pid = T.pid_of(APP_PID, T.overlap_sorts([0, 1])[dev], dev)  # 21, 20: reverse dir order
         comp, comm, no, free = (_intervals(events, pid, t) for t in range(4))
         starts = [(ns(r[i_start].rstrip("\t")), r[i_dur]) for r in ops[1:] if r[0] == str(dev)]
         tasks = [(a, a + dur_ns(float(d))) for a, d in starts]
@@ -262,7 +262,7 @@ def test_overlap_legacy_equals_mindstudio_per_device(prof: Path) -> None:
     ms = _events(_ms(prof, "msprof", "json"))
     for dev in (0, 1):
         leg = _events(_one(prof / f"device_{dev}" / "timeline", f"msprof_{dev}_*.json"))
-        pid = T.pid_of(APP_PID, T.SORT_OVERLAP, dev)
+        pid = T.pid_of(APP_PID, T.overlap_sorts([0, 1])[dev], dev)
         assert _x(leg, pid) == _x(ms, pid)
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from decimal import ROUND_HALF_EVEN, Decimal
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -41,8 +42,16 @@ class ResultDirInfo:
 
     @property
     def offset_ns(self) -> int:
-        """local_ns = monotonic_ns + offset_ns (raw-format.md 8, in integer ns)."""
-        return self.time_begin_us * 1000 - self.mono_begin_ns
+        """local_ns = monotonic_ns + offset_ns (raw-format.md 8), in integer ns.
+
+        The real analysis computes the offset in binary floating point --
+        ``float(collectionTimeBegin) - float(clockMonotonicRaw) / 1000`` µs
+        (``InfoConfReader._load_local_time_offset``) -- and adds ``Decimal(str(offset))`` to
+        each timestamp before quantizing it to 0.001 µs (``trans_into_local_time``).  So the
+        offset is that float's shortest repr, not the exact difference: for a real
+        collectionTimeBegin (>= 2^50 µs, a 0.25 µs float64 ulp) it is a multiple of 0.25 µs,
+        0.1-0.2 µs off the exact one, and always whole ns.  See `local_offset_ns`."""
+        return local_offset_ns(self.time_begin_us, self.mono_begin_ns)
 
     @property
     def begin_local_ns(self) -> int:
@@ -236,6 +245,16 @@ def read_result_dir(path: Path) -> ResultDirInfo:
             raise ProfDirError(f"{path}: unreadable start log ({exc}). Restore it or "
                                f"re-collect the data.") from None
     return rd
+
+
+def local_offset_ns(time_begin_us: int, mono_begin_ns: int) -> int:
+    """The real analysis's local-time offset in ns: ``Decimal(repr(float(begin_us) -
+    float(mono_ns) / 1000)) * 1000``.  Whole ns whenever the offset's repr has at most 3
+    decimals (every begin time >= 2^43 µs, i.e. any date after 1970-04); a finer repr (only
+    for synthetic start times) is rounded half-even to ns, which differs from the analysis's
+    per-timestamp quantize only when it ends in exactly 0.5 ns."""
+    off = Decimal(repr(float(time_begin_us) - float(mono_begin_ns) / 1000)) * 1000
+    return int(off.to_integral_value(rounding=ROUND_HALF_EVEN))
 
 
 def to_mono_ns(ticks: np.ndarray, rd: ResultDirInfo) -> np.ndarray:

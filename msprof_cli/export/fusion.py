@@ -4,8 +4,8 @@ One row per fusion_op_info record (GE reports each fused op once per model).  Mo
 ModelExecute/ModelLoad API of the record's thread that encloses it (4294967295 outside any);
 Model Name = graph_id_map name of that model (``N/A`` without one).
 Project choice: **Original Ops are joined with ``;``** (the separator the other list columns
-use, e.g. shapes and data types; ``,`` would force CSV quoting).  Memory columns = bytes / 1024
-rounded to 3 decimals, printed as Python floats.
+use, e.g. shapes and data types; ``,`` would force CSV quoting; the analysis joins with ``;``
+too).  Memory columns = bytes / 1024.0 unrounded, printed as Python floats (the analysis).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from msprof_cli.raw import layouts as L
 
 from .control_info import NO_MODEL
 from .dataset import ProfData, enclose
-from .fmt import float_str, int_str, py_round
+from .fmt import float_str, int_str
 from .host import NA, unique_rows, resolve
 
 FUSION_OP = ["Model Name", "Model ID", "Fusion Op", "Original Ops", "Memory Input(KB)",
@@ -64,7 +64,9 @@ def fusion_rows(data: ProfData, model_names: dict[int, str]) -> pd.DataFrame:
 
 
 def _kb(b: pd.Series) -> np.ndarray:
-    return float_str(py_round(b.to_numpy(np.int64) / 1024.0, 3))
+    """bytes / 1024.0 unrounded, as the analysis's SQL ``memory_input/1024.0`` (ge_info_report.
+    get_ge_model_data) printed by str(float)."""
+    return float_str(b.to_numpy(np.int64) / 1024.0)
 
 
 def fusion_op(rows: pd.DataFrame, model_id: int | None = None) -> Table | None:

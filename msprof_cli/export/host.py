@@ -270,6 +270,9 @@ def _tensor_combos(t: np.ndarray, num: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return codes, rep_all[:, :nw]
 
 
+TENSOR_KIND_FORMAT = {"in_shapes": "in_formats", "in_types": "in_formats",
+                      "in_formats": "in_formats", "out_shapes": "out_formats",
+                      "out_types": "out_formats", "out_formats": "out_formats"}
 TENSOR_OUT_COLS = ["in_shapes", "in_types", "in_formats", "out_shapes", "out_types",
                    "out_formats"]
 
@@ -327,11 +330,16 @@ def decode_tensors(data_dir: Path, log: DecodeLog, select: np.ndarray | None = N
     texts = [_tensor_text(slot_view[i].reshape(-1), L.MAX_TENSORS_PER_RECORD)
              for i in range(len(cu))]
     res = {k: [tx[j] for tx in texts] for j, k in enumerate(out_cols)}
+    # a record "has" inputs (outputs) when it holds at least one such tensor: its format list
+    # is then non-empty (every format prints a name).  Columns of a kind no record has are N/A
+    # (the analysis's TensorAddInfoParser._assemble_tensor_data), not "".
+    has = {k: [bool(f) for f in res[TENSOR_KIND_FORMAT[k]]] for k in out_cols}
     df = pd.DataFrame({
         "thread_id": c["thread_id"].astype(np.int64),
         "ts_ns": c["timestamp"].astype(np.int64),
         "op_name_hash": c["op_name"],
-        **{k: np.array(v, dtype=object)[cinv] for k, v in res.items()},
+        **{k: np.array([x if h else NA for x, h in zip(v, has[k])], dtype=object)[cinv]
+           for k, v in res.items()},
     })
     key3 = np.stack([df["ts_ns"].to_numpy(), df["thread_id"].to_numpy(),
                      df["op_name_hash"].to_numpy().view(np.int64)], axis=1)
@@ -339,16 +347,19 @@ def decode_tensors(data_dir: Path, log: DecodeLog, select: np.ndarray | None = N
     del key3
     in_multi = np.bincount(gid)[gid] > 1
     if in_multi.any():  # > 5 tensors: several records with identical keys, concatenated in order
-        df = pd.concat([df[~in_multi], _merge_multi(df, gid, in_multi, cinv, res)],
+        df = pd.concat([df[~in_multi], _merge_multi(df, gid, in_multi, cinv, res, has)],
                        ignore_index=True)
     return df
 
 
 def _merge_multi(df: pd.DataFrame, gid: np.ndarray, in_multi: np.ndarray, combo: np.ndarray,
-                 res: dict[str, list[str]]) -> pd.DataFrame:
+                 res: dict[str, list[str]], has: dict[str, list[bool]]) -> pd.DataFrame:
     """One row per multi-record tensor_info group (groups in first-appearance order): each
-    column = the non-empty per-record strings joined with ``;``.  Strings are built once per
-    distinct sequence of per-record tensor combos, never per record."""
+    input (output) column = the strings of the records holding inputs (outputs) joined with
+    ``;`` -- an empty shape string of such a record (scalars) included -- and N/A when no
+    record holds any (TensorAddInfoParser._update_hash_dict_data / _assemble_tensor_data).
+    Strings are built once per distinct sequence of per-record tensor combos, never per
+    record."""
     rows = np.flatnonzero(in_multi)
     g = gid[rows]
     order = np.argsort(g, kind="stable")
@@ -364,7 +375,9 @@ def _merge_multi(df: pd.DataFrame, gid: np.ndarray, in_multi: np.ndarray, combo:
     out = {"ts_ns": df["ts_ns"].to_numpy()[first], "thread_id": df["thread_id"].to_numpy()[first],
            "op_name_hash": df["op_name_hash"].to_numpy()[first]}
     for k, strings in res.items():
-        joined = [";".join(x for x in (strings[c] for c in row if c >= 0) if x) for row in su]
+        hk = has[k]
+        parts = [[strings[c] for c in row if c >= 0 and hk[c]] for row in su]
+        joined = [";".join(p) if p else NA for p in parts]
         out[k] = np.array(joined, dtype=object)[sinv]
     return pd.DataFrame(out)
 

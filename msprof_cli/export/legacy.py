@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from msprof_cli.raw import layouts as L
+from msprof_cli.raw.profdir import device_id_of, result_dirs
 
 from . import advice as A
 from . import msproftx as X
@@ -195,7 +196,7 @@ class _LegacyExport:
         self.ge_threads: set[int] = set()
         self.rt_threads: set[int] = set()
         self.tg_threads: set[int] = set()  # thread_group processes (dynamic shape)
-        self.has_stack = self.has_ge = self.any_tasks = False
+        self.has_stack = self.has_ge = self.any_tasks = self.any_op_rows = False
         self.l2_names = L2Names()
         # HCCL: the Communication lanes (groups, planes: also hccl json's lanes)
         self.any_comm_ops = False
@@ -206,6 +207,22 @@ class _LegacyExport:
     @property
     def step_json(self) -> JsonStream:
         return self.json["step_trace"]
+
+    @property
+    def step_outs(self) -> list[JsonStream]:
+        return [self.json["step_trace"]]
+
+    @property
+    def timelines(self) -> list[WindowTimeline]:
+        return [self.timeline]
+
+    @property
+    def overlap_sorts(self) -> list[int]:
+        """This device's Overlap Analysis sort index among the PROF's device dirs
+        (timeline.overlap_sorts): its file is the analysis's per-device file."""
+        ids = [i for i in (device_id_of(p) for p in result_dirs(self.plan.prof))
+               if i is not None] or [self.dev_id]
+        return [T.overlap_sorts(ids).get(self.dev_id, T.SORT_OVERLAP)]
 
     def _name(self, where: Path, stem: str, ext: str) -> SliceNamer:
         return SliceNamer(where, stem, self.suffix, ext)
@@ -242,7 +259,7 @@ class _LegacyExport:
         self.json = {stem: JsonStream(self._name(self.tdir, stem, "json"),
                                       self.json_slice_events) for stem in JSON_STEMS}
         self.timeline = WindowTimeline(self.json["msprof"], [self.dev_id], self.app_pid,
-                                  T.layer_slots(1)["overlap"])
+                                       T.layer_slots(1)["overlap"], self.overlap_sorts)
         self.timeline.parallel = len(self.plan) == 1
 
     def _csv(self, stem: str, header: list[str]) -> None:
@@ -295,6 +312,7 @@ class _LegacyExport:
             self.threads.update(int(x) for x in apis["thread_id"].unique())
         self.stream_ids.update(int(s) for s in tasks["stream_id"].unique())
         self.any_tasks |= len(tasks) > 0
+        self.any_op_rows |= bool(d.has_host_ops and len(rows))  # Overlap Analysis' Computing
         if self.facts.l2_records:
             self.l2_names.add(tasks)
         del data, d, t, tasks, rows, apis, me
@@ -407,11 +425,13 @@ class _LegacyExport:
         step_meta = T.step_layer(d0, self.its.drop_duplicates("model_id"), app_pid).meta
         meta = {
             "msprof": msprof_meta(self.app_pid, self.first, sw, self.threads, [self.stream_ids],
-                            self.tx_layer, step_meta if sw.get("step_trace", True) else [],
-                            [self.any_tasks or self.any_comm_ops],
-                            [T.comm_meta(self.dev_id, app_pid, (
-                                sorted(self.comm_groups), sorted(self.comm_planes)))
-                             if self.comm_groups or self.comm_planes else None]),
+                                  self.tx_layer,
+                                  [step_meta if sw.get("step_trace", True) else []],
+                                  [self.any_op_rows or self.any_comm_ops],
+                                  [T.comm_meta(self.dev_id, app_pid, (
+                                      sorted(self.comm_groups), sorted(self.comm_planes)))
+                                   if self.comm_groups or self.comm_planes else None],
+                                  self.overlap_sorts),
             "step_trace": step_meta,
             "task_time": task_scheduler_meta(app_pid, self.stream_ids),
             "ai_stack_time": stack.ai_stack_meta(app_pid),

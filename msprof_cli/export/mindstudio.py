@@ -1,7 +1,9 @@
 """Layout (b): ``PROF_X/mindstudio_profiler_output/{name}_{YYYYmmddHHMMSS}.{csv,json}``.
 
 All data of the PROF dir (all models, all iterations); devices merged, ``Device_id`` first in
-every CSV; host API rows carry the number of the PROF's (first) device (910 Python engine).
+every CSV; host API summaries (api_statistic, fusion_op) once per device, with its number (the
+analysis exports them in every device dir and merges the dirs); msprof_tx rows carry the PROF's
+first device.
 Written from the plan (outputs.py) of every device with the same cuts: a window decodes
 every device; msprof json merges them by time with a Free carry per device; the CSVs stay
 device-major -- the first device's rows go to the output, the later devices' rows are kept
@@ -29,7 +31,7 @@ from .memory import release
 from .parallel import JobPool
 from .readme import readme_text, summary_json_stem
 from .selection import ALL
-from .streams import CsvStream, DeferredRows, JsonRowsStream, JsonStream
+from .streams import CsvStream, DeferredEvents, DeferredRows, JsonRowsStream, JsonStream
 from .plan import Plan
 from .writers import SliceNamer, write_csv, write_json_rows
 from .outputs import (TASK_ROW_JOBS, TASK_ROW_STEMS, L2Names, WindowTimeline,
@@ -116,10 +118,23 @@ class _MindstudioExport:
         # the rows of the devices after the first, kept until the first's are written
         self.deferred: dict[tuple[str, int], DeferredRows | JsonRowsStream] = {}
         n = len(self.dev_ids)
-        self.timeline = WindowTimeline(self.msprof, self.dev_ids, self.app_pid,
-                                  T.layer_slots(n)["overlap"])
-        self.timeline.parallel = len(plan) == 1
-        self.step_meta: list[str] = []
+        # one timeline per device: the first writes the files, the later ones are kept
+        # (DeferredEvents) and appended after it at the end -- device-major, as the
+        # analysis's merge of its per-device files (outputs.timeline_window)
+        sorts = T.overlap_sorts(self.dev_ids)
+        self.overlap_sorts = [sorts[i] for i in self.dev_ids]
+        at = T.layer_slots(1)["overlap"]
+        self.timelines = [WindowTimeline(
+            self.msprof if j == 0 else DeferredEvents(self.name(f"msprof_device_{i}", "json")),
+            [i], self.app_pid, at, [self.overlap_sorts[j]]) for j, i in enumerate(self.dev_ids)] \
+            or [WindowTimeline(self.msprof, [], self.app_pid, at)]  # a host dir alone
+        self.timelines[0].parallel = len(plan) == 1
+        self.step_outs: list[JsonStream | DeferredEvents] = [self.step_json] + [
+            DeferredEvents(self.name(f"step_trace_device_{i}", "json"))
+            for i in self.dev_ids[1:]]
+        # msproftx events: the analysis's host file, merged after the device files
+        self.tx_out = DeferredEvents(self.name("msprof_host", "json"))
+        self.step_meta: list[list[str]] = []
         self.op_header: list[str] = []  # op_summary's (_start)
         self.tx_layer: T.Layer | None = None
         self.first: ProfData | None = None  # what is kept of the first window (slim_first)
@@ -133,6 +148,7 @@ class _MindstudioExport:
         self.model_apis: list[pd.DataFrame] = []
         self.threads: set[int] = set()
         self.stream_ids: list[set[int]] = [set() for _ in range(n)]
+        self.any_op_rows = [False] * n  # Overlap Analysis' Computing (timeline_window)
         self.l2_names = [L2Names() for _ in range(n)]
         self.use_flow = plan.has_apis()  # as msprof_layers: flows only with host API rows
 
@@ -165,8 +181,8 @@ class _MindstudioExport:
         self.first = slim_first(data)
         # the step layer's metadata depends on the models only; its events (a few hundred
         # MB of text at 10M tasks) are made per window
-        self.step_meta = [m for d in data.devices for m in T.step_layer(
-            d, d.iterations.drop_duplicates("model_id"), self.app_pid).meta]
+        self.step_meta = [T.step_layer(d, d.iterations.drop_duplicates("model_id"),
+                                       self.app_pid).meta for d in data.devices]
         tx = X.markers(data)
         if len(tx):  # msprof_tx json, and msprof json's last layer (if switched on)
             self.tx_layer = X.tx_layer(tx, self.app_pid, X.process_name(data))
@@ -209,6 +225,7 @@ class _MindstudioExport:
                 self.prev_op[j] = (int(rows["start_local"].to_numpy(np.int64)[-1]),
                                    int(rows["dur_ns"].to_numpy(np.int64)[-1]))
             self.stream_ids[j].update(int(s) for s in tasks["stream_id"].unique())
+            self.any_op_rows[j] |= bool(d.has_host_ops and len(rows))
             if self.facts[j].l2_records:
                 self.l2_names[j].add(tasks)
         if len(apis):
@@ -230,7 +247,8 @@ class _MindstudioExport:
             for j, op_stat in enumerate(op_stats):
                 if op_stat is not None:
                     self.op_stat[j].append(op_stat)
-        self.timeline, self.msprof, self.step_json = timeline, timeline.out, step_json
+        self.timelines, (self.step_outs, self.tx_out) = timeline, step_json
+        self.msprof, self.step_json = timeline[0].out, self.step_outs[0]
 
     def _summaries(self, devs: list[tuple], stems: tuple[str, ...] = TASK_ROW_STEMS):
         """The window's task_time, op_summary and aicpu rows (`stems` of them) of every
@@ -248,11 +266,11 @@ class _MindstudioExport:
                 {k: v for k, v in self.deferred.items() if k[0] in stems}, op_stats)
 
     def _timeline(self, k: int, devs: list[tuple], apis: pd.DataFrame
-                  ) -> tuple["WindowTimeline", JsonStream]:
+                  ) -> tuple[list[WindowTimeline], list]:
         """This window's msprof json layers and step_trace json events (a JobPool job):
-        returns the two outputs' state."""
+        returns the outputs' state (per device)."""
         timeline_window(self, k, devs, apis)
-        return self.timeline, self.step_json
+        return self.timelines, (self.step_outs, self.tx_out)
 
     def _device_name(self, stem: str, j: int) -> SliceNamer:
         return self.name(f"{summary_json_stem(stem)}_device_{self.dev_ids[j]}", "json")
@@ -287,24 +305,30 @@ class _MindstudioExport:
         return out.close(empty_file=empty_file)
 
     def finish(self) -> list[Path]:
-        self.timeline.finish()
+        for j, tl in enumerate(self.timelines):
+            tl.finish()
+            if j:  # the later devices' events after the first's (device-major)
+                tl.out.replay(self.msprof)
+                self.step_outs[j].replay(self.step_json)
+        self.tx_out.replay(self.msprof)
         sw = self.switches
-        step_meta = self.step_meta if sw.get("step_trace", True) else []
+        step_meta = self.step_meta if sw.get("step_trace", True) else [[]] * len(self.dev_ids)
         first = self.first
         n = len(self.dev_ids)
-        overlap = [bool(self.stream_ids[j]) or self.any_comm_ops[j] for j in range(n)]
+        overlap = [self.any_op_rows[j] or self.any_comm_ops[j] for j in range(n)]
         comm_meta = [T.comm_meta(self.dev_ids[j], self.app_pid, self.comm_lanes[j])
                      if self.comm_lanes[j] is not None else None for j in range(n)]
         meta = msprof_meta(self.app_pid, first, sw, self.threads, self.stream_ids,
                            self.tx_layer if T.layer_on("tx", sw) else None,
-                           step_meta, overlap, comm_meta)
+                           step_meta, overlap, comm_meta, self.overlap_sorts, tx_last=True)
         written: list[Path] = []
         timelines: list[str] = []
         if self.tx_layer is not None:  # msprof_tx json: the msproftx layer alone (small)
             written += _single_layer(self.name("msprof_tx", "json"), self.tx_layer,
                                      self.json_slice_events)
             timelines.append("msprof_tx")
-        outs = [("msprof", self.msprof, meta), ("step_trace", self.step_json, self.step_meta)]
+        outs = [("msprof", self.msprof, meta),
+                ("step_trace", self.step_json, [m for sm in self.step_meta for m in sm])]
         for stem, files in close_json_streams([(stem, st, head) for stem, st, head in outs]):
             if files:
                 written += files
@@ -348,8 +372,8 @@ class _MindstudioExport:
             dur = apis["dur"].to_numpy()[order]
             del apis, order
             names, levels = self.api_acc.tables()
-            emit("api_statistic", with_device(self.host_dev, S.api_statistic_of(
-                codes, dur, names, levels)))
+            table = S.api_statistic_of(codes, dur, names, levels)
+            emit("api_statistic", self._every_device(table))
             del codes, dur
         ids = self.dev_ids
         first = self.first
@@ -361,7 +385,7 @@ class _MindstudioExport:
                                    if len(d.iterations)]))
         # fusion_op: the fusion records against the model spans of every window
         fusion = F.fusion_op(window_fusion_rows(self.plan, first, self.model_apis))
-        emit("fusion_op", with_device(self.host_dev, fusion) if fusion is not None else None)
+        emit("fusion_op", self._every_device(fusion) if fusion is not None else None)
         if "aicpu" in self.csv:  # a window had AI CPU records: the file, even without rows
             got = self._close_csv("aicpu", empty_file=True)
             out.extend(got)
@@ -391,11 +415,21 @@ class _MindstudioExport:
             emit("msprof_tx", with_device(self.host_dev, X.tx_table(tx, merged=True)))
         return out
 
+    def _every_device(self, table: S.Table) -> S.Table | None:
+        """A summary of host data (api_statistic, fusion_op) in the merged file: the analysis
+        exports it in every device dir, with that device's number, and the merge
+        (MsprofOutputSummary._save_summary_data) appends the device dirs in sorted order --
+        so one copy of the rows per device, device-major (the PROF's first device alone
+        when it has no device dir)."""
+        ids = self.dev_ids or [self.host_dev]
+        return merge_tables([with_device(i, table) for i in ids])
+
     def discard(self) -> None:
         if self.jobs is not None:
             self.jobs.cancel()  # no worker writes on after the files are removed
             self.jobs = None
-        for st in (self.msprof, self.step_json, *self.csv.values(), *self.deferred.values()):
+        for st in (self.msprof, self.step_json, *self.csv.values(), *self.deferred.values(),
+                   *(tl.out for tl in self.timelines[1:]), *self.step_outs[1:], self.tx_out):
             st.discard()
 
 

@@ -67,9 +67,11 @@ class WindowTimeline:
     position of each device's Overlap Analysis layer, `layer_slots`)."""
 
     def __init__(self, out: JsonStream, device_ids: list[int], app_pid: int,
-                 overlap_at: list[int]) -> None:
+                 overlap_at: list[int], overlap_sorts: list[int] | None = None) -> None:
         self.out, self.device_ids, self.app_pid = out, device_ids, app_pid
         self.overlap_at = overlap_at
+        # per device: the sort index of its Overlap Analysis process (timeline.overlap_sorts)
+        self.overlap_sorts = overlap_sorts or [T.SORT_OVERLAP] * len(device_ids)
         self.pending: dict[int, int] = {}  # device position -> end of its last computing
         self.held: list[tuple[float, int, str]] = []  # (key, layer position, event)
         # False once no later window has computing rows (a legacy selection has ended):
@@ -127,7 +129,8 @@ class WindowTimeline:
     def _insert_free(self, j: int, first_start: int) -> None:
         begin = self.pending.pop(j)
         fkey = float(ts_sort_key(np.array([begin]))[0])
-        ev = T.free_event(self.device_ids[j], self.app_pid, begin, first_start)
+        ev = T.free_event(self.device_ids[j], self.app_pid, begin, first_start,
+                          self.overlap_sorts[j])
         # the Free lane comes after every event of its key in the layers up to its Overlap
         at_layer = self.overlap_at[j]
         at = next((i for i, (k, lp, _) in enumerate(self.held)
@@ -150,47 +153,78 @@ def _merged_last_end(start: np.ndarray, end: np.ndarray) -> int:
 
 def timeline_window(run, k: int, devs: list[tuple], apis: pd.DataFrame) -> None:
     """Window k's msprof json layers, in timeline.msprof_layers order, appended to
-    `run.timeline`, and its step_trace json events to `run.step_json` (`run`: a windowed
-    export).  `devs`: per device (device, tasks, rows, iterations, models, comm, lanes):
-    what the layout exports of the window, every model of its step-trace lanes, its HCCL
-    data of the window (or None) on the Communication `lanes` of the whole export."""
+    `run.timelines` (one WindowTimeline per device), and its step_trace json events to
+    `run.step_outs` (one output per device) -- `run`: a windowed export.  `devs`: per device
+    (device, tasks, rows, iterations, models, comm, lanes): what the layout exports of the
+    window, every model of its step-trace lanes, its HCCL data of the window (or None) on the
+    Communication `lanes` of the whole export.
+
+    Each device's timeline is the analysis's per-device file (device_N/timeline): its own
+    layers plus the whole CANN layer; the mindstudio merge (MsprofOutputSummary.
+    _insert_json_data / FileSliceHelper._pretreat_json_data) appends the device files one
+    after the other and drops a CANN event (name with ``@``) whose connection_id is not 0
+    and already seen -- so a later device keeps only the CANN events of connection_id 0
+    (project: msproftx stays with the first device)."""
     plan, sw, app_pid = run.plan, run.switches, run.app_pid
     lo_key = -np.inf if k == 0 else float(ts_sort_key(np.array([plan.cuts[k]]))[0])
     hi_key = np.inf if k == len(plan) - 1 else \
         float(ts_sort_key(np.array([plan.cuts[k + 1]]))[0])
-    slot = T.layer_slots(len(devs))
-    layers = [T.Layer()] * slot["size"]
-    steps = []
+    # mindstudio: msproftx is the host dir's own file in the analysis, merged after the
+    # device files (`run.tx_out` keeps its events until then); legacy: a layer of msprof json
+    tx_out = getattr(run, "tx_out", None)
+    if tx_out is not None and run.tx_layer is not None and T.layer_on("tx", sw):
+        tx = _restrict(run.tx_layer, lo_key, hi_key)
+        if len(tx):
+            stream = T.EventStream([tx])
+            for chunk in stream.chunks(0, len(stream), W.EVENT_CHUNK):
+                tx_out.write(chunk)
+    slot = {kind: (at[0] if isinstance(at, list) else at)
+            for kind, at in T.layer_slots(1).items()}  # one device's layer positions
+    cann = later_cann = T.Layer()
+    if T.layer_on("cann", sw):
+        cann = T.cann_layer(apis, app_pid)
+        if len(devs) > 1 and len(apis):
+            later_cann = T.cann_layer(
+                apis[apis["connection_id"].to_numpy(np.int64) == 0], app_pid)
     for j, (d, tasks, rows, its, models, comm, lanes) in enumerate(devs):
+        layers = [T.Layer()] * slot["size"]
         # the iterations that may have an event in the window's key range: [start, end]
         # meets the window widened by 1 µs (a float key spans up to 0.25 µs)
         near = its[(its["step_start_ns"].to_numpy(np.int64) < _plus(plan.cuts[k + 1]))
                    & (its["step_end_ns"].to_numpy(np.int64) >= _plus(plan.cuts[k], -1))]
-        steps.append(_restrict(T.step_layer(d, near, app_pid, models), lo_key, hi_key))
+        step = _restrict(T.step_layer(d, near, app_pid, models), lo_key, hi_key)
         if T.layer_on("step", sw):
-            layers[slot["step"][j]] = steps[-1]
+            layers[slot["step"]] = step
+        if len(step):  # step_trace json: the step layer alone
+            stream = T.EventStream([step])
+            for chunk in stream.chunks(0, len(stream), W.EVENT_CHUNK):
+                run.step_outs[j].write(chunk)
         if T.layer_on("hardware", sw):
-            layers[slot["hardware"][j]] = T.hardware_layer(d, tasks, app_pid)
+            layers[slot["hardware"]] = T.hardware_layer(d, tasks, app_pid)
         if T.layer_on("flow", sw) and run.use_flow:
-            layers[slot["flow"][j]] = T.flow_layer(d, tasks, app_pid)
+            layers[slot["flow"]] = T.flow_layer(d, tasks, app_pid)
         if comm is not None and T.layer_on("comm", sw):
-            layers[slot["comm"][j]] = T.communication_layer(d, comm, app_pid, lanes)
+            layers[slot["comm"]] = T.communication_layer(d, comm, app_pid, lanes)
+        # Computing: the op_summary rows -- none without them (no host data: the analysis
+        # has no op summary db, PipelineOverlapViewer.get_timeline_data)
+        busy_rows = rows if d.has_host_ops else rows.iloc[:0]
         if T.layer_on("overlap", sw):
-            layers[slot["overlap"][j]] = T.overlap_layer(d, rows, app_pid, comm)
-    steps = [lay for lay in steps if len(lay)]
-    if steps:  # step_trace json: the step layers alone
-        stream = T.EventStream(steps)
-        for chunk in stream.chunks(0, len(stream), W.EVENT_CHUNK):
-            run.step_json.write(chunk)
-    if T.layer_on("cann", sw):
-        layers[slot["cann"]] = T.cann_layer(apis, app_pid)
-    if run.tx_layer is not None and T.layer_on("tx", sw):
-        layers[slot["tx"]] = _restrict(run.tx_layer, lo_key, hi_key)
-    none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    busy = [(rows["start_local"].to_numpy(np.int64), rows["end_local"].to_numpy(np.int64))
-            if T.layer_on("overlap", sw) and len(rows) else none
-            for _, _, rows, _, _, _, _ in devs]
-    run.timeline.window(layers, busy)
+            layers[slot["overlap"]] = T.overlap_layer(d, busy_rows, app_pid, comm,
+                                                      run.overlap_sorts[j])
+        layers[slot["cann"]] = cann if j == 0 else later_cann
+        if j == 0 and tx_out is None and run.tx_layer is not None and T.layer_on("tx", sw):
+            layers[slot["tx"]] = _restrict(run.tx_layer, lo_key, hi_key)
+        busy = (busy_rows["start_local"].to_numpy(np.int64),
+                busy_rows["end_local"].to_numpy(np.int64)) \
+            if T.layer_on("overlap", sw) and len(busy_rows) \
+            else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        run.timelines[j].window(layers, [busy])
+    if not devs:  # a host dir alone: the CANN (and msproftx) layers
+        layers = [T.Layer()] * slot["size"]
+        layers[slot["cann"]] = cann
+        if tx_out is None and run.tx_layer is not None and T.layer_on("tx", sw):
+            layers[slot["tx"]] = _restrict(run.tx_layer, lo_key, hi_key)
+        run.timelines[0].window(layers, [])
 
 
 # the per-task CSVs of a window (write_task_rows), and how a one-window plan splits them
@@ -356,23 +390,36 @@ def comm_in_window(comm: T.CommData, lo: int, hi: int) -> T.CommData:
 
 
 def msprof_meta(app_pid: int, first: ProfData, switches: dict, threads: set[int],
-          stream_ids: list[set[int]], tx_layer: T.Layer | None, step_meta: list[str],
-          overlap: list[bool], comm_meta: list[list[str] | None]) -> list[str]:
-    """The msprof json metadata of the whole export (timeline.msprof_layers order; per
-    device: its streams, whether it has an Overlap Analysis layer, its Communication
-    metadata or None)."""
-    devs = first.devices
-    parts: dict[str, list[str]] = {"step": list(step_meta)}
-    if T.layer_on("cann", switches) and threads:
-        parts["cann"] = T.cann_meta(app_pid, threads)
-    if T.layer_on("hardware", switches):
-        parts["hardware"] = [m for d, streams in zip(devs, stream_ids) if streams
-                             for m in T.hardware_meta(d.device_id, app_pid, streams)]
-    if T.layer_on("comm", switches):
-        parts["comm"] = [m for cm in comm_meta for m in (cm or [])]
-    if T.layer_on("overlap", switches):
-        parts["overlap"] = [m for d, on in zip(devs, overlap) if on
-                            for m in T.overlap_layer(d, d.tasks.iloc[:0], app_pid, None).meta]
-    if tx_layer is not None:
-        parts["tx"] = list(tx_layer.meta)
-    return T.in_layer_order(parts)
+                stream_ids: list[set[int]], tx_layer: T.Layer | None,
+                step_meta: list[list[str]], overlap: list[bool],
+                comm_meta: list[list[str] | None], overlap_sorts: list[int],
+                tx_last: bool = False) -> list[str]:
+    """The msprof json metadata of the whole export: per device (its streams, step-trace
+    metadata, whether it has an Overlap Analysis layer and its sort index, its
+    Communication metadata or None) a block in timeline.msprof_layers order, the CANN
+    process in every block -- the analysis's per-device files each hold it, and the merge
+    keeps every metadata event (FileSliceHelper._pretreat_json_data); msproftx in the
+    first block, or (`tx_last`: mindstudio, the host dir's own file) after every block."""
+    out: list[str] = []
+    if not first.devices:  # a host dir alone
+        parts = {"cann": T.cann_meta(app_pid, threads)
+                 if T.layer_on("cann", switches) and threads else [],
+                 "tx": list(tx_layer.meta) if tx_layer is not None else []}
+        return T.in_layer_order(parts)
+    for j, d in enumerate(first.devices):
+        parts: dict[str, list[str]] = {"step": list(step_meta[j])}
+        if T.layer_on("cann", switches) and threads:
+            parts["cann"] = T.cann_meta(app_pid, threads)
+        if T.layer_on("hardware", switches) and stream_ids[j]:
+            parts["hardware"] = T.hardware_meta(d.device_id, app_pid, stream_ids[j])
+        if T.layer_on("comm", switches):
+            parts["comm"] = list(comm_meta[j] or [])
+        if T.layer_on("overlap", switches) and overlap[j]:
+            parts["overlap"] = T.overlap_layer(d, d.tasks.iloc[:0], app_pid, None,
+                                               overlap_sorts[j]).meta
+        if j == 0 and tx_layer is not None and not tx_last:
+            parts["tx"] = list(tx_layer.meta)
+        out += T.in_layer_order(parts)
+    if tx_last and tx_layer is not None:
+        out += list(tx_layer.meta)
+    return out

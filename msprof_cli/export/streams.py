@@ -333,3 +333,45 @@ class DeferredRows:
 
     def discard(self) -> None:
         self.slices.discard()
+
+
+class DeferredEvents:
+    """Chrome-trace events of a device after the first, kept (pickled chunks of event
+    strings in a temporary file) until the events of the devices before are written: the
+    mindstudio msprof / step_trace json are device-major (the analysis appends its
+    per-device files) while the windows come in time order.  Takes what a JsonStream takes
+    from a WindowTimeline (`write`, `write_stream`); `replay` appends the events to the
+    output stream.  Keeps no file open between writes (pickles)."""
+
+    def __init__(self, paths: SliceNamer) -> None:
+        self.slices = _Slices(paths)
+        self.parts = 0
+        self.total = 0
+
+    def write(self, events: list[str]) -> None:
+        if not events:
+            return
+        if not self.slices.tmps:
+            self.slices.new()
+        try:
+            with open(self.slices.tmps[-1], "ab") as fh:
+                pickle.dump(list(events), fh, protocol=pickle.HIGHEST_PROTOCOL)
+        except OSError as exc:
+            raise W.write_error(self.slices.paths.single(), exc) from None
+        self.parts += 1
+        self.total += len(events)
+
+    def write_stream(self, stream, lo: int, hi: int, parallel: bool = False) -> None:
+        for chunk in stream.chunks(lo, hi, W.EVENT_CHUNK):
+            self.write(chunk)
+
+    def replay(self, out: JsonStream) -> None:
+        """Write the kept events to `out`, then remove the temporary file."""
+        if self.parts:
+            with open(self.slices.tmps[-1], "rb") as fh:
+                for _ in range(self.parts):
+                    out.write(pickle.load(fh))
+        self.discard()
+
+    def discard(self) -> None:
+        self.slices.discard()

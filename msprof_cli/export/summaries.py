@@ -198,11 +198,18 @@ def op_statistic(rows: pd.DataFrame, agg: pd.DataFrame | None = None) -> Table:
     """`agg`: the rows' `op_statistic_agg` when already known (windowed export)."""
     if agg is None:
         agg = op_statistic_agg(rows)
-    agg = agg.copy()
+    agg = agg[agg["op_type"] != NA].reset_index(drop=True)  # the viewer's op_type != 'N/A'
     total_all = agg["total"].sum()
-    total_us = agg["total"].to_numpy(np.int64) / 1000.0
+    total_ns = agg["total"].to_numpy(np.int64)
+    total_us = total_ns / 1000.0
     count = agg["count"].to_numpy(np.int64)
-    ratio = py_round(total_us / (total_all / 1000.0) * 100, 3) if total_all else np.zeros(len(agg))
+    # OpCounterOpSceneCalculator.create_report: ratio = round(total / ΣTotal * 100, 6), then the
+    # viewer (ReportOPCounter._format_statistic_data) rounds it to 3; Avg = SQLite
+    # sum(duration) / count(op_type) over INTEGER ns -- an integer division -- then / 1000
+    # rounded to 3.
+    ratio = py_round(py_round(total_ns / float(total_all) * 100, 6), 3) if total_all \
+        else np.zeros(len(agg))
+    avg_ns = total_ns // np.maximum(count, 1)
     agg["_total_us"] = total_us
     order = np.argsort(-total_us, kind="stable")
     df = pd.DataFrame({
@@ -211,7 +218,7 @@ def op_statistic(rows: pd.DataFrame, agg: pd.DataFrame | None = None) -> Table:
         "Count": int_str(count),
         "Total Time(us)": float_str(py_round(total_us, 3)),
         "Min Time(us)": dur_str(agg["min"].to_numpy(np.int64)),
-        "Avg Time(us)": float_str(py_round(total_us / np.maximum(count, 1), 3)),
+        "Avg Time(us)": float_str(py_round(avg_ns / 1000.0, 3)),
         "Max Time(us)": dur_str(agg["max"].to_numpy(np.int64)),
         "Ratio(%)": float_str(ratio),
     }).iloc[order].reset_index(drop=True)
@@ -324,9 +331,12 @@ def api_statistic_of(codes: np.ndarray, dur_ns: np.ndarray, names: np.ndarray,
         "Max(us)": dur_str(agg["max"].to_numpy(np.int64)),
         "Variance": float_str(py_round(sq / count, 3)),
     })
-    # ordered by (API Name, Level), byte order
-    key = (df["API Name"].astype(str) + "\x00" + df["Level"].astype(str)).to_numpy()
-    order = np.argsort(np.array([k.encode("utf-8") for k in key], dtype=object), kind="stable")
+    # ordered by (API Name, Level) in byte order (the analysis's SQLite ``ORDER BY api_name,
+    # level``, ApiDataViewModel.get_api_statistic_data); one key per group, a prefix first
+    # (``X`` before ``X_1``: a "\x00"-joined string key does not survive pandas' str ops)
+    key = list(zip((str(x).encode("utf-8") for x in df["API Name"].to_numpy(object)),
+                   (str(x).encode("utf-8") for x in df["Level"].to_numpy(object))))
+    order = sorted(range(len(key)), key=key.__getitem__)
     return API_STATISTIC, df.iloc[order].reset_index(drop=True)
 
 

@@ -266,23 +266,17 @@ def hardware_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
             '"Batch Id": %d, "Subtask Id": ' + str(CONTEXT_ID_910) + '%s}, "ph": "X"}')
 
     name_j, kind_j = JCol(name), JCol(kind)
-    tmpl_c = tmpl.replace("%s}", ', "connection_id": %d}')  # with the arg
-    tmpl_n = tmpl.replace("%s}", "}")  # without (task with no host task_track)
+    # a task without a host task_track: "connection_id": -1 (the analysis's
+    # AscendTaskGenerator._gen_top_down_task_by_device_task, DEFAULT_INVALID_VALUE)
+    cid = np.where(cid < 0, -1, cid)
+    tmpl_c = tmpl.replace("%s}", ', "connection_id": %d}')
 
     def render(idx: np.ndarray) -> list[str]:
         st = stream[idx].tolist()
         w, f = us_parts(start[idx])
-        c = cid[idx]
         cols = (name_j.take(idx), st, w, f, dur_text(dur[idx]), model[idx].tolist(),
                 kind_j.take(idx), st, task[idx].tolist(), batch[idx].tolist())
-        if not (c < 0).any():
-            return list(map(tmpl_c.__mod__, zip(*cols, c.tolist())))
-        out = np.array(list(map(tmpl_n.__mod__, zip(*cols))), dtype=object)
-        has = np.flatnonzero(c >= 0)
-        if len(has):
-            sub = tuple(np.asarray(col, dtype=object)[has].tolist() for col in cols)
-            out[has] = list(map(tmpl_c.__mod__, zip(*sub, c[has].tolist())))
-        return out.tolist()
+        return list(map(tmpl_c.__mod__, zip(*cols, cid[idx].tolist())))
 
     return Layer(m, keys=ts_sort_key(start), render=render)
 
@@ -466,21 +460,33 @@ def overlap_templates(pid: int) -> list[str]:
                                         "Communication(Not Overlapped)", "Free"))]
 
 
-def free_event(device_id: int, app_pid: int, begin: int, end: int) -> str:
+def overlap_sorts(device_ids: list[int]) -> dict[int, int]:
+    """Process sort index of each device's Overlap Analysis layer.  The process is not in
+    the analysis's LAYER_INFO_MAP: MsprofTimeline.get_layer_info gives it the next index
+    from 19 on, and that counter lives in a singleton across the device dirs, which
+    ExportCommand._process_sub_dirs visits in reverse name order (``device_1`` before
+    ``device_0``).  So with one device 20; with several the last dir name gets 20, the one
+    before 21, ... (the sort index is also part of the pid)."""
+    names = sorted((f"device_{d}", d) for d in device_ids)
+    return {d: SORT_OVERLAP + i for i, (_, d) in enumerate(reversed(names))}
+
+
+def free_event(device_id: int, app_pid: int, begin: int, end: int,
+               sort: int = SORT_OVERLAP) -> str:
     """One Overlap Analysis ``Free`` event [begin, end) (local ns), as `overlap_layer` prints
     it (the windowed export adds the gap between two windows' computing with it)."""
-    tmpl = overlap_templates(pid_of(app_pid, SORT_OVERLAP, device_id))[3]
+    tmpl = overlap_templates(pid_of(app_pid, sort, device_id))[3]
     w, f = us_parts(np.array([begin]))
     return tmpl % (w[0], f[0], dur_text(np.array([end - begin]))[0])
 
 
 def overlap_layer(dev: DeviceData, rows: pd.DataFrame, app_pid: int,
-                  comm: CommData | None = None) -> Layer:
+                  comm: CommData | None = None, sort: int = SORT_OVERLAP) -> Layer:
     """Computing = union of the op_summary task intervals; Communication = union of the HCCL
     op executions; Communication(Not Overlapped) = Communication minus Computing; Free = the
     parts of [first task start, last task end] covered by neither (timeline.md 7)."""
-    pid = pid_of(app_pid, SORT_OVERLAP, dev.device_id)
-    m = process_meta(pid, "Overlap Analysis", f"NPU {dev.device_id}", SORT_OVERLAP,
+    pid = pid_of(app_pid, sort, dev.device_id)
+    m = process_meta(pid, "Overlap Analysis", f"NPU {dev.device_id}", sort,
                      [(0, "Computing", None), (1, "Communication", None),
                       (2, "Communication(Not Overlapped)", None), (3, "Free", None)])
     ops = comm.ops if comm is not None else None

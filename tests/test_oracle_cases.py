@@ -1,0 +1,165 @@
+"""Our mindstudio export equals the real msprof analysis's export of the same raw data, cell
+for cell and event for event (issue 15 §2).
+
+The real tool's files (tests/oracle/expected.tar.xz, see tests/oracle/README.md) were written
+by the open-source analysis from the raw PROF dirs frozen in tests/corpus/raw.tar.xz.  Each
+case exports its raw dir with msprof_cli (`--layout mindstudio`) and compares every summary
+CSV cell (columns by name, rows by position, exact text; our deliberate `Block Dim` header
+for the 2026 analysis's `Block Num`) and every msprof / step_trace json event (by position,
+as parsed JSON).  The exceptions are listed here, each with its reason (docs/export.md 9).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from msprof_cli.export.api import run_export
+from msprof_cli.export import timeline as T
+from tests.corpus import build as corpus
+
+EXPECTED_TAR = Path(__file__).resolve().parent / "oracle" / "expected.tar.xz"
+ALIAS = {"Block Num": "Block Dim", "Mix Block Num": "Mix Block Dim"}
+
+# case -> (corpus raw case, change of the raw copy that both sides exported)
+CASES = {
+    "oracle_eager": ("oracle_eager", None),
+    "oracle_keras_bn": ("oracle_keras_bn", None),
+    "oracle_tf1_aicpu": ("oracle_tf1_aicpu", None),
+    "oracle_mirrored_hccl": ("oracle_mirrored_hccl", None),
+    "oracle_eager_nohost": ("oracle_eager", "host"),  # no host data at all
+    "ascend910_small": ("ascend910_small", None),
+    "dynamic_shape": ("dynamic_shape", None),
+    "rich_two_devices": ("rich_two_devices", None),
+    "two_devices_hccl": ("two_devices_hccl", None),
+}
+
+# Exception 1 -- raw data, not the export (issue 15 §1, the device raw writer; out of scope
+# here): records our collector writes that the real analysis does not read, removed from our
+# copy before our export: AI CPU tasks (aicpu.data), memcpy tasks (ts_track rptType 11), HCCL
+# steps (host hccl_info).  The analysis's export of the same dir simply lacks them.
+RAW_UNREAD = ("aicpu.data", "ts_track rptType 11", "hccl_info")
+# Exception 2 -- kept, the real tool is plainly wrong: step_trace rows of an iteration without
+# AllReduce data are shorter than the header (a ragged CSV, RFC 4180 2.4); ours prints N/A.
+RAGGED = {"step_trace"}
+# Exception 3 -- open (not fixed yet, listed in the report of issue 15): msproftx.  The
+# analysis writes Device_id "host" and N/A for the fields a range / marker does not carry,
+# no mark_id arg, and an "MsTx_{id}" flow start; its files and events are left out here.
+OPEN_FILES = {"msprof_tx.csv", "msprof_tx.json"}
+TX_SORT, HOST_SLOT = 6, 31
+
+
+def _drop_unread(prof: Path) -> None:
+    for f in prof.glob("device_*/data/aicpu.data.*"):
+        f.unlink()
+    for f in prof.glob("host/data/*hccl_info*"):
+        f.unlink()
+    for f in prof.glob("device_*/data/ts_track.data.*"):
+        rec = np.fromfile(f, np.uint8).reshape(-1, 40)
+        rec[rec[:, 1] != 11].tofile(f)
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory) -> dict[str, Path]:
+    return corpus.unpack(tmp_path_factory.mktemp("oracle_raw"))
+
+
+@pytest.fixture(scope="module")
+def expected(tmp_path_factory) -> Path:
+    dest = tmp_path_factory.mktemp("oracle_expected")
+    with tarfile.open(EXPECTED_TAR, "r:xz") as tar:
+        tar.extractall(dest, filter="data")
+    return dest
+
+
+def _ours(raw: dict[str, Path], case: str, tmp: Path) -> Path:
+    src, change = CASES[case]
+    prof = tmp / raw[src].name
+    shutil.copytree(raw[src], prof)
+    for p in prof.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    if change == "host":
+        shutil.rmtree(prof / "host")
+    _drop_unread(prof)
+    run_export(prof, layout="mindstudio", quiet=True)
+    out = {}
+    for f in (prof / "mindstudio_profiler_output").iterdir():
+        if f.suffix in (".csv", ".json"):
+            out[f.name.rsplit("_", 1)[0] + f.suffix] = f
+    return out
+
+
+def _rows(p: Path) -> tuple[list[str], list[list[str]]]:
+    with open(p, newline="", encoding="utf-8-sig") as fh:
+        rows = list(csv.reader(fh))
+    return rows[0], rows[1:]
+
+
+def compare_csv(stem: str, real: Path, ours: Path) -> tuple[int, int, list[str]]:
+    (hr, rr), (ho, ro) = _rows(real), _rows(ours)
+    # repeated headers (step_trace's Reduce pairs) by position among equal names
+    col_of, seen = [], {}
+    for h in hr:
+        name = ALIAS.get(h, h)
+        k = seen.get(name, 0)
+        seen[name] = k + 1
+        idx = [i for i, x in enumerate(ho) if x == name]
+        col_of.append(idx[k] if k < len(idx) else None)
+    cells = equal = 0
+    bad: list[str] = []
+    for i in range(max(len(rr), len(ro))):
+        a = rr[i] if i < len(rr) else None
+        b = ro[i] if i < len(ro) else None
+        for c, h in enumerate(hr):
+            cells += 1
+            va = a[c] if a is not None and c < len(a) else None
+            j = col_of[c]
+            vb = b[j] if b is not None and j is not None and j < len(b) else None
+            ok = va == vb or (stem in RAGGED and a is not None and c >= len(a) and vb == "N/A")
+            equal += ok
+            if not ok and len(bad) < 5:
+                bad.append(f"{stem} row {i} {h!r}: real {va!r} ours {vb!r}")
+    return cells, equal, bad
+
+
+def _events(p: Path) -> list[dict]:
+    with open(p, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def compare_json(stem: str, real: Path, ours: Path) -> tuple[int, int, list[str]]:
+    er, eo = _events(real), _events(ours)
+    if stem == "msprof.json":  # exception 3: the msproftx layer
+        tx = {e["pid"] for e in er + eo if e.get("ph") == "M" and e.get("name") == "process_sort_index"
+              and e["args"].get("sort_index") == TX_SORT}
+        er = [e for e in er if e.get("pid") not in tx or e.get("ph") == "M"]
+        eo = [e for e in eo if e.get("pid") not in tx or e.get("ph") == "M"]
+    n = max(len(er), len(eo))
+    equal = sum(a == b for a, b in zip(er, eo))
+    bad = [f"{stem} event {i}: real {a} ours {b}" for i, (a, b) in enumerate(zip(er, eo))
+           if a != b][:5]
+    if len(er) != len(eo):
+        bad.append(f"{stem}: {len(er)} real events, {len(eo)} ours")
+    return n, equal, bad
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_mindstudio_export_equals_the_real_analysis(raw, expected, case, tmp_path):
+    ours = _ours(raw, case, tmp_path)
+    real = {f.name: f for f in (expected / case).iterdir()}
+    assert sorted(set(real) - OPEN_FILES) == sorted(set(ours) - OPEN_FILES), \
+        "the same files"
+    cells = equal = 0
+    bad: list[str] = []
+    for name in sorted(set(real) - OPEN_FILES):
+        cmp = compare_csv if name.endswith(".csv") else compare_json
+        c, e, b = cmp(name.rsplit(".", 1)[0] if name.endswith(".csv") else name,
+                      real[name], ours[name])
+        cells, equal, bad = cells + c, equal + e, bad + b
+    assert not bad, f"{case}: {equal}/{cells} equal\n" + "\n".join(bad)
+    assert equal == cells
