@@ -24,10 +24,11 @@ from .dataset import ProfData, load_prof
 from .legacy import Advice
 from .memory import release, tune_allocator
 from .plan import Plan, plan_devices, plan_export
-from . import db_output
+from . import db_output, timeline_index
 from .windows import NotWindowable, check_selection, device_ids
 from .selection import ModelChoice, check_args
 from .parallel import usable_cores
+from .streams import SLICE_INDEX
 from .writers import CSV_SLICE_ROWS, JSON_SLICE_EVENTS, clean_stale_temps
 
 LAYOUTS = ("legacy", "mindstudio")
@@ -170,6 +171,7 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
             progress.update(task, description=text, advance=advance)
     try:
         for prof in profs:
+            SLICE_INDEX.clear()  # a failed earlier export's entries are not this PROF dir's
             _check_prof(prof, result)
             _check_has_data(prof)
             say(f"[INFO] Start export data in {prof}.")
@@ -182,6 +184,10 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
                     csv_slice_rows, json_slice_events, stage, summary_format, all_models))
                 for choice in result.models[n:]:
                     say(f"[INFO] {choice.describe(all_models)}")
+            index = timeline_index.write(prof, SLICE_INDEX)
+            SLICE_INDEX.clear()
+            if index is not None:
+                result.files.append(index)
             for line in open_first(result.files, prof):
                 say(f"[INFO] {line}")
             _finish(prof, clear, say)
@@ -278,7 +284,7 @@ def open_first(files: list[Path], prof: Path) -> list[str]:
     groups: dict[tuple[Path, str], list[tuple[int, Path]]] = {}
     for f in files:
         if f.suffix != ".json" or prof not in f.parents or not f.name.startswith("msprof_") \
-                or f.name.startswith("msprof_tx"):
+                or f.name.startswith(("msprof_tx", "msprof_cli_")):
             continue
         m = _SLICE.match(f.name)
         key = _SLICE.sub("msprof_", f.name) if m else f.name
@@ -287,8 +293,9 @@ def open_first(files: list[Path], prof: Path) -> list[str]:
     for (_, _), parts in list(groups.items())[:4]:
         parts.sort()
         first = parts[0][1].relative_to(prof)
-        more = (f" (slice 0 of {len(parts)}, in time order: the next slices hold the later "
-                f"steps)" if len(parts) > 1 else "")
+        index = prof / timeline_index.INDEX_NAME
+        more = (f" (slice 0 of {len(parts)}, with the first steps; {index.name} says which "
+                f"slice holds which iterations)" if len(parts) > 1 else "")
         out.append(f"Timeline to open first: {prof.name}/{first}{more} -- in "
                    f"https://ui.perfetto.dev or chrome://tracing.")
     return out

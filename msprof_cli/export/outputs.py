@@ -139,7 +139,8 @@ class WindowTimeline:
 
     def _flush(self) -> None:
         for lo in range(0, len(self.held), W.EVENT_CHUNK):
-            self.out.write([e for _, _, e in self.held[lo:lo + W.EVENT_CHUNK]])
+            part = self.held[lo:lo + W.EVENT_CHUNK]
+            self.out.write([e for _, _, e in part], [k for k, _, _ in part])
         self.held = []
 
     def finish(self) -> None:

@@ -189,6 +189,11 @@ def summary_stream(summary_format: str, paths: SliceNamer, header: list[str],
     return CsvStream(paths, header, slice_rows)
 
 
+# the sliced Chrome traces closed by this process: per trace, (final path, first µs, last µs)
+# per slice, in order; export.api writes them into the PROF dir's timeline index and clears
+SLICE_INDEX: list[list[tuple[Path, float | None, float | None]]] = []
+
+
 class JsonStream:
     """A Chrome-trace array appended window by window (event strings in their final order);
     the jobs of ``close_jobs(meta)`` (outputs.close_json_streams) write it as
@@ -199,14 +204,41 @@ class JsonStream:
         self.slice_events = slice_events
         self.in_slice = 0
         self.total = 0
+        # per slice, the times (µs) its events span, when known (events given as a sorted
+        # timeline.EventStream): the slice index of a sliced timeline (SLICE_INDEX)
+        self.ranges: dict[int, list[float]] = {}
 
-    def write(self, events: list[str]) -> None:
+    def _note_ranges(self, stream, lo: int, hi: int) -> None:
+        """The slices events [lo, hi) of `stream` will land in (the same arithmetic as
+        `write`), and the times they cover."""
+        if not hasattr(stream, "key_range") or hi <= lo:
+            return
+        k, in_slice, pos = len(self.slices.tmps) - 1, self.in_slice, lo
+        while pos < hi:
+            if k < 0 or in_slice == self.slice_events:
+                k, in_slice = k + 1, 0
+            take = min(hi - pos, self.slice_events - in_slice)
+            a, b = stream.key_range(pos, pos + take)
+            got = self.ranges.setdefault(k, [a, b])
+            got[0], got[1] = min(got[0], a), max(got[1], b)
+            pos += take
+            in_slice += take
+
+    def write(self, events: list[str], keys: list[float] | None = None,
+              span: tuple[float, float] | None = None) -> None:
+        """Append event strings; for the slice index, `keys` (their times, µs) or `span`
+        (times bracketing them all)."""
         lo = 0
         while lo < len(events):
             if not self.slices.tmps or self.in_slice == self.slice_events:
                 self.slices.new()
                 self.in_slice = 0
             take = min(len(events) - lo, self.slice_events - self.in_slice)
+            if (keys is not None or span is not None) and take:
+                a, b = span if keys is None else (min(keys[lo:lo + take]),
+                                                  max(keys[lo:lo + take]))
+                got = self.ranges.setdefault(len(self.slices.tmps) - 1, [a, b])
+                got[0], got[1] = min(got[0], a), max(got[1], b)
             try:
                 with self.slices.append() as fh:
                     if self.in_slice:
@@ -223,6 +255,7 @@ class JsonStream:
         `parallel` (a one-window plan: nothing else is decoded meanwhile): above
         PIECE_EVENTS they are rendered as pieces by forked jobs (parallel.run_jobs), none
         across a slice boundary, and each piece's text is appended -- the same bytes."""
+        self._note_ranges(stream, lo, hi)
         if not parallel or hi - lo <= W.PIECE_EVENTS or not parallel_available():
             for chunk in stream.chunks(lo, hi, W.EVENT_CHUNK):
                 self.write(chunk)
@@ -282,6 +315,10 @@ class JsonStream:
             self.discard()
             return []
         head = "[" + ", ".join(meta) + (", " if meta else "")
+        targets = self.slices.targets()
+        if len(targets) > 1:
+            SLICE_INDEX.append([(t, *self.ranges.get(k, (None, None)))
+                                for k, t in enumerate(targets)])
 
         def job(body: list[Path], target: Path) -> list[Path]:
             with AtomicFile(target) as fh:
@@ -348,29 +385,31 @@ class DeferredEvents:
         self.parts = 0
         self.total = 0
 
-    def write(self, events: list[str]) -> None:
+    def write(self, events: list[str], keys: list[float] | None = None,
+              span: tuple[float, float] | None = None) -> None:
         if not events:
             return
         if not self.slices.tmps:
             self.slices.new()
         try:
             with open(self.slices.tmps[-1], "ab") as fh:
-                pickle.dump(list(events), fh, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump((list(events), keys, span), fh, protocol=pickle.HIGHEST_PROTOCOL)
         except OSError as exc:
             raise W.write_error(self.slices.paths.single(), exc) from None
         self.parts += 1
         self.total += len(events)
 
     def write_stream(self, stream, lo: int, hi: int, parallel: bool = False) -> None:
-        for chunk in stream.chunks(lo, hi, W.EVENT_CHUNK):
-            self.write(chunk)
+        for a, chunk in zip(range(lo, hi, W.EVENT_CHUNK), stream.chunks(lo, hi, W.EVENT_CHUNK)):
+            self.write(chunk, span=stream.key_range(a, min(a + W.EVENT_CHUNK, hi)))
 
     def replay(self, out: JsonStream) -> None:
         """Write the kept events to `out`, then remove the temporary file."""
         if self.parts:
             with open(self.slices.tmps[-1], "rb") as fh:
                 for _ in range(self.parts):
-                    out.write(pickle.load(fh))
+                    events, keys, span = pickle.load(fh)
+                    out.write(events, keys, span)
         self.discard()
 
     def discard(self) -> None:

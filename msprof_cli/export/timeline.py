@@ -58,6 +58,9 @@ class Layer:
         return self.events[idx].tolist()
 
 
+KEY_STEP = 1024
+
+
 class EventStream:
     """The events of several layers stably sorted by key (float(ts)), rendered on demand.
 
@@ -71,6 +74,11 @@ class EventStream:
         keys = np.concatenate([lay.keys for lay in layers]) if layers \
             else np.zeros(0, np.float64)
         order = np.argsort(keys, kind="stable")
+        # every `key_step`-th sorted key (µs): enough to say which times a slice of the stream
+        # covers (the slice index, issue 20 item 7); at most ~8k keys (64 KB)
+        self.key_step = max(1, min(KEY_STEP, len(order) // 8192))
+        self.sampled = keys[order[::self.key_step]] if len(order) else np.zeros(0, np.float64)
+        self.last_key = float(keys[order[-1]]) if len(order) else 0.0
         del keys
         # int32 positions and no sort keys kept (the callers' layers keep theirs): at 1M
         # tasks ~6M events, 72 MB less for the whole export
@@ -81,6 +89,15 @@ class EventStream:
 
     def __len__(self) -> int:
         return len(self.order)
+
+    def key_range(self, lo: int, hi: int) -> tuple[float, float]:
+        """Times (µs) bracketing sorted events [lo, hi): a lower bound of the first one's
+        and an upper bound of the last one's (within `key_step` events)."""
+        s, step = self.sampled, self.key_step
+        first = float(s[min(lo // step, len(s) - 1)])
+        k = (hi - 1) // step + 1
+        last = float(s[k]) if k < len(s) else self.last_key
+        return first, last
 
     def __iter__(self):
         for chunk in self.chunks(0, len(self), 100_000):
