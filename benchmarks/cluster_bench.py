@@ -112,7 +112,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--ranks", type=int, default=16)
     ap.add_argument("--tasks", type=int, default=100_000)
     ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--modes", default="serial,job pool,dask",
+                    help="which of: serial, job pool, dask (comma separated)")
     a = ap.parse_args(argv)
+    modes = {m.strip() for m in a.modes.split(",")}
     work = a.work or Path(tempfile.gettempdir()) / f"msprof_cluster_bench_{a.ranks}x{a.tasks}"
     work.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -120,6 +123,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                                 {"MSPROF_EXPORT_WORKERS": "1"}),
                                ("job pool", ["--distributed", "off"], {}),
                                ("dask", ["--distributed", "local"], {})):
+        if name not in modes:
+            continue
         job = make_job(work, a.ranks, a.tasks)
         os.sync()
         env = {**os.environ, **extra}

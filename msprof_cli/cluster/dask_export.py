@@ -16,8 +16,8 @@ Where it runs:
   PROF dirs holding at least `DASK_MIN_BYTES` of raw data in all on a machine with at least
   `DASK_MIN_CORES` usable cores.  Otherwise the PROF dirs are exported one after the other,
   each with the fork job pool (parallel.py): starting a LocalCluster costs 2-3 s, more than a
-  small job, and on 2 cores the job pool already keeps both busy (16 ranks x 100k tasks:
-  job pool 56 s, Dask 67 s, serial 140 s; docs/performance.md).
+  small job.  (16 ranks x 100k tasks on 2 cores, two runs under other sessions' load: Dask
+  67 s / 49 s, job pool 56 s / 89 s, serial 140 s; docs/performance.md.)
 * `local` forces the LocalCluster, `off` the serial export.
 
 In a LocalCluster every worker exports with one core (`MSPROF_EXPORT_WORKERS=1`): the
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 DASK_MIN_BYTES = 256 * 1024 * 1024
-DASK_MIN_CORES = 4  # below, each export's fork job pool already fills the cores
+DASK_MIN_CORES = 2  # ranks in parallel keep every core busy; one export alone has serial phases
 MODES = ("auto", "local", "off")
 KILL_ENV = "MSPROF_TEST_KILL_EXPORT"  # tests: "<PROF name>[:always]" kills that rank's worker
 
