@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .dataset import DeviceData, ProfData
+from .dataset import DeviceData, ProfData, comm_ops  # noqa: F401 (comm_ops: see dataset)
 from .fmt import float_str, int_str, py_round
 from .hccl import OP_COLS, device_rank, hccl_records, op_executions, rank_ids, step_args
 from .selection import ALL, Selection, in_window
@@ -42,6 +42,10 @@ def hccl_rows(dev: DeviceData, data: ProfData | None = None, sel: Selection = AL
               ) -> pd.DataFrame:
     """Communication op executions of `dev` (OP_COLS), by start: from hccl_info, else from
     the HCCL device tasks; `sel` keeps the executions intersecting the export window."""
+    if dev.comm_ops is not None:  # the steps are device tasks (comm_ops)
+        c = dev.comm_ops
+        out = c[in_window(c["start_local"], c["end_local"], sel)][OP_COLS]
+        return out.sort_values("start_local", kind="stable", ignore_index=True)
     out = op_executions(data, dev, sel) if data is not None else pd.DataFrame(columns=OP_COLS)
     if len(out) == 0:
         out = _from_tasks(dev, data, sel)
@@ -63,14 +67,15 @@ def device_comm(data: ProfData, dev: DeviceData, sel: Selection = ALL) -> CommDa
 
 def communication_statistic(rows: pd.DataFrame) -> tuple[list[str], pd.DataFrame]:
     """Per OP Type: Count, Total/Min/Avg/Max µs, Ratio of the total (op_statistic rules)."""
-    g = rows.groupby("op_type", sort=True)["dur_ns"]
+    g = rows.groupby("op_type", sort=False)["dur_ns"]  # in order of first appearance
     agg = pd.DataFrame({"count": g.size(), "total": g.sum(), "min": g.min(),
                         "max": g.max()}).reset_index()
     total_us = agg["total"].to_numpy(np.int64) / 1000.0
     count = agg["count"].to_numpy(np.int64)
     all_us = total_us.sum()
     ratio = py_round(total_us / all_us * 100, 3) if all_us else np.zeros(len(agg))
-    order = np.argsort(-total_us, kind="stable")
+    # by Max descending, stable (hccl_calculator._create_report)
+    order = np.argsort(-agg["max"].to_numpy(np.int64), kind="stable")
     df = pd.DataFrame({
         "OP Type": agg["op_type"].to_numpy(object),
         "Count": int_str(count),

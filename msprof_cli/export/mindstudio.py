@@ -93,6 +93,10 @@ def export_mindstudio(plan: Plan, *, reports: Path | None = None,
 
 
 class _MindstudioExport:
+    # the ts memcpy tasks as the real analysis shows them (summaries.task_time,
+    # timeline.hardware_layer / memcpy_events): after the other task_time rows, as
+    # "MemcopyAsync" events without a lane name or flows
+    analysis_memcpy = True
     """The open outputs and the carried state of one mindstudio export (one device, or the
     devices of `plan_all_devices` with the same cuts)."""
 
@@ -224,7 +228,7 @@ class _MindstudioExport:
             if d.has_host_ops and len(rows):
                 self.prev_op[j] = (int(rows["start_local"].to_numpy(np.int64)[-1]),
                                    int(rows["dur_ns"].to_numpy(np.int64)[-1]))
-            self.stream_ids[j].update(int(s) for s in tasks["stream_id"].unique())
+            self.stream_ids[j].update(int(s) for s in T.lane_streams(tasks, True))
             self.any_op_rows[j] |= bool(d.has_host_ops and len(rows))
             if self.facts[j].l2_records:
                 self.l2_names[j].add(tasks)
@@ -261,7 +265,7 @@ class _MindstudioExport:
             op_stats.append(write_task_rows(
                 out, d, tasks, rows, self.prev_op[j],
                 None if self.summary_format == "json" else str(self.dev_ids[j]),
-                op_header=self.op_header, stems=stems))
+                op_header=self.op_header, stems=stems, memcpy_last=self.analysis_memcpy))
         return ({k: v for k, v in self.csv.items() if k in stems},
                 {k: v for k, v in self.deferred.items() if k[0] in stems}, op_stats)
 

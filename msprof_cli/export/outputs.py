@@ -201,14 +201,19 @@ def timeline_window(run, k: int, devs: list[tuple], apis: pd.DataFrame) -> None:
             for chunk in stream.chunks(0, len(stream), W.EVENT_CHUNK):
                 run.step_outs[j].write(chunk)
         if T.layer_on("hardware", sw):
-            layers[slot["hardware"]] = T.hardware_layer(d, tasks, app_pid)
+            layers[slot["hardware"]] = T.hardware_layer(
+                d, tasks, app_pid, getattr(run, "analysis_memcpy", False))
         if T.layer_on("flow", sw) and run.use_flow:
-            layers[slot["flow"]] = T.flow_layer(d, tasks, app_pid)
+            layers[slot["flow"]] = T.flow_layer(d, tasks, app_pid,
+                                                getattr(run, "analysis_memcpy", False))
         if comm is not None and T.layer_on("comm", sw):
             layers[slot["comm"]] = T.communication_layer(d, comm, app_pid, lanes)
         # Computing: the op_summary rows -- none without them (no host data: the analysis
         # has no op summary db, PipelineOverlapViewer.get_timeline_data)
         busy_rows = rows if d.has_host_ops else rows.iloc[:0]
+        if d.comm_ops is not None and len(busy_rows):  # not the collectives' own rows
+            busy_rows = busy_rows[busy_rows["task_type"].to_numpy(object)
+                                  != S.COMM_TASK_TYPE]
         if T.layer_on("overlap", sw):
             layers[slot["overlap"]] = T.overlap_layer(d, busy_rows, app_pid, comm,
                                                       run.overlap_sorts[j])
@@ -237,23 +242,34 @@ TASK_ROW_JOBS = (("op_summary", "aicpu"), ("task_time",))
 def write_task_rows(csv: dict[str, CsvStream], d, tasks: pd.DataFrame, rows,
                     prev_op: tuple[int, int] | None, device_col: str | None = None,
                     rules=None, op_header: list[str] | None = None,
-                    stems: tuple[str, ...] = TASK_ROW_STEMS) -> pd.DataFrame | None:
+                    stems: tuple[str, ...] = TASK_ROW_STEMS,
+                    memcpy_last: bool = False) -> pd.DataFrame | None:
     """A window's task_time, op_summary and aicpu rows appended to `csv` (streams opened by
     the export process), in chunks of CHUNK_ROWS; the wait time of the first op_summary row
     is the gap after `prev_op` (start, duration of the last row of the windows before).
     `device_col`: a leading Device_id column (mindstudio); `rules`: an advice.RuleState fed
     with the op_summary rows as written (legacy); `op_header`: the op_summary columns of
     the file (devices without some PMU columns: N/A there); `stems`: only these outputs
-    (a one-window plan writes op_summary and task_time in two jobs).  Returns the
-    op_statistic aggregates (None without op_summary)."""
+    (a one-window plan writes op_summary and task_time in two jobs); `memcpy_last`
+    (mindstudio): the ts memcpy tasks' task_time rows after the window's others, as the
+    analysis writes them (summaries.task_time_memcpy).  Returns the op_statistic
+    aggregates (None without op_summary)."""
     def put(stem: str, part: pd.DataFrame) -> None:
         if device_col is not None:
             part.insert(0, "Device_id", device_col)
         csv[stem].write(part)
 
     if "task_time" in stems:
-        for lo in range(0, len(tasks), W.CHUNK_ROWS):
-            put("task_time", S.task_time(d, tasks.iloc[lo:lo + W.CHUNK_ROWS])[1])
+        copies, tasks_tt = None, tasks
+        if memcpy_last:
+            mc = ~S.not_memcpy(tasks)
+            if mc.any():
+                copies, tasks_tt = tasks[mc], tasks[~mc]
+        for lo in range(0, len(tasks_tt), W.CHUNK_ROWS):
+            put("task_time", S.task_time(d, tasks_tt.iloc[lo:lo + W.CHUNK_ROWS])[1])
+        if copies is not None:
+            put("task_time", S.task_time_memcpy(d, copies)[1])
+        del tasks_tt, copies
     if "op_summary" not in stems:
         return None
     if d.has_host_ops and len(rows):

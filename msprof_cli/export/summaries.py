@@ -103,10 +103,45 @@ def op_rows(dev: DeviceData, tasks: pd.DataFrame | None = None) -> pd.DataFrame 
     OpRows view of it."""
     t = dev.tasks if tasks is None else tasks
     keep = ~t["task_type"].isin(list(DROPPED_GE_TYPES)).to_numpy() & not_memcpy(t)
+    if "comm_step" in t:
+        keep &= ~t["comm_step"].to_numpy(bool)
+    if dev.comm_ops is not None and len(dev.comm_ops):
+        return with_comm_rows(t[keep], dev.comm_ops)
     if keep.all() and isinstance(t.index, pd.RangeIndex) and t.index.start == 0 \
             and t.index.step == 1:
         return t  # nothing dropped: no copy of the whole task table (copy-on-write frames)
     return OpRows(t, keep)
+
+
+COMM_TASK_TYPE = "COMMUNICATION"
+
+
+def with_comm_rows(t: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
+    """The op rows `t` with one COMMUNICATION row per collective (communication.comm_ops),
+    by start: the analysis's op_summary rows of a collective (Task / Stream ID, OP State,
+    HF32, shapes and PMU columns N/A, Block Dim 0)."""
+    n = len(ops)
+    extra = {}
+    for c in t.columns:
+        dt = t[c].dtype
+        if dt == bool:
+            extra[c] = np.zeros(n, bool)
+        elif isinstance(dt, np.dtype) and dt.kind in "iuf":
+            extra[c] = np.zeros(n, dt)
+        else:
+            extra[c] = obj_full(n, NA)
+    extra.update({
+        "stream_id": np.full(n, -1, np.int64), "task_id": np.full(n, -1, np.int64),
+        "start_local": ops["start_local"].to_numpy(np.int64),
+        "end_local": ops["end_local"].to_numpy(np.int64),
+        "recv_local": ops["start_local"].to_numpy(np.int64),
+        "dur_ns": ops["dur_ns"].to_numpy(np.int64), "source": obj_full(n, "comm"),
+        "host_known": np.ones(n, bool), "op_name": ops["op_name"].to_numpy(object),
+        "op_type": ops["op_type"].to_numpy(object), "task_type": obj_full(n, COMM_TASK_TYPE),
+        "model_id": ops["model_id"].to_numpy(np.int64),
+        "connection_id": ops["connection_id"].to_numpy(np.int64)})
+    rows = pd.concat([t, pd.DataFrame({c: extra[c] for c in t.columns})], ignore_index=True)
+    return rows.sort_values("start_local", kind="stable", ignore_index=True)
 
 
 def wait_times(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -153,10 +188,11 @@ def op_summary(dev: DeviceData, rows: pd.DataFrame, lo: int = 0, hi: int | None 
         rows = rows.iloc[lo:hi]
     start = rows["start_local"].to_numpy(np.int64)
     dur = rows["dur_ns"].to_numpy(np.int64)
+    comm = rows["task_type"].to_numpy(object) == COMM_TASK_TYPE
     cols = {
         "Model ID": int_str(rows["model_id"]),
-        "Task ID": int_str(rows["task_id"]),
-        "Stream ID": int_str(rows["stream_id"]),
+        "Task ID": np.where(comm, NA, int_str(rows["task_id"])),
+        "Stream ID": np.where(comm, NA, int_str(rows["stream_id"])),
         "Op Name": rows["op_name"].to_numpy(object),
         "OP Type": rows["op_type"].to_numpy(object),
         "OP State": rows["op_state"].to_numpy(object),
@@ -181,8 +217,9 @@ def op_summary(dev: DeviceData, rows: pd.DataFrame, lo: int = 0, hi: int | None 
 def op_statistic_agg(rows: pd.DataFrame) -> pd.DataFrame:
     """Per (op_type, task_type), sorted: count, total, min, max of the durations (ns) --
     exact integers, so the aggregates of several windows combine (`combine_op_statistic`)."""
-    g = rows[["op_type", "task_type", "dur_ns"]].groupby(["op_type", "task_type"],
-                                                         sort=True)["dur_ns"]
+    r = rows[["op_type", "task_type", "dur_ns"]]
+    r = r[r["task_type"].to_numpy(object) != COMM_TASK_TYPE]  # not in the op counter
+    g = r.groupby(["op_type", "task_type"], sort=True)["dur_ns"]
     return pd.DataFrame({"count": g.size(), "total": g.sum(), "min": g.min(),
                          "max": g.max()}).reset_index()
 
@@ -230,6 +267,8 @@ def task_time(dev: DeviceData, tasks: pd.DataFrame) -> Table:
     rt = tasks["rt_type"].to_numpy(object)
     known = tasks["host_known"].to_numpy(bool)
     kind = np.where(ge != NA, ge, np.where(known & (rt != NA), rt, "Other"))
+    if "comm_step" in tasks:  # a collective's step: its runtime type (not an op row)
+        kind = np.where(tasks["comm_step"].to_numpy(bool), rt, kind)
     start = tasks["start_local"].to_numpy(np.int64)
     end = tasks["end_local"].to_numpy(np.int64)
     df = pd.DataFrame({
@@ -238,6 +277,30 @@ def task_time(dev: DeviceData, tasks: pd.DataFrame) -> Table:
         "stream_id": int_str(tasks["stream_id"]),
         "task_id": int_str(tasks["task_id"]),
         "task_time(us)": dur_str(tasks["dur_ns"].to_numpy(np.int64)),
+        "task_start(us)": stamp(start),
+        "task_stop(us)": stamp(end),
+    })
+    return TASK_TIME, df
+
+
+def task_time_memcpy(dev: DeviceData, tasks: pd.DataFrame) -> Table:
+    """The ts memcpy tasks' task_time rows as the analysis writes them after the other
+    tasks' (Ascend/msprof viewer/training/task_op_viewer.py _add_memcpy_data, memory_copy_
+    viewer.get_memory_copy_non_chip0_summary): "MemcopyAsync", "other", in the order of the
+    copies' first records (ordered by time: by start)."""
+    from .device import analysis_us
+
+    off = np.int64(dev.rd.offset_ns)
+    start = tasks["start_local"].to_numpy(np.int64)
+    end = tasks["end_local"].to_numpy(np.int64)
+    dur = analysis_us(end - off, dev.rd) - analysis_us(start - off, dev.rd)
+    n = len(tasks)
+    df = pd.DataFrame({
+        "kernel_name": obj_full(n, "MemcopyAsync"),
+        "kernel_type": obj_full(n, "other"),
+        "stream_id": int_str(tasks["stream_id"]),
+        "task_id": int_str(tasks["task_id"]),
+        "task_time(us)": float_str(py_round(dur, 3)),
         "task_start(us)": stamp(start),
         "task_stop(us)": stamp(end),
     })
@@ -350,9 +413,25 @@ def aicpu(dev: DeviceData, tasks: pd.DataFrame) -> Table | None:
     a["start_local"] = a["start_ns"] + dev.rd.offset_ns
     m = a.merge(t, on=["stream_id", "task_id", "start_local"], how="inner")
     m = m.sort_values("start_local", kind="stable")
+    # the analysis names a record by the AI CPU task whose [start, end] holds the record's
+    # end, both in its float arithmetic (Ascend/msprof viewer/aicpu_viewer.py
+    # _match_aicpu_data_by_task_time: the record's end from aicpu.data in ms * 1e6, the
+    # task's from the ts_track times in ms, start * 1e6 + (end - start) * 1e6); a record
+    # that rounding puts past its task's end is "N/A"
+    from .device import analysis_time
+
+    rd = dev.rd
+    start = m["start_local"].to_numpy(np.int64) - np.int64(rd.offset_ns)
+    end = start + m["dur_ns"].to_numpy(np.int64)
+    a_end = analysis_time(m["end_ns"].to_numpy(np.int64), rd, 1e3) * 1000.0 * 1000.0
+    s_ms = analysis_time(start, rd, 1e9) / 1e6
+    e_ms = analysis_time(end, rd, 1e9) / 1e6
+    t0 = s_ms * 1e6
+    t1 = t0 + (e_ms - s_ms) * 1e6
+    node = np.where((t0 <= a_end) & (a_end <= t1), m["op_name"].to_numpy(object), NA)
     df = pd.DataFrame({
         "Timestamp(us)": stamp(m["start_local"].to_numpy(np.int64)),
-        "Node": m["op_name"].to_numpy(object),
+        "Node": node,
         "Compute_time(us)": float_str(m["compute_us"].to_numpy(np.float64)),
         "Memcpy_time(us)": float_str(m["memcpy_us"].to_numpy(np.float64)),
         "Task_time(us)": dur_str(m["dur_ns"].to_numpy(np.int64)),

@@ -20,8 +20,8 @@ import pandas as pd
 
 from msprof_cli.raw import layouts as L
 
-from .dataset import DeviceData
-from .fmt import float_str, int_str, ts_sort_key, us_str
+from .dataset import MEMCPY_SOURCE, DeviceData
+from .fmt import float_str, int_str, ts_sort_key, us_list, us_str
 from .host import NA
 
 SORT_CANN, SORT_HARDWARE, SORT_OVERLAP = 7, 14, 20
@@ -253,7 +253,10 @@ def task_kind(tasks: pd.DataFrame) -> np.ndarray:
     ge = tasks["task_type"].to_numpy(object)
     rt = tasks["rt_type"].to_numpy(object)
     known = tasks["host_known"].to_numpy(bool)
-    return np.where(ge != NA, ge, np.where(known & (rt != NA), rt, "Other"))
+    kind = np.where(ge != NA, ge, np.where(known & (rt != NA), rt, "Other"))
+    if "comm_step" in tasks:  # a collective's step: its runtime type
+        kind = np.where(tasks["comm_step"].to_numpy(bool), rt, kind)
+    return kind
 
 
 def hardware_meta(device_id: int, app_pid: int, streams) -> list[str]:
@@ -263,14 +266,30 @@ def hardware_meta(device_id: int, app_pid: int, streams) -> list[str]:
                         [(s, f"Stream {s}", s) for s in sorted(int(s) for s in streams)])
 
 
-def hardware_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
+def lane_streams(tasks: pd.DataFrame, analysis_memcpy: bool = False) -> np.ndarray:
+    """The streams with an Ascend Hardware lane: all, or (`analysis_memcpy`) those with a
+    task other than a ts memcpy copy (the analysis names no lane for the copies' events)."""
+    if analysis_memcpy:
+        tasks = tasks[tasks["source"].to_numpy(object) != MEMCPY_SOURCE]
+    return tasks["stream_id"].unique()
+
+
+def hardware_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int,
+                   analysis_memcpy: bool = False) -> Layer:
+    """`analysis_memcpy` (mindstudio): the ts memcpy tasks as the analysis shows them
+    (`memcpy_events`), not as tasks."""
     if len(tasks) == 0:
         return Layer()
     pid = pid_of(app_pid, SORT_HARDWARE, dev.device_id)
-    m = hardware_meta(dev.device_id, app_pid, tasks["stream_id"].unique())
+    m = hardware_meta(dev.device_id, app_pid, lane_streams(tasks, analysis_memcpy))
+    is_mc = (tasks["source"].to_numpy(object) == MEMCPY_SOURCE) if analysis_memcpy \
+        else np.zeros(len(tasks), bool)
+    mc_text = memcpy_events(dev, tasks[is_mc], pid) if is_mc.any() else None
     kind = task_kind(tasks)
     op = tasks["op_name"].to_numpy(object)
     name = np.where(op == NA, kind, op)
+    if "comm_step" in tasks:  # no op of its own (no ge task): named by its type
+        name = np.where(tasks["comm_step"].to_numpy(bool), kind, name)
     stream = tasks["stream_id"].to_numpy(np.int64)
     start = tasks["start_local"].to_numpy(np.int64)
     dur = tasks["dur_ns"].to_numpy(np.int64)
@@ -288,14 +307,52 @@ def hardware_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
     cid = np.where(cid < 0, -1, cid)
     tmpl_c = tmpl.replace("%s}", ', "connection_id": %d}')
 
-    def render(idx: np.ndarray) -> list[str]:
+    def render_tasks(idx: np.ndarray) -> list[str]:
         st = stream[idx].tolist()
         w, f = us_parts(start[idx])
         cols = (name_j.take(idx), st, w, f, dur_text(dur[idx]), model[idx].tolist(),
                 kind_j.take(idx), st, task[idx].tolist(), batch[idx].tolist())
         return list(map(tmpl_c.__mod__, zip(*cols, cid[idx].tolist())))
 
+    if mc_text is None:
+        return Layer(m, keys=ts_sort_key(start), render=render_tasks)
+    mc_pos = np.full(len(tasks), -1, np.int64)
+    mc_pos[is_mc] = np.arange(int(is_mc.sum()))
+
+    def render(idx: np.ndarray) -> list[str]:
+        idx = np.asarray(idx)
+        out = np.empty(len(idx), dtype=object)
+        sel = mc_pos[idx] >= 0
+        if sel.any():
+            out[sel] = [mc_text[i] for i in mc_pos[idx[sel]].tolist()]
+        if (~sel).any():
+            out[~sel] = render_tasks(idx[~sel])
+        return out.tolist()
+
     return Layer(m, keys=ts_sort_key(start), render=render)
+
+
+def memcpy_events(dev: DeviceData, tasks: pd.DataFrame, pid: int) -> list[str]:
+    """The ts memcpy tasks as the analysis's Ascend Hardware events (Ascend/msprof viewer/
+    memory_copy/memory_copy_viewer.py get_memory_copy_timeline): "MemcopyAsync", Task Type
+    "other", the received / started / ended times, on the stream's tid; the duration is the
+    difference of the two float µs times (device.analysis_us), printed as its repr."""
+    from .device import analysis_us
+
+    rd = dev.rd
+    off = np.int64(rd.offset_ns)
+    start = tasks["start_local"].to_numpy(np.int64)
+    end = tasks["end_local"].to_numpy(np.int64)
+    recv = tasks["recv_local"].to_numpy(np.int64)
+    dur = analysis_us(end - off, rd) - analysis_us(start - off, rd)
+    s_txt, e_txt, r_txt = us_list(start), us_list(end), us_list(recv)
+    tmpl = ('{"name": "MemcopyAsync", "pid": ' + str(pid) + ', "tid": %d, "ts": "%s", '
+            '"dur": %s, "args": {"Task Type": "other", "Stream Id": %d, "Task Id": %d, '
+            '"Receive Time": "%s", "Start Time": "%s", "End Time": "%s"}, "ph": "X"}')
+    st = tasks["stream_id"].to_numpy(np.int64).tolist()
+    return list(map(tmpl.__mod__, zip(st, s_txt, map(repr, dur.tolist()), st,
+                                      tasks["task_id"].to_numpy(np.int64).tolist(),
+                                      r_txt, s_txt, e_txt)))
 
 
 def flow_ids(device_id: int, stream: np.ndarray, task: np.ndarray, batch: np.ndarray
@@ -335,10 +392,15 @@ def flow_id_ints(device_id: int, stream: np.ndarray, task: np.ndarray, batch: np
     return [(h << 64) | v for h, v in zip(hi, lo)]
 
 
-def flow_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
+def flow_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int,
+               analysis_memcpy: bool = False) -> Layer:
     """Per host-known task an ``s`` event (at its task_track) then an ``f`` event (at the
-    task start): layer row 2i is task i's ``s``, 2i+1 its ``f``."""
-    t = tasks[tasks["host_known"].to_numpy(bool)]
+    task start): layer row 2i is task i's ``s``, 2i+1 its ``f``.  `analysis_memcpy`: none
+    for the ts memcpy tasks (the analysis's device tasks of the 910 do not include them)."""
+    known = tasks["host_known"].to_numpy(bool)
+    if analysis_memcpy:
+        known = known & (tasks["source"].to_numpy(object) != MEMCPY_SOURCE)
+    t = tasks[known]
     if len(t) == 0:
         return Layer()
     cann = pid_of(app_pid, SORT_CANN, HOST_SLOT)
