@@ -366,6 +366,16 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         del j
     else:
         out["pmu_ok"] = np.zeros(len(out), dtype=bool)
+    if len(out) and (out["source"].to_numpy(object) == "aicpu").any():
+        # the AI CPU tasks' durations as the analysis holds them (REAL ns from float ms:
+        # summaries.op_statistic); the others exact
+        from .device import analysis_time
+        ai = out["source"].to_numpy(object) == "aicpu"
+        dur_f = out["dur_ns"].to_numpy(np.float64).copy()
+        s0 = out["start_local"].to_numpy(np.int64)[ai] - np.int64(rd.offset_ns)
+        e0 = out["end_local"].to_numpy(np.int64)[ai] - np.int64(rd.offset_ns)
+        dur_f[ai] = (analysis_time(e0, rd, 1e9) / 1e6 - analysis_time(s0, rd, 1e9) / 1e6) * 1e6
+        out["dur_f"] = dur_f
     its = device_iterations(rd, dev.steps)
     d = DeviceData(rd=rd, tasks=out, iterations=its, has_host_ops=has_host,
                    has_node_info=has_node, pmu_events=rd.pmu_events if dev.pmu is not None
@@ -543,10 +553,12 @@ def comm_ops(dev: DeviceData, host) -> pd.DataFrame:
     iter 1: each step task occurs once).  Columns: OP_COLS + model_id, tt_local, group_id."""
     t = dev.tasks[dev.tasks["comm_step"].to_numpy(bool)]
     if len(t) == 0:
-        return pd.DataFrame(columns=COMM_OP_COLS + ["model_id", "tt_local", "group_id"])
+        return pd.DataFrame(columns=COMM_OP_COLS + ["model_id", "tt_local", "group_id",
+                                                    "thread", "launch_local"])
     g = t.groupby("connection_id", sort=False).agg(
         op_name=("op_name", "first"), op_type=("op_type", "first"),
         model_id=("model_id", "first"), tt_local=("tt_local", "min"),
+        thread=("tt_thread", "first"),
         start_local=("start_local", "min"), end_local=("end_local", "max")).reset_index()
     g = g.sort_values(["tt_local", "start_local"], kind="stable", ignore_index=True)
     h = getattr(host.tables, "hccl", None) if host is not None and host.tables else None
@@ -568,4 +580,18 @@ def comm_ops(dev: DeviceData, host) -> pd.DataFrame:
         "start_local": s, "end_local": e, "dur_ns": e - s,
         "connection_id": g["connection_id"].to_numpy(np.int64),
         "model_id": g["model_id"].to_numpy(np.int64),
-        "tt_local": g["tt_local"].to_numpy(np.int64), "group_id": group_id})
+        "tt_local": g["tt_local"].to_numpy(np.int64), "group_id": group_id,
+        "thread": g["thread"].to_numpy(np.int64),
+        "launch_local": _launch_begin(host, g["connection_id"].to_numpy(np.int64))})
+
+
+def _launch_begin(host, cid: np.ndarray) -> np.ndarray:
+    """Local begin of the host API with connection id `cid` (the collectives' node launch:
+    where the analysis starts their HostToDevice flows); -1 when unknown."""
+    apis = host.tables.apis if host is not None and host.tables is not None else None
+    if apis is None or len(apis) == 0 or host.rd is None:
+        return np.full(len(cid), -1, np.int64)
+    m = pd.Series(apis["begin_ns"].to_numpy(np.int64) + np.int64(host.rd.offset_ns),
+                  index=apis["connection_id"].to_numpy(np.int64))
+    m = m[~m.index.duplicated()]
+    return m.reindex(cid).fillna(-1).to_numpy(np.int64)

@@ -265,7 +265,7 @@ class _MindstudioExport:
             op_stats.append(write_task_rows(
                 out, d, tasks, rows, self.prev_op[j],
                 None if self.summary_format == "json" else str(self.dev_ids[j]),
-                op_header=self.op_header, stems=stems, memcpy_last=self.analysis_memcpy))
+                op_header=self.op_header, stems=stems, analysis=self.analysis_memcpy))
         return ({k: v for k, v in self.csv.items() if k in stems},
                 {k: v for k, v in self.deferred.items() if k[0] in stems}, op_stats)
 

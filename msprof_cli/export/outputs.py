@@ -243,17 +243,17 @@ def write_task_rows(csv: dict[str, CsvStream], d, tasks: pd.DataFrame, rows,
                     prev_op: tuple[int, int] | None, device_col: str | None = None,
                     rules=None, op_header: list[str] | None = None,
                     stems: tuple[str, ...] = TASK_ROW_STEMS,
-                    memcpy_last: bool = False) -> pd.DataFrame | None:
+                    analysis: bool = False) -> pd.DataFrame | None:
     """A window's task_time, op_summary and aicpu rows appended to `csv` (streams opened by
     the export process), in chunks of CHUNK_ROWS; the wait time of the first op_summary row
     is the gap after `prev_op` (start, duration of the last row of the windows before).
     `device_col`: a leading Device_id column (mindstudio); `rules`: an advice.RuleState fed
     with the op_summary rows as written (legacy); `op_header`: the op_summary columns of
     the file (devices without some PMU columns: N/A there); `stems`: only these outputs
-    (a one-window plan writes op_summary and task_time in two jobs); `memcpy_last`
-    (mindstudio): the ts memcpy tasks' task_time rows after the window's others, as the
-    analysis writes them (summaries.task_time_memcpy).  Returns the op_statistic
-    aggregates (None without op_summary)."""
+    (a one-window plan writes op_summary and task_time in two jobs); `analysis`
+    (mindstudio): the ts memcpy tasks' task_time rows after the window's others and the aicpu
+    Node as the analysis makes them (summaries.task_time_memcpy, summaries.aicpu).  Returns
+    the op_statistic aggregates (None without op_summary)."""
     def put(stem: str, part: pd.DataFrame) -> None:
         if device_col is not None:
             part.insert(0, "Device_id", device_col)
@@ -261,7 +261,7 @@ def write_task_rows(csv: dict[str, CsvStream], d, tasks: pd.DataFrame, rows,
 
     if "task_time" in stems:
         copies, tasks_tt = None, tasks
-        if memcpy_last:
+        if analysis:
             mc = ~S.not_memcpy(tasks)
             if mc.any():
                 copies, tasks_tt = tasks[mc], tasks[~mc]
@@ -286,7 +286,7 @@ def write_task_rows(csv: dict[str, CsvStream], d, tasks: pd.DataFrame, rows,
             if op_header is not None and len(part.columns) != len(op_header):
                 part = part.reindex(columns=op_header, fill_value="N/A")
             put("op_summary", part)
-    a = S.aicpu(d, tasks)
+    a = S.aicpu(d, tasks, analysis=analysis)
     if a is not None:
         put("aicpu", a[1])
     return S.op_statistic_agg(rows) if d.has_node_info and len(rows) else None
@@ -403,7 +403,8 @@ def comm_in_window(comm: T.CommData, lo: int, hi: int) -> T.CommData:
     ok_o, ok_s = (o >= lo) & (o < hi), (st >= lo) & (st < hi)
     return T.CommData(ops=comm.ops[ok_o].reset_index(drop=True),
                       steps=comm.steps[ok_s].reset_index(drop=True) if len(comm.steps)
-                      else comm.steps, step_args=comm.step_args[ok_s])
+                      else comm.steps, step_args=comm.step_args[ok_s],
+                      analysis=comm.analysis)
 
 
 def msprof_meta(app_pid: int, first: ProfData, switches: dict, threads: set[int],
@@ -416,7 +417,8 @@ def msprof_meta(app_pid: int, first: ProfData, switches: dict, threads: set[int]
     Communication metadata or None) a block in timeline.msprof_layers order, the CANN
     process in every block -- the analysis's per-device files each hold it, and the merge
     keeps every metadata event (FileSliceHelper._pretreat_json_data); msproftx in the
-    first block, or (`tx_last`: mindstudio, the host dir's own file) after every block."""
+    first block, or (`tx_last`: mindstudio, the host dir's own file) after every block;
+    mindstudio (`tx_last`) also orders the stream lanes as the analysis (hardware_meta)."""
     out: list[str] = []
     if not first.devices:  # a host dir alone
         parts = {"cann": T.cann_meta(app_pid, threads)
@@ -428,7 +430,8 @@ def msprof_meta(app_pid: int, first: ProfData, switches: dict, threads: set[int]
         if T.layer_on("cann", switches) and threads:
             parts["cann"] = T.cann_meta(app_pid, threads)
         if T.layer_on("hardware", switches) and stream_ids[j]:
-            parts["hardware"] = T.hardware_meta(d.device_id, app_pid, stream_ids[j])
+            parts["hardware"] = T.hardware_meta(d.device_id, app_pid, stream_ids[j],
+                                                set_order=tx_last)
         if T.layer_on("comm", switches):
             parts["comm"] = list(comm_meta[j] or [])
         if T.layer_on("overlap", switches) and overlap[j]:

@@ -217,18 +217,25 @@ def op_summary(dev: DeviceData, rows: pd.DataFrame, lo: int = 0, hi: int | None 
 def op_statistic_agg(rows: pd.DataFrame) -> pd.DataFrame:
     """Per (op_type, task_type), sorted: count, total, min, max of the durations (ns) --
     exact integers, so the aggregates of several windows combine (`combine_op_statistic`)."""
-    r = rows[["op_type", "task_type", "dur_ns"]]
+    # the analysis's durations: INTEGER ns, but its AI CPU tasks' (ts_track times in float
+    # ms, ai_cpu_model.py) are REAL -- their sums and averages are float (`dur_f`)
+    r = rows[["op_type", "task_type", "dur_ns", "dur_f"] if "dur_f" in rows
+             else ["op_type", "task_type", "dur_ns"]]
+    if "dur_f" not in r:
+        r = r.assign(dur_f=r["dur_ns"].to_numpy(np.float64))
     r = r[r["task_type"].to_numpy(object) != COMM_TASK_TYPE]  # not in the op counter
-    g = r.groupby(["op_type", "task_type"], sort=True)["dur_ns"]
-    return pd.DataFrame({"count": g.size(), "total": g.sum(), "min": g.min(),
-                         "max": g.max()}).reset_index()
+    g = r.groupby(["op_type", "task_type"], sort=True)
+    return pd.DataFrame({"count": g["dur_ns"].size(), "total": g["dur_ns"].sum(),
+                         "min": g["dur_ns"].min(), "max": g["dur_ns"].max(),
+                         "total_f": g["dur_f"].sum()}).reset_index()
 
 
 def combine_op_statistic(parts: list[pd.DataFrame]) -> pd.DataFrame:
     """`op_statistic_agg` of the union of the rows of `parts` (aggregates of each)."""
     g = pd.concat(parts, ignore_index=True).groupby(["op_type", "task_type"], sort=True)
     return pd.DataFrame({"count": g["count"].sum(), "total": g["total"].sum(),
-                         "min": g["min"].min(), "max": g["max"].max()}).reset_index()
+                         "min": g["min"].min(), "max": g["max"].max(),
+                         "total_f": g["total_f"].sum()}).reset_index()
 
 
 def op_statistic(rows: pd.DataFrame, agg: pd.DataFrame | None = None) -> Table:
@@ -247,6 +254,10 @@ def op_statistic(rows: pd.DataFrame, agg: pd.DataFrame | None = None) -> Table:
     ratio = py_round(py_round(total_ns / float(total_all) * 100, 6), 3) if total_all \
         else np.zeros(len(agg))
     avg_ns = total_ns // np.maximum(count, 1)
+    if "total_f" in agg:  # REAL durations (AI CPU): a float sum and division
+        real = agg["task_type"].to_numpy(object) == "AI_CPU"
+        avg_ns = np.where(real, agg["total_f"].to_numpy(np.float64) / np.maximum(count, 1),
+                          avg_ns)
     agg["_total_us"] = total_us
     order = np.argsort(-total_us, kind="stable")
     df = pd.DataFrame({
@@ -376,13 +387,20 @@ def api_statistic_of(codes: np.ndarray, dur_ns: np.ndarray, names: np.ndarray,
     agg = pd.DataFrame({"count": g.size(), "total": g.sum(), "min": g.min(), "max": g.max()})
     gid = agg.index.to_numpy(np.int64)
     count = agg["count"].to_numpy(np.int64)
-    time_us = py_round(agg["total"].to_numpy(np.int64) / 1000.0, 3)
+    # the analysis's sums are Python's sum() of the per-call float µs (left to right, in
+    # call order; api_statistic_viewer._api_statistic_reformat), not the exact ns total
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(np.asarray(codes)[order], gid, side="left")
+    ends = np.r_[bounds[1:], len(order)]
+    dur_us = (np.asarray(dur_ns, np.int64) / 1000.0)[order]
+    time_us = py_round(np.array([sum(dur_us[a:b].tolist()) for a, b in zip(bounds, ends)]),
+                       3)
     avg = py_round(time_us / count, 3)
     # variance: mean of the per-call squared deviations, each rounded to 3 decimals
     avg_of = np.zeros(int(gid.max()) + 1 if len(gid) else 0)
     avg_of[gid] = avg
-    d["_sq"] = py_round((dur_ns / 1000.0 - avg_of[codes]) ** 2, 3)
-    sq = d.groupby("g", sort=True)["_sq"].sum().to_numpy()
+    dev = py_round((dur_us - avg_of[np.asarray(codes)[order]]) ** 2, 3)
+    sq = np.array([sum(dev[a:b].tolist()) for a, b in zip(bounds, ends)])
     del d
     df = pd.DataFrame({
         "Level": levels[gid],
@@ -403,7 +421,8 @@ def api_statistic_of(codes: np.ndarray, dur_ns: np.ndarray, names: np.ndarray,
     return API_STATISTIC, df.iloc[order].reset_index(drop=True)
 
 
-def aicpu(dev: DeviceData, tasks: pd.DataFrame) -> Table | None:
+def aicpu(dev: DeviceData, tasks: pd.DataFrame, analysis: bool = False) -> Table | None:
+    """`analysis` (mindstudio): a record's Node as the analysis finds it (see below)."""
     a = dev.aicpu
     if a is None or len(a) == 0:
         return None
@@ -428,7 +447,9 @@ def aicpu(dev: DeviceData, tasks: pd.DataFrame) -> Table | None:
     e_ms = analysis_time(end, rd, 1e9) / 1e6
     t0 = s_ms * 1e6
     t1 = t0 + (e_ms - s_ms) * 1e6
-    node = np.where((t0 <= a_end) & (a_end <= t1), m["op_name"].to_numpy(object), NA)
+    node = m["op_name"].to_numpy(object)
+    if analysis:
+        node = np.where((t0 <= a_end) & (a_end <= t1), node, NA)
     df = pd.DataFrame({
         "Timestamp(us)": stamp(m["start_local"].to_numpy(np.int64)),
         "Node": node,
