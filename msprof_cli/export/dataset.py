@@ -553,8 +553,8 @@ def comm_ops(dev: DeviceData, host) -> pd.DataFrame:
     iter 1: each step task occurs once).  Columns: OP_COLS + model_id, tt_local, group_id."""
     t = dev.tasks[dev.tasks["comm_step"].to_numpy(bool)]
     if len(t) == 0:
-        return pd.DataFrame(columns=COMM_OP_COLS + ["model_id", "tt_local", "group_id",
-                                                    "thread", "launch_local"])
+        return pd.DataFrame(columns=COMM_OP_COLS + ["base", "seq", "model_id", "tt_local",
+                                                    "group_id", "thread", "launch_local"])
     g = t.groupby("connection_id", sort=False).agg(
         op_name=("op_name", "first"), op_type=("op_type", "first"),
         model_id=("model_id", "first"), tt_local=("tt_local", "min"),
@@ -575,6 +575,7 @@ def comm_ops(dev: DeviceData, host) -> pd.DataFrame:
         group = resolve(np.array([group_id], np.uint64), host.tables.hashes)[0]
     return pd.DataFrame({
         "op_name": [f"{n}{suffix}{i}_1" for n, i in zip(g["op_name"].tolist(), k.tolist())],
+        "base": [f"{n}{suffix}" for n in g["op_name"].tolist()], "seq": k,
         "op_type": g["op_type"].to_numpy(object), "group": group,
         "local_rank": local_rank, "rank_size": rank_size,
         "start_local": s, "end_local": e, "dur_ns": e - s,
@@ -583,6 +584,18 @@ def comm_ops(dev: DeviceData, host) -> pd.DataFrame:
         "tt_local": g["tt_local"].to_numpy(np.int64), "group_id": group_id,
         "thread": g["thread"].to_numpy(np.int64),
         "launch_local": _launch_begin(host, g["connection_id"].to_numpy(np.int64))})
+
+
+def number_comm_ops(dev: DeviceData, before: int) -> int:
+    """A window of a windowed export: number its collectives after the `before` ones of the
+    windows before (comm_ops numbers the device's collectives from 0); returns the count so
+    far."""
+    c = dev.comm_ops
+    if c is None or len(c) == 0:
+        return before
+    c["op_name"] = [f"{b}{q + before}_1" for b, q in zip(c["base"].tolist(),
+                                                          c["seq"].tolist())]
+    return before + len(c)
 
 
 def _launch_begin(host, cid: np.ndarray) -> np.ndarray:

@@ -236,6 +236,9 @@ def timeline_window(run, k: int, devs: list[tuple], apis: pd.DataFrame) -> None:
 # the per-task CSVs of a window (write_task_rows), and how a one-window plan splits them
 # between two jobs (the op_summary rows are ~60 % of the rendering)
 TASK_ROW_STEMS = ("task_time", "op_summary", "aicpu")
+# mindstudio: the ts memcpy tasks' task_time rows of a device, kept until its other rows of
+# every window are written (the analysis writes them after those)
+MEMCPY_ROWS = "task_time_memcpy"
 TASK_ROW_JOBS = (("op_summary", "aicpu"), ("task_time",))
 
 
@@ -267,8 +270,9 @@ def write_task_rows(csv: dict[str, CsvStream], d, tasks: pd.DataFrame, rows,
                 copies, tasks_tt = tasks[mc], tasks[~mc]
         for lo in range(0, len(tasks_tt), W.CHUNK_ROWS):
             put("task_time", S.task_time(d, tasks_tt.iloc[lo:lo + W.CHUNK_ROWS])[1])
-        if copies is not None:
-            put("task_time", S.task_time_memcpy(d, copies)[1])
+        if copies is not None:  # after the device's other rows (mindstudio defers them)
+            put(MEMCPY_ROWS if MEMCPY_ROWS in csv else "task_time",
+                S.task_time_memcpy(d, copies)[1])
         del tasks_tt, copies
     if "op_summary" not in stems:
         return None
