@@ -348,6 +348,16 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
     out["comm_step"] = (out["task_type"].to_numpy(object) == "HCCL") & (rt_arr != NA) \
         & ~np.isin(rt_arr, list(KERNEL_RT_TYPES)) & ~np.char.startswith(
             rt_arr.astype(str), "KERNEL_")
+    # the durations as the analysis holds them: exact ns, but its AI CPU tasks' REAL ns from
+    # float ms (summaries.op_statistic)
+    dur_f = out["dur_ns"].to_numpy(np.float64).copy()
+    ai = out["source"].to_numpy(object) == "aicpu"
+    if ai.any():
+        from .device import analysis_time
+        s0 = out["start_local"].to_numpy(np.int64)[ai] - np.int64(rd.offset_ns)
+        e0 = out["end_local"].to_numpy(np.int64)[ai] - np.int64(rd.offset_ns)
+        dur_f[ai] = (analysis_time(e0, rd, 1e9) / 1e6 - analysis_time(s0, rd, 1e9) / 1e6) * 1e6
+    out["dur_f"] = dur_f
     del tasks
     if not out["start_local"].is_monotonic_increasing:  # decode sorted them already
         out = out.sort_values("start_local", kind="stable", ignore_index=True)
@@ -366,16 +376,6 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         del j
     else:
         out["pmu_ok"] = np.zeros(len(out), dtype=bool)
-    if len(out) and (out["source"].to_numpy(object) == "aicpu").any():
-        # the AI CPU tasks' durations as the analysis holds them (REAL ns from float ms:
-        # summaries.op_statistic); the others exact
-        from .device import analysis_time
-        ai = out["source"].to_numpy(object) == "aicpu"
-        dur_f = out["dur_ns"].to_numpy(np.float64).copy()
-        s0 = out["start_local"].to_numpy(np.int64)[ai] - np.int64(rd.offset_ns)
-        e0 = out["end_local"].to_numpy(np.int64)[ai] - np.int64(rd.offset_ns)
-        dur_f[ai] = (analysis_time(e0, rd, 1e9) / 1e6 - analysis_time(s0, rd, 1e9) / 1e6) * 1e6
-        out["dur_f"] = dur_f
     its = device_iterations(rd, dev.steps)
     d = DeviceData(rd=rd, tasks=out, iterations=its, has_host_ops=has_host,
                    has_node_info=has_node, pmu_events=rd.pmu_events if dev.pmu is not None

@@ -412,7 +412,13 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
         from .hccl import rank_steps
         from .host import decode_hccl
 
-        steps = rank_steps(decode_hccl(hd, log), ranks.index(dev_rd.device_id), int(hoff))
+        hccl = decode_hccl(hd, log)
+        levels = host_records(hd, "api_event", log, ["level"])["level"]
+        if len(hccl) and int((levels == L.LEVEL_HCCL).sum()) >= len(hccl):
+            # one HCCL-level API per step: the steps are device tasks (issue 15 §1), their
+            # collectives are known only after the host join (dataset.comm_ops): whole
+            return _whole("HCCL steps as device tasks")
+        steps = rank_steps(hccl, ranks.index(dev_rd.device_id), int(hoff))
         if len(steps):
             g = steps.groupby("op", sort=False)
             comm_spans = (np.sort(g["start_local"].min().to_numpy(np.int64)),
