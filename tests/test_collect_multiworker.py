@@ -146,8 +146,11 @@ def test_one_device_rank_of_a_job(tmp_path: Path) -> None:
     [js] = out.glob("msprof_*.json")
     steps = [e for e in json.loads(js.read_text()) if e.get("name") in ("Memcpy", "Reduce_Inline")]
     assert len(steps) == len(h)
-    assert {(e["args"]["Local Rank"], e["args"]["Remote Rank"], e["args"]["Rank Size"])
-            for e in steps} == {(1, 2, 3)}
+    # the steps as the real analysis shows them (issue 15 §1): src / dst rank args
+    assert {(e["args"]["src rank"], e["args"]["dst rank"]) for e in steps} == {(1, 2)}
+    ops = [e for e in json.loads(js.read_text())
+           if e.get("ph") == "X" and "rank_size" in e.get("args", {})]
+    assert len(ops) == n_iter and {e["args"]["rank_size"] for e in ops} == {3}
 
 
 def test_one_device_without_rank_size_has_no_hccl_info(tmp_path: Path) -> None:

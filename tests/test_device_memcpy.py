@@ -33,11 +33,16 @@ def chunk_with(n_iter=3, feeds=(), fetches=(T((), "float32"),), **kw):
 
 
 def copies(prof):
-    """(stream, task, start, end) per copy from the ts memcpy start/end records."""
+    """(stream, task, start, end) per copy from the ts memcpy records: received (taskState
+    0), started (1), ended (2) -- the three states the real analysis needs per copy
+    (Ascend/msprof memcpy_state_machine.py), received never after started."""
     mc = R.ts_memcpy(prof)
     assert set(mc["buf_size"].tolist()) == {40}
-    st, en = mc[mc["task_state"] == 0], mc[mc["task_state"] == 1]
-    assert len(st) == len(en)
+    assert set(mc["task_state"].tolist()) == {0, 1, 2}
+    rc = np.sort(mc[mc["task_state"] == 0], order=["stream_id", "task_id"])
+    st, en = mc[mc["task_state"] == 1], mc[mc["task_state"] == 2]
+    assert len(rc) == len(st) == len(en)
+    assert (rc["timestamp"] <= np.sort(st, order=["stream_id", "task_id"])["timestamp"]).all()
     st = np.sort(st, order=["stream_id", "task_id"])
     en = np.sort(en, order=["stream_id", "task_id"])
     assert np.array_equal(st["task_id"], en["task_id"])
@@ -157,8 +162,12 @@ def test_export_task_time_has_copies(exported):
     # iteration's end marker, so it is outside (docs/export.md)
     assert len(mem) == 3
     assert {(r[0], r[2]) for r in mem} == {(MC.H2D_NAME, "5"), (MC.D2H_NAME, "6")}
+    # mindstudio: as the real analysis writes them -- after the other tasks, "MemcopyAsync",
+    # type "other" (viewer/training/task_op_viewer.py _add_memcpy_data)
     ms = _csv(exported, "mindstudio_profiler_output/task_time_*.csv")
-    assert sum(",MEMCPY_ASYNC," in r for r in ms) == 4
+    assert not any(",MEMCPY_ASYNC," in r for r in ms)
+    copies_ = [i for i, r in enumerate(ms) if ",MemcopyAsync,other," in r]
+    assert len(copies_) == 4 and copies_ == list(range(len(ms) - 4, len(ms)))
 
 
 def test_export_op_summary_excludes_copies(exported):
@@ -177,14 +186,32 @@ def test_export_timeline_lane_and_flow(exported):
     ev = json.loads(path.read_text())
     hw_pids = {e["pid"] for e in ev if e.get("ph") == "M" and e["name"] == "process_name"
                and e["args"]["name"] == "Ascend Hardware"}
+    # mindstudio: the real analysis's memory-copy events (memory_copy_viewer.py): on the
+    # stream's tid, without a lane name or a HostToDevice flow
+    mem = [e for e in ev if e.get("ph") == "X" and e["pid"] in hw_pids
+           and e["name"] == "MemcopyAsync"]
+    assert len(mem) == 4 and {e["tid"] for e in mem} == {MC.H2D_STREAM, MC.D2H_STREAM}
+    assert all(e["args"]["Task Type"] == "other" and e["args"]["Receive Time"]
+               <= e["args"]["Start Time"] == e["ts"] < e["args"]["End Time"] for e in mem)
+    lanes = {e["args"]["name"] for e in ev if e.get("ph") == "M" and e["pid"] in hw_pids
+             and e["name"] == "thread_name"}
+    assert not {"Stream 5", "Stream 6"} & lanes
+    assert not [e for e in ev if e.get("cat") == "HostToDevice"
+                and e["tid"] in (MC.H2D_STREAM, MC.D2H_STREAM)]
+    # legacy: the copies are tasks of their stream's lane, with flows
+    (path,) = list(exported.glob("device_0/timeline/msprof_*.json"))
+    ev = json.loads(path.read_text())
+    ev = ev if isinstance(ev, list) else ev["traceEvents"]
+    hw_pids = {e["pid"] for e in ev if e.get("ph") == "M" and e["name"] == "process_name"
+               and e["args"]["name"] == "Ascend Hardware"}
     mem = [e for e in ev if e.get("ph") == "X" and e["pid"] in hw_pids
            and e["args"].get("Task Type") == "MEMCPY_ASYNC"]
-    assert len(mem) == 4 and {e["tid"] for e in mem} == {MC.H2D_STREAM, MC.D2H_STREAM}
+    assert {e["tid"] for e in mem} == {MC.H2D_STREAM, MC.D2H_STREAM}
     lanes = {e["args"]["name"] for e in ev if e.get("ph") == "M" and e["pid"] in hw_pids
              and e["name"] == "thread_name"}
     assert {"Stream 5", "Stream 6"} <= lanes
     flows = [e for e in ev if e.get("cat") == "HostToDevice" and e["ph"] == "f"
              and e["tid"] in (MC.H2D_STREAM, MC.D2H_STREAM)]
-    assert len(flows) == 4
+    assert len(flows) == len(mem)
     starts = {e["id"] for e in ev if e.get("cat") == "HostToDevice" and e["ph"] == "s"}
     assert {e["id"] for e in flows} <= starts

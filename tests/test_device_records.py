@@ -296,10 +296,11 @@ def test_training_trace_off_and_switch_mapping(tmp_path):
                config(training_trace=False, aicpu=False, aic_metrics="", aic_events=()))
     ddata = prof / "device_0" / "data"
     names = {p.name for p in ddata.iterdir()}
-    # ts_track holds only the input copies' "ts memcpy" records (task_time data, not step trace)
+    # ts_track holds only task_time data, not step trace: the input copies' "ts memcpy" and
+    # the AI CPU tasks' "task type" records (both with --aicpu off: aicpu.data is not written)
     assert names == {"hwts.data.0.slice_0", "ts_track.data.0.slice_0"}
     ts = R.device_records(prof, "ts_track")
-    assert set(ts["rpt_type"].tolist()) == {L.TS_RPT_MEMCPY}
+    assert set(ts["rpt_type"].tolist()) == {L.TS_RPT_MEMCPY, L.TS_RPT_TASK_TYPE}
     sample = read_json_line(prof / "device_0" / "sample.json")
     assert sample["ai_core_profiling"] == "off" and sample["ts_keypoint"] == "off"
     assert sample["aicpuTrace"] == "off" and sample["l2CacheTaskProfiling"] == "off"

@@ -361,9 +361,29 @@ def test_static_host_data_has_no_thread_group_in_windows(big):
 
 @pytest.fixture(scope="module")
 def two_devices(tmp_path_factory) -> Path:
-    """Data parallel on two devices: hccl_info steps, HCCL op executions on every step."""
-    return gen_prof.generate(6000, tmp_path_factory.mktemp("two"), devices=2,
+    """Data parallel on two devices: hccl_info steps, HCCL op executions on every step --
+    as the device wrote them before issue 15 §1 (the frozen corpus case two_devices_hccl):
+    host-time steps, which the windowed export cuts around."""
+    from tests.corpus import build as corpus
+
+    return corpus.unpack(tmp_path_factory.mktemp("two"))["two_devices_hccl"]
+
+
+@pytest.fixture(scope="module")
+def two_devices_steps(tmp_path_factory) -> Path:
+    """The same run by today's writer: each HCCL step a device task (issue 15 §1)."""
+    return gen_prof.generate(6000, tmp_path_factory.mktemp("two_steps"), devices=2,
                              batch_tasks=1500, quiet=True)
+
+
+def test_hccl_steps_as_tasks_export_whole(two_devices_steps, tmp_path, monkeypatch):
+    """HCCL steps that are device tasks make their collectives only in the host join
+    (dataset.comm_ops): a device of such data is exported whole, as the whole export."""
+    plan = WN.plan_windows(two_devices_steps, 50, models=True, device=1)
+    assert isinstance(plan, WN.Whole) and "HCCL steps" in plan.why
+    whole = _export(two_devices_steps, tmp_path / "whole", monkeypatch, 0, "legacy")
+    got = _export(two_devices_steps, tmp_path / "win", monkeypatch, 50, "legacy")
+    assert got == whole
 
 
 @pytest.mark.parametrize("window", [50])  # 700: tests/corpus two_devices_hccl legacy-w700
@@ -506,9 +526,12 @@ def test_plan_all_devices_cuts_every_device_at_the_same_points(two_devices, big)
 
 @pytest.fixture(scope="module")
 def with_l2(tmp_path_factory) -> Path:
-    """Two devices with l2_cache records (no time of their own: read at the end)."""
-    return gen_prof.generate(6000, tmp_path_factory.mktemp("l2"), devices=2, l2=True,
-                             batch_tasks=1500, quiet=True)
+    """Two devices with l2_cache records (no time of their own: read at the end) -- the
+    frozen corpus case two_devices_l2 (HCCL steps as before issue 15 §1: windowed; today's
+    writer's HCCL steps are exported whole, test_hccl_steps_as_tasks_export_whole)."""
+    from tests.corpus import build as corpus
+
+    return corpus.unpack(tmp_path_factory.mktemp("l2"))["two_devices_l2"]
 
 
 # (legacy in 700-task windows: tests/corpus two_devices_l2 legacy-w700)

@@ -32,7 +32,8 @@ from msprof_cli.device.chip import ChipSpec, get_chip
 from msprof_cli.device.cost_model import CostTable, evaluate
 from msprof_cli.device.device_records import (aicore_records, aicpu_records, flip_records,
                                               hwts_records, l2_cache_records,
-                                              memcpy_records, step_trace_records)
+                                              memcpy_records, step_trace_records,
+                                              task_type_records)
 from msprof_cli.device.host_records import (HCCL_INFO_TYPE, RT_CPU_KERNEL_LAUNCH,
                                             RT_KERNEL_LAUNCH, RT_MEMCPY_ASYNC,
                                             RUNTIME_API_TYPES, api_records,
@@ -70,6 +71,7 @@ _RUNTIME_TYPE = {op_map.KIND_AI_CORE: L.RUNTIME_TASK_TYPE_IDS["KERNEL_AICORE"],
                  op_map.KIND_AI_CPU: L.RUNTIME_TASK_TYPE_IDS["KERNEL_AICPU"]}
 FLIP_TYPE = L.RUNTIME_TASK_TYPE_IDS["FLIP_TASK"]
 MEMCPY_TYPE = L.RUNTIME_TASK_TYPE_IDS["MEMCPY_ASYNC"]
+REDUCE_TYPE = L.RUNTIME_TASK_TYPE_IDS["REDUCE_ASYNC"]
 
 
 def _lut(mapping: dict[int, int], default: int = 0) -> np.ndarray:
@@ -566,7 +568,6 @@ class Device:
                                                 win.begin[rows], win.end[rows], item))
             used = np.unique(ops.name_idx[rows])
             hash_texts += [self.names.items[i] for i in used.tolist()]
-        self._hccl_apis(ctx, name_hashes, out, hash_texts)
         if len(rows) and self.config.op_info:
             sigs_used = np.unique(ops.sig[rows])
             ge_hash = np.zeros(len(self.sigs), np.uint64)
@@ -584,26 +585,6 @@ class Device:
         ctx_lines = self._hash_lines(hash_texts)
         out["_hash_lines"] = ctx_lines  # type: ignore[assignment]
         return out
-
-    def _hccl_apis(self, ctx: _ChunkCtx, name_hashes: np.ndarray,
-                   out: dict[str, list[np.ndarray]], hash_texts: list[str]) -> None:
-        """HCCL node API (level 5500, type master 0x010001, itemId = op-name hash) per
-        collective op execution, when hccl is on and the run has several devices (options.md
-        4.2).  It spans the second half of the op's launch window from its task_track point:
-        inside the node launch API (the analysis nests acl > model > node > communication >
-        runtime).  The slave type (HCCL's slave-stream API) is not written: the emulated
-        collective is one task on one stream."""
-        if not self.config.hccl or self.hccl_ranks() < 2:
-            return
-        ops, win = ctx.ops, ctx.win
-        rows = np.flatnonzero(ctx.kind == op_map.KIND_HCCL)
-        if not len(rows):
-            return
-        b = win.track_ts[rows]
-        e = b + np.maximum((win.end[rows] - b) // 2, 1)
-        out["api_event"].append(api_records(L.LEVEL_HCCL, L.HCCL_MASTER, win.thread[rows], b, e,
-                                            name_hashes[ops.name_idx[rows]]))
-        hash_texts += [self.names.items[i] for i in np.unique(ops.name_idx[rows]).tolist()]
 
     def _copy_apis(self, ctx: _ChunkCtx, out: dict[str, list[np.ndarray]]) -> None:
         """GE InputCopy (15000/3) / OutputCopy (15000/4) inside each ModelExecute."""
@@ -832,8 +813,20 @@ class Device:
                 has = pos >= 0
                 dep[has] = np.maximum(dep[has], k_end[pos[has]] + S.EVENT_WAIT_TICKS)
             plan = S.StreamPlan()
-            plan.add(op_row=rows[m], order_ns=tt[m], sub=0, ready=dep, dur=dur[m],
-                     gap=S.TASK_GAP_TICKS, tag=-1, iter_row=op_iter[m])
+            if sid == S.HCCL_STREAM and self._hccl_steps_on() and m.any():
+                # one task per step of the collective (hccl_step_plan), back to back, the
+                # op's duration split evenly: HCCL launches each step as its own task
+                steps, _ = self._hccl_steps(ctx, rows[m], dd.device_id)
+                rep = np.repeat(np.arange(int(m.sum())), steps)
+                k = np.arange(len(rep)) - np.repeat(np.cumsum(steps) - steps, steps)
+                d, n = dur[m][rep], steps[rep]
+                plan.add(op_row=rows[m][rep], order_ns=tt[m][rep], sub=0, ready=dep[rep],
+                         dur=np.maximum(d * (k + 1) // n - d * k // n, 1),
+                         gap=np.where(k == 0, S.TASK_GAP_TICKS, 0), tag=-1,
+                         iter_row=op_iter[m][rep])
+            else:
+                plan.add(op_row=rows[m], order_ns=tt[m], sub=0, ready=dep, dur=dur[m],
+                         gap=S.TASK_GAP_TICKS, tag=-1, iter_row=op_iter[m])
             if sid == S.HCCL_STREAM and trace:
                 self._reduce_markers(plan, ctx, rows[m], tt[m], dep, op_iter[m])
             if plan.op_row:
@@ -928,9 +921,13 @@ class Device:
                     np.zeros(len(fl), np.uint16)))
                 f_ts = clk.syscnt(sch.start[fl] - 1)
                 out.append((flip_records(f_ts, stream[fl], sch.flip[fl], sch.task_id[fl]), f_ts))
+            # received by the TS when the launch reaches it (never after the start), started,
+            # ended: the three states the analysis needs (layouts.TS_TRACK_MEMCPY)
+            r_ts = clk.syscnt(np.minimum(clk.ticks(ts + S.LAUNCH_LATENCY_NS), sch.start))
             s_ts, e_ts = clk.syscnt(sch.start), clk.syscnt(sch.end)
-            out.append((memcpy_records(s_ts, stream, sch.task_id, L.TS_MEMCPY_START), s_ts))
-            out.append((memcpy_records(e_ts, stream, sch.task_id, L.TS_MEMCPY_END), e_ts))
+            for state, t_ in ((L.TS_STATE_RECEIVE, r_ts), (L.TS_STATE_START, s_ts),
+                              (L.TS_STATE_END, e_ts)):
+                out.append((memcpy_records(t_, stream, sch.task_id, state), t_))
         return out
 
     def _compute_plan(self, ctx: _ChunkCtx, clk: S.DeviceClock, it_rows: np.ndarray,
@@ -1012,48 +1009,85 @@ class Device:
         plan.add(op_row=-1, order_ns=last_it, sub=3, ready=end_ready, dur=0,
                  gap=S.MARKER_GAP_TICKS, tag=TAG_MODEL_END, iter_row=it_rows)
 
-    def _hccl_info(self, ctx: _ChunkCtx, dd: _DeviceDir, sch: S.ScheduledStream,
-                   host: dict[str, list[np.ndarray]]) -> None:
-        """hccl_info (several ranks, hccl on): each collective task of this rank as the steps
-        of `host_records.hccl_step_plan` (ring all-reduce = n-1 Reduce_Inline + n-1 Memcpy,
-        broadcast = a chain from rank 0, others n-1 Memcpy); the task's device time is split
-        evenly among its steps."""
-        clk = dd.state.clock
-        is_op = sch.op_row >= 0
-        rows = sch.op_row[is_op]
-        start, end = clk.ns(sch.start[is_op]), clk.ns(sch.end[is_op])
+    def _hccl_steps_on(self) -> bool:
+        """HCCL data is written (hccl on, several ranks): each collective runs as its steps."""
+        return bool(self.config.hccl) and self.config.task_time != "off" \
+            and self.hccl_ranks() > 1
+
+    def _hccl_steps(self, ctx: _ChunkCtx, rows: np.ndarray, device_id: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per op row, its number of steps on this rank (`host_records.hccl_step_plan`), and
+        per step (the rows' steps in order) (reduce step, role, remote rank, data bytes)."""
         n = self.hccl_ranks()
-        rank = self.hccl_rank(dd.device_id)
+        rank = self.hccl_rank(device_id)
         uniq, plan_of = np.unique(ctx.ops.sig[rows], return_inverse=True)
         plans = [hccl_step_plan(self.sigs.ge_type[sg], self.sigs.tf_type[sg],
                                 bool(ctx.sig["allreduce"][sg]), rank, n,
                                 float(ctx.sig["bytes_in"][sg]), float(ctx.sig["bytes_out"][sg]))
                  for sg in uniq.tolist()]
-        # per distinct signature, its steps padded to the longest plan: (plan, step) tables
-        width = max(len(pl) for pl in plans)
+        width = max([len(pl) for pl in plans] + [1])
         table = np.zeros((len(plans), width, 4), np.int64)
         for i, pl in enumerate(plans):
             table[i, :len(pl)] = pl
-        steps = np.array([len(pl) for pl in plans], np.int64)[plan_of]
+        steps = np.maximum(np.array([len(pl) for pl in plans], np.int64), 1)[plan_of] \
+            if len(plans) else np.zeros(0, np.int64)
         task = np.repeat(np.arange(len(rows)), steps)
         k = np.arange(len(task)) - np.repeat(np.cumsum(steps) - steps, steps)
-        step_info = table[plan_of[task], k]
-        reduce_step = step_info[:, 0].astype(bool)
-        role = step_info[:, 1].astype(np.uint32)
-        remote = step_info[:, 2].astype(np.uint32)
-        data = step_info[:, 3].astype(np.uint64)
-        span = (end - start)[task]
-        b = start[task] + span * k // steps[task]
-        e = start[task] + span * (k + 1) // steps[task]
+        return steps, table[plan_of[task], k]
+
+    def _hccl_step_records(self, ctx: _ChunkCtx, dd: _DeviceDir, sch: S.ScheduledStream,
+                           host: dict[str, list[np.ndarray]]) -> np.ndarray:
+        """Host records of the collectives' steps on this rank (several ranks, hccl on), as
+        the analysis links them (Ascend/msprof mscalculate/cann/cann_analysis_gear.py
+        TaskGear.add_hccl_task / add_hccl_op): per step (= one task of the HCCL stream) an
+        HCCL-level API (level 5500, master) inside the op's node launch API, enclosing the
+        step's hccl_info and its runtime task_track (MEMCPY_ASYNC for a copy, REDUCE_ASYNC for
+        an inline reduce).  The op's steps share its launch window from its task_track
+        point on, one slot each.  Returns the task_track time of every stream entry (-1 for
+        markers), for the flips."""
+        win = ctx.win
+        is_op = sch.op_row >= 0
+        rows = sch.op_row[is_op]
+        track = np.full(len(sch), -1, np.int64)
+        if not len(rows):
+            return track
+        # the stream holds each op's steps consecutively, in step order
+        first = np.r_[True, rows[1:] != rows[:-1]]
+        op_rows = rows[first]
+        steps, info = self._hccl_steps(ctx, op_rows, dd.device_id)
+        if int(steps.sum()) != len(rows):
+            raise RuntimeError("HCCL steps do not match the HCCL stream's tasks")
+        task = np.repeat(np.arange(len(op_rows)), steps)
+        k = np.arange(len(task)) - np.repeat(np.cumsum(steps) - steps, steps)
+        reduce_step = info[:, 0].astype(bool)
+        # one slot [b, e] per step in [track_ts, window end) of the op's launch
+        t0 = win.track_ts[rows]
+        slot = np.maximum((win.end[rows] - t0) // steps[task], 1)
+        b = t0 + k * slot
+        e = b + np.maximum(slot - 1, 0)
+        info_ts = np.minimum(b + 1, e)
+        track_ts = np.minimum(b + 2, e)
+        thread = win.thread[rows]
+        name_hash_of = np.array([name_hash(n_) for n_ in self.names.items], np.uint64)
+        op_h = name_hash_of[ctx.ops.name_idx[rows]]
+        host["api_event"].append(api_records(L.LEVEL_HCCL, L.HCCL_MASTER, thread, b, e, op_h))
+        clk = dd.state.clock
+        start, end = clk.ns(sch.start[is_op]), clk.ns(sch.end[is_op])
         names = {True: "Reduce_Inline", False: "Memcpy"}
         host["_hash_lines"].extend(self._hash_lines(list(names.values()) + ["hccl_world_group"]))
         name_h = np.where(reduce_step, name_hash(names[True]), name_hash(names[False]))
-        op_h = np.array([name_hash(n_) for n_ in self.names.items], np.uint64)[
-            ctx.ops.name_idx[rows]][task]
         host["hccl_info"].append(hccl_info_records(
-            ctx.win.thread[rows][task], b, e - b, name_h.astype(np.uint64), op_h,
-            name_hash("hccl_world_group"), rank, n, k, data, np.zeros(len(task), np.uint32),
-            remote_rank=remote, role=role))
+            thread, info_ts, end - start, name_h.astype(np.uint64), op_h,
+            name_hash("hccl_world_group"), self.hccl_rank(dd.device_id), self.hccl_ranks(), k,
+            info[:, 3].astype(np.uint64), np.zeros(len(rows), np.uint32),
+            remote_rank=info[:, 2].astype(np.uint32), role=info[:, 1].astype(np.uint32)))
+        rt = np.where(reduce_step, REDUCE_TYPE, MEMCPY_TYPE)
+        host["task_track"].append(task_track_records(
+            thread, track_ts, dd.device_id, np.full(len(rows), sch.stream_id),
+            sch.task_id[is_op], np.zeros(len(rows), np.int64), rt, op_h,
+            np.zeros(len(rows), np.uint16)))
+        track[is_op] = track_ts
+        return track
 
     def _emit(self, ctx: _ChunkCtx, dd: _DeviceDir, scheduled: dict[int, S.ScheduledStream],
               host: dict[str, list[np.ndarray]],
@@ -1067,6 +1101,7 @@ class Device:
         ts_parts: list[np.ndarray] = [p for p, _ in extra_ts or ()]
         ts_time: list[np.ndarray] = [t for _, t in extra_ts or ()]
         name_hash_of = np.array([name_hash(n) for n in self.names.items], np.uint64)
+        hw_parts: list[tuple[np.ndarray, ...]] = []
         for sid, sch in scheduled.items():
             is_op = sch.op_row >= 0
             op_rows = sch.op_row[is_op]
@@ -1088,8 +1123,8 @@ class Device:
                               RT_CPU_KERNEL_LAUNCH)
                 host["api_event"].append(api_records(L.LEVEL_RUNTIME, rt, win.thread[r], rb,
                                                      re_, np.zeros(len(r), np.uint64)))
-            if sid == S.HCCL_STREAM and cfg.hccl and self.hccl_ranks() > 1 and len(op_rows):
-                self._hccl_info(ctx, dd, sch, host)
+            steps_on = sid == S.HCCL_STREAM and self._hccl_steps_on()
+            step_track = self._hccl_step_records(ctx, dd, sch, host) if steps_on else None
             left_out = ("aicpu" if sid == S.AICPU_STREAM and not cfg.aicpu else
                         "hccl" if sid == S.HCCL_STREAM and not cfg.hccl
                         and self.hccl_ranks() > 1 else None)
@@ -1104,7 +1139,9 @@ class Device:
                 it = np.maximum(sch.iter_row[fl], 0)
                 # host flip strictly between the launches of the tasks around it: before an
                 # op task's task_track, or beside the marker's anchor launch
-                h_ts = np.where(row >= 0, win.track_ts[np.maximum(row, 0)] - 1,
+                op_track = win.track_ts[np.maximum(row, 0)] if step_track is None \
+                    else step_track[fl]
+                h_ts = np.where(row >= 0, op_track - 1,
                                 sch.order_ns[fl] + np.where(sch.sub[fl] > 0, 1, -1))
                 h_thr = np.where(row >= 0, win.thread[np.maximum(row, 0)],
                                  iters.thread[it] if len(iters) else 0)
@@ -1128,14 +1165,14 @@ class Device:
                 ts_time.append(m_ts)
             if not task_on or not len(op_rows):
                 continue
+            if sid == S.COMPUTE_STREAM or steps_on:
+                # the task log: AI Core kernels and the collectives' steps (the analysis
+                # takes the 910's device tasks from hwts.data and, for AI CPU, ts_track)
+                hw_parts.append((sch.task_id[is_op], np.full(int(is_op.sum()), sid),
+                                 sch.start[is_op], sch.end[is_op]))
             if sid == S.COMPUTE_STREAM:
                 tid = sch.task_id[is_op]
                 st, en = sch.start[is_op], sch.end[is_op]
-                hw = hwts_records(tid, np.full(len(tid), sid), clk.syscnt(st), clk.syscnt(en),
-                                  dd.state.hwts_count)
-                dd.state.hwts_count += len(hw)
-                files.file("hwts", lambda i: L.device_file_name("hwts", dev, i)
-                           ).write_records(hw)
                 by_end = np.argsort(en, kind="stable")
                 tsig = ops.sig[op_rows][by_end]
                 if cfg.pmu_on:
@@ -1151,15 +1188,33 @@ class Device:
                     files.file("l2_cache", lambda i: L.device_file_name("l2_cache", dev, i)
                                ).write_records(l2_cache_records(
                                    np.full(len(tid), sid), tid[by_end], ev))
-            elif sid == S.AICPU_STREAM and cfg.aicpu:
+            elif sid == S.AICPU_STREAM:
+                # the TS's task-type reports (ts_track rptType 12): on the 910 the only
+                # device record of an AI CPU task's start and end (the task log hwts.data
+                # holds AI Core tasks only), written with task trace like hwts.data;
+                # aicpu.data (the AI CPU scheduler's timings, --aicpu on) adds the details
                 tid = sch.task_id[is_op]
                 st, en = sch.start[is_op], sch.end[is_op]
-                rd = clk.ticks(win.track_ts[op_rows] + S.LAUNCH_LATENCY_NS)
+                rd = np.minimum(clk.ticks(win.track_ts[op_rows] + S.LAUNCH_LATENCY_NS), st)
+                strm = np.full(len(tid), sid)
+                for state, tk in ((L.TS_STATE_RECEIVE, rd), (L.TS_STATE_START, st),
+                                  (L.TS_STATE_END, en)):
+                    t_ = clk.syscnt(tk)
+                    ts_parts.append(task_type_records(t_, strm, tid, L.TS_TASK_TYPE_AI_CPU,
+                                                      state))
+                    ts_time.append(t_)
+                if not cfg.aicpu:
+                    continue
                 thr = (4 + np.arange(len(tid)) % self.chip.ai_cpu_core_num).astype(np.uint32)
                 files.file("aicpu", lambda i: L.device_file_name("aicpu", dev, i)
                            ).write_records(aicpu_records(
                                dev, np.full(len(tid), sid), tid, clk.syscnt(rd),
                                clk.syscnt(st), clk.syscnt(en), clk.ns(st), clk.ns(en), thr))
+        if hw_parts:
+            tid, strm, st, en = (np.concatenate(c) for c in zip(*hw_parts))
+            hw = hwts_records(tid, strm, clk.syscnt(st), clk.syscnt(en), dd.state.hwts_count)
+            dd.state.hwts_count += len(hw)
+            files.file("hwts", lambda i: L.device_file_name("hwts", dev, i)).write_records(hw)
         if ts_parts:
             arr = np.concatenate([p.view(np.uint8).reshape(-1, L.TS_TRACK_SIZE)
                                   for p in ts_parts])

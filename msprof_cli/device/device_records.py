@@ -66,14 +66,30 @@ def flip_records(ts: np.ndarray, stream: np.ndarray, flip_num: np.ndarray,
 
 def memcpy_records(ts: np.ndarray, stream: np.ndarray, task_id: np.ndarray, state: int
                    ) -> np.ndarray:
-    """ts_track rptType 11 ("ts memcpy"): one record when a copy starts (taskState 0) and
-    one when it ends (1); see layouts.TS_TRACK_MEMCPY for the field interpretation."""
+    """ts_track rptType 11 ("ts memcpy"): one record per state of a copy -- received by the
+    TS (taskState 0), started (1), ended (2); see layouts.TS_TRACK_MEMCPY."""
     arr = np.zeros(len(ts), L.TS_TRACK_MEMCPY)
     arr["rpt_type"] = L.TS_RPT_MEMCPY
     arr["buf_size"] = L.TS_TRACK_SIZE
     arr["timestamp"] = ts
     arr["stream_id"] = stream & STREAM_MASK
     arr["task_id"] = task_id
+    arr["task_state"] = state
+    return arr
+
+
+def task_type_records(ts: np.ndarray, stream: np.ndarray, task_id: np.ndarray,
+                      task_type: int, state: int) -> np.ndarray:
+    """ts_track rptType 12 ("task type"): one record per state of a task scheduled by the TS
+    -- received (taskState 0), started (1), ended (2); on the 910 the AI CPU tasks' times
+    (taskType 1), see layouts.TS_TRACK_TASK_TYPE."""
+    arr = np.zeros(len(ts), L.TS_TRACK_TASK_TYPE)
+    arr["rpt_type"] = L.TS_RPT_TASK_TYPE
+    arr["buf_size"] = L.TS_TRACK_SIZE
+    arr["timestamp"] = ts
+    arr["stream_id"] = stream & STREAM_MASK
+    arr["task_id"] = task_id
+    arr["task_type"] = task_type
     arr["task_state"] = state
     return arr
 

@@ -27,7 +27,7 @@ def host_lines(prof: Path, kind: str) -> list[str]:
 
 
 def device_records(prof: Path, kind: str, device_id: int = 0) -> np.ndarray:
-    pattern = re.compile(rf"^{re.escape(L.DEVICE_FILES[kind])}\.{device_id}\.slice_\d+$")
+    pattern = re.compile(L.device_file_regex(kind, device_id))
     files = slice_files(Path(prof) / f"device_{device_id}" / "data", pattern)
     parts = [np.fromfile(f, dtype=L.DEVICE_DTYPES[kind]) for f in files]
     return np.concatenate(parts) if parts else np.zeros(0, L.DEVICE_DTYPES[kind])

@@ -21,7 +21,10 @@ HCCL_STREAM = 4
 LAUNCH_LATENCY_NS = 10_000  # host task_track -> earliest device start
 TASK_GAP_TICKS = 100  # 1 us between two kernels on a stream (hwts dispatch)
 MARKER_GAP_TICKS = 50  # 0.5 us before a step-trace marker task
-EVENT_WAIT_TICKS = 100  # 1 us: a cross-stream wait (event record on one stream, wait on another)
+# 1.5 us: a cross-stream wait (event record on one stream, wait on another); longer than the
+# in-stream gap so that a task waiting on a producer does not start at the very tick the
+# producer's stream starts its next task (the analysis orders such ties by a hash)
+EVENT_WAIT_TICKS = 150
 TASK_ID_SPACE = 1 << 16
 NEVER = np.iinfo(np.int64).min // 4
 

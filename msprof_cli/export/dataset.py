@@ -30,6 +30,9 @@ from .steptrace import iterations
 
 HARDWARE_OP_TYPES = {"AI_CPU", "DSA", "DVPP"}
 DROPPED_GE_TYPES = {"WRITE_BACK", "INVALID"}
+# runtime task types the analysis takes as kernels besides KERNEL_* (cann_analysis_gear.py
+# TaskGear.is_kernel_task)
+KERNEL_RT_TYPES = {"STARS_COMMON", "FFTS_PLUS"}
 MEMCPY_SOURCE = "memcpy"  # task source of the ts_track "ts memcpy" copies: not op_summary rows
 TENSOR_COLS = ["in_shapes", "in_types", "in_formats", "out_shapes", "out_types", "out_formats"]
 
@@ -46,6 +49,9 @@ class DeviceData:
     pmu_events: list[int] = field(default_factory=list)
     aicpu: pd.DataFrame | None = None
     l2: pd.DataFrame | None = None
+    # the collectives as the analysis shows them (communication.comm_ops), when their steps
+    # are device tasks (the hccl steps of msprof_cli since issue 15); else None
+    comm_ops: pd.DataFrame | None = None
 
     @property
     def device_id(self) -> int:
@@ -325,6 +331,8 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         "start_local": tasks["start_local"].to_numpy(np.int64),
         "end_local": tasks["end_local"].to_numpy(np.int64),
         "dur_ns": tasks["dur_ns"].to_numpy(np.int64),
+        # when the TS received the task (ts memcpy tasks; the others: their start)
+        "recv_local": tasks["recv_ns"].to_numpy(np.int64) + np.int64(rd.offset_ns),
         "source": src,
         "host_known": known,
         "op_name": op_name, "op_type": op_type, "op_state": state, "task_type": ge,
@@ -332,6 +340,24 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         "connection_id": conn, "tt_thread": tt_thread, "tt_local": tt_local,
         **tensors,
     })
+    # the steps of a collective (HCCL-level tasks: a non-kernel runtime task of an HCCL op,
+    # raw-format: an hccl_info step): task_time / hardware rows named by their runtime type,
+    # not op_summary rows -- the analysis's TaskGear makes op_summary rows of kernel tasks
+    # only and one COMMUNICATION row per collective (communication.comm_ops)
+    rt_arr = out["rt_type"].to_numpy(object)
+    out["comm_step"] = (out["task_type"].to_numpy(object) == "HCCL") & (rt_arr != NA) \
+        & ~np.isin(rt_arr, list(KERNEL_RT_TYPES)) & ~np.char.startswith(
+            rt_arr.astype(str), "KERNEL_")
+    # the durations as the analysis holds them: exact ns, but its AI CPU tasks' REAL ns from
+    # float ms (summaries.op_statistic)
+    dur_f = out["dur_ns"].to_numpy(np.float64).copy()
+    ai = out["source"].to_numpy(object) == "aicpu"
+    if ai.any():
+        from .device import analysis_time
+        s0 = out["start_local"].to_numpy(np.int64)[ai] - np.int64(rd.offset_ns)
+        e0 = out["end_local"].to_numpy(np.int64)[ai] - np.int64(rd.offset_ns)
+        dur_f[ai] = (analysis_time(e0, rd, 1e9) / 1e6 - analysis_time(s0, rd, 1e9) / 1e6) * 1e6
+    out["dur_f"] = dur_f
     del tasks
     if not out["start_local"].is_monotonic_increasing:  # decode sorted them already
         out = out.sort_values("start_local", kind="stable", ignore_index=True)
@@ -351,9 +377,12 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
     else:
         out["pmu_ok"] = np.zeros(len(out), dtype=bool)
     its = device_iterations(rd, dev.steps)
-    return DeviceData(rd=rd, tasks=out, iterations=its, has_host_ops=has_host,
-                      has_node_info=has_node, pmu_events=rd.pmu_events if dev.pmu is not None
-                      else [], aicpu=dev.aicpu, l2=dev.l2)
+    d = DeviceData(rd=rd, tasks=out, iterations=its, has_host_ops=has_host,
+                   has_node_info=has_node, pmu_events=rd.pmu_events if dev.pmu is not None
+                   else [], aicpu=dev.aicpu, l2=dev.l2)
+    if out["comm_step"].any():
+        d.comm_ops = comm_ops(d, host)
+    return d
 
 
 def _pmu_candidates(out: pd.DataFrame) -> np.ndarray:
@@ -507,3 +536,75 @@ def load_prof(prof: Path) -> ProfData:
         tables.apis = tables.apis.iloc[:0]
         release()
     return ProfData(prof=prof, host=host, devices=devices, log=log)
+
+
+# the columns of hccl.OP_COLS (communication.hccl_rows)
+COMM_OP_COLS = ["op_name", "op_type", "group", "local_rank", "rank_size", "start_local",
+                "end_local", "dur_ns", "connection_id"]
+
+
+def comm_ops(dev: DeviceData, host) -> pd.DataFrame:
+    """The collectives of `dev` whose steps are device tasks (`comm_step` rows: hwts tasks of
+    the HCCL stream launched in an HCCL-level API with their hccl_info), as the analysis
+    makes them (Ascend/msprof mscalculate/hccl/hccl_calculator.py): one per op execution
+    (the steps of one node launch), start = first step start, end = last step end, named
+    ``{op}_{group[-3:]}_{k}_1`` (update_op_name_by_group_name: the group name as printed --
+    the hccl_info's group number -- and k = the device's executions of that group so far;
+    iter 1: each step task occurs once).  Columns: OP_COLS + model_id, tt_local, group_id."""
+    t = dev.tasks[dev.tasks["comm_step"].to_numpy(bool)]
+    if len(t) == 0:
+        return pd.DataFrame(columns=COMM_OP_COLS + ["base", "seq", "model_id", "tt_local",
+                                                    "group_id", "thread", "launch_local"])
+    g = t.groupby("connection_id", sort=False).agg(
+        op_name=("op_name", "first"), op_type=("op_type", "first"),
+        model_id=("model_id", "first"), tt_local=("tt_local", "min"),
+        thread=("tt_thread", "first"),
+        start_local=("start_local", "min"), end_local=("end_local", "max")).reset_index()
+    g = g.sort_values(["tt_local", "start_local"], kind="stable", ignore_index=True)
+    h = getattr(host.tables, "hccl", None) if host is not None and host.tables else None
+    group_id = int(h["group_name"].to_numpy(np.uint64)[0]) if h is not None and len(h) \
+        else 0
+    rank_size = int(h["rank_size"].to_numpy(np.int64)[0]) if h is not None and len(h) else 0
+    local_rank = int(h["local_rank"].to_numpy(np.int64)[0]) if h is not None and len(h) \
+        else 0
+    k = np.arange(len(g))
+    suffix = f"_{str(group_id)[-3:]}_"
+    s, e = g["start_local"].to_numpy(np.int64), g["end_local"].to_numpy(np.int64)
+    group = "N/A"
+    if h is not None and len(h) and host.tables.hashes:
+        group = resolve(np.array([group_id], np.uint64), host.tables.hashes)[0]
+    return pd.DataFrame({
+        "op_name": [f"{n}{suffix}{i}_1" for n, i in zip(g["op_name"].tolist(), k.tolist())],
+        "base": [f"{n}{suffix}" for n in g["op_name"].tolist()], "seq": k,
+        "op_type": g["op_type"].to_numpy(object), "group": group,
+        "local_rank": local_rank, "rank_size": rank_size,
+        "start_local": s, "end_local": e, "dur_ns": e - s,
+        "connection_id": g["connection_id"].to_numpy(np.int64),
+        "model_id": g["model_id"].to_numpy(np.int64),
+        "tt_local": g["tt_local"].to_numpy(np.int64), "group_id": group_id,
+        "thread": g["thread"].to_numpy(np.int64),
+        "launch_local": _launch_begin(host, g["connection_id"].to_numpy(np.int64))})
+
+
+def number_comm_ops(dev: DeviceData, before: int) -> int:
+    """A window of a windowed export: number its collectives after the `before` ones of the
+    windows before (comm_ops numbers the device's collectives from 0); returns the count so
+    far."""
+    c = dev.comm_ops
+    if c is None or len(c) == 0:
+        return before
+    c["op_name"] = [f"{b}{q + before}_1" for b, q in zip(c["base"].tolist(),
+                                                          c["seq"].tolist())]
+    return before + len(c)
+
+
+def _launch_begin(host, cid: np.ndarray) -> np.ndarray:
+    """Local begin of the host API with connection id `cid` (the collectives' node launch:
+    where the analysis starts their HostToDevice flows); -1 when unknown."""
+    apis = host.tables.apis if host is not None and host.tables is not None else None
+    if apis is None or len(apis) == 0 or host.rd is None:
+        return np.full(len(cid), -1, np.int64)
+    m = pd.Series(apis["begin_ns"].to_numpy(np.int64) + np.int64(host.rd.offset_ns),
+                  index=apis["connection_id"].to_numpy(np.int64))
+    m = m[~m.index.duplicated()]
+    return m.reindex(cid).fillna(-1).to_numpy(np.int64)

@@ -177,8 +177,11 @@ def compute_mask(dev: DeviceData) -> np.ndarray:
     """Device tasks that are op_summary rows (same rule as summaries.op_rows)."""
     if not dev.has_host_ops:
         return np.zeros(len(dev.tasks), dtype=bool)
-    return ~dev.tasks["task_type"].isin(list(DROPPED_GE_TYPES)).to_numpy() \
+    mask = ~dev.tasks["task_type"].isin(list(DROPPED_GE_TYPES)).to_numpy() \
         & (dev.tasks["source"].to_numpy(object) != MEMCPY_SOURCE)
+    if "comm_step" in dev.tasks:  # a collective's steps (COMMUNICATION_OP, not compute)
+        mask &= ~dev.tasks["comm_step"].to_numpy(bool)
+    return mask
 
 
 def _task_type_names(tasks: pd.DataFrame) -> np.ndarray:

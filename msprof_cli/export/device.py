@@ -20,7 +20,7 @@ STREAM_MASK = 0x7FF
 
 @dataclass
 class DeviceTables:
-    tasks: pd.DataFrame  # stream_id, task_id, batch_id, start_ns, end_ns, source
+    tasks: pd.DataFrame  # stream_id, task_id, batch_id, start_ns, end_ns, source, recv_ns
     # ('hwts' | 'aicpu' | 'memcpy': ts_track rptType 11)
     pmu: pd.DataFrame | None  # stream_id, task_id, occ, total_cycles, pmu_0..7
     steps: pd.DataFrame  # ts_ns, index_id, model_id, stream_id, task_id, tag_id
@@ -30,20 +30,23 @@ class DeviceTables:
 
 
 def pair_hwts(stream: np.ndarray, task: np.ndarray, log_type: np.ndarray, ticks: np.ndarray,
-              log: DecodeLog, where: str = "hwts") -> pd.DataFrame:
+              log: DecodeLog, where: str = "hwts", start: int = L.HWTS_TASK_START,
+              end: int = L.HWTS_TASK_END) -> pd.DataFrame:
     """Pair task-start with task-end records per (stream, task), vectorised.
 
     Records are stably sorted by (stream, task, file order); an end closes the start directly
     before it with the same key.  Unpaired starts/ends (lost records) are dropped and counted.
+    `start` / `end`: the record types (hwts log type, ts_track taskState) that open / close
+    a task; records of other types (a ts_track "received") are skipped.
     """
-    keep = (log_type == L.HWTS_TASK_START) | (log_type == L.HWTS_TASK_END)
+    keep = (log_type == start) | (log_type == end)
     stream, task, log_type, ticks = stream[keep], task[keep], log_type[keep], ticks[keep]
     order = np.lexsort((np.arange(len(stream)), task, stream))
     s, t, lt, tk = stream[order], task[order], log_type[order], ticks[order]
     if len(s) < 2:
         return pd.DataFrame({"stream_id": [], "task_id": [], "start_tick": [], "end_tick": []})
     same = (s[1:] == s[:-1]) & (t[1:] == t[:-1])
-    is_pair = same & (lt[:-1] == L.HWTS_TASK_START) & (lt[1:] == L.HWTS_TASK_END)
+    is_pair = same & (lt[:-1] == start) & (lt[1:] == end)
     i = np.nonzero(is_pair)[0]
     lost = len(s) - 2 * len(i)
     if lost:
@@ -80,6 +83,29 @@ def assign_batches(tasks: pd.DataFrame, flips: pd.DataFrame, time_col: str) -> n
     nxt = np.minimum(pos, len(fs) - 1)
     moved = (pos < hi) & (tasks["task_id"].to_numpy(np.int64) < ftask[nxt])
     return (batch + moved).astype(np.int64)
+
+
+def memcpy_states(state: np.ndarray) -> tuple[int, int]:
+    """(start, end) taskState of the ts memcpy (rptType 11) records: received 0 / started 1 /
+    ended 2 as the analysis reads them (layouts.TS_TRACK_MEMCPY); records without any
+    "ended" state are msprof_cli's before issue 15, which wrote started 0 / ended 1."""
+    if (state == L.TS_STATE_END).any():
+        return L.TS_STATE_START, L.TS_STATE_END
+    return L.TS_MEMCPY_LEGACY_START, L.TS_MEMCPY_LEGACY_END
+
+
+def aicpu_task_rows(ts: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
+    """The ts_track rows of rptType 12 ("task type") records of AI CPU tasks (taskType 1),
+    and those records (layouts.TS_TRACK_TASK_TYPE); (all False, None) when there are none."""
+    rpt = ts["rpt_type"] if "rpt_type" in ts else np.zeros(0, np.uint8)
+    tt = rpt == L.TS_RPT_TASK_TYPE
+    if not tt.any():
+        return tt, None
+    tv = reviewed(ts, tt, L.TS_TRACK_TASK_TYPE)
+    ai = tv["task_type"] == L.TS_TASK_TYPE_AI_CPU
+    rows = np.zeros(len(rpt), bool)
+    rows[np.flatnonzero(tt)[ai]] = True
+    return rows, tv[ai]
 
 
 def reviewed(ts: dict[str, np.ndarray], rows: np.ndarray, layout: np.dtype) -> np.ndarray:
@@ -144,6 +170,22 @@ def decode_device(rd: ResultDirInfo, log: DecodeLog, select: dict[str, np.ndarra
         flips = pd.DataFrame({"ts_ns": np.zeros(0, np.int64), "stream_id": np.zeros(0, np.int64),
                               "flip_num": np.zeros(0, np.int64), "task_id": np.zeros(0, np.int64)})
 
+    # AI CPU tasks: on the 910 their start / end are the TS's "task type" reports (ts_track
+    # rptType 12, taskType 1: started 1 / ended 2), as the analysis reads them (Ascend/msprof
+    # mscalculate/ts_task/ai_cpu/aicpu_from_ts.py); aicpu.data (below) only adds the AI CPU
+    # timings of the aicpu summary.  Raw data without those reports (msprof_cli before
+    # issue 15) has the tasks in aicpu.data alone: they are taken from there.
+    _, av = aicpu_task_rows(ts)
+    if av is not None and len(av):
+        ap = pair_hwts(av["stream_id"].astype(np.int64) & STREAM_MASK, av["task_id"],
+                       av["task_state"], av["timestamp"], log, "ts_track task type",
+                       L.TS_STATE_START, L.TS_STATE_END)
+        tasks = pd.concat([tasks, pd.DataFrame({
+            "stream_id": ap["stream_id"].to_numpy(np.int64),
+            "task_id": ap["task_id"].to_numpy(np.int64),
+            "start_ns": to_mono_ns(ap["start_tick"].to_numpy(), rd),
+            "end_ns": to_mono_ns(ap["end_tick"].to_numpy(), rd),
+            "source": "aicpu"})], ignore_index=True)
     aicpu = None
     ac = device_records(d, "aicpu", log, select=sel.get("aicpu"))
     if len(ac["stream_id"]):
@@ -161,25 +203,48 @@ def decode_device(rd: ResultDirInfo, log: DecodeLog, select: dict[str, np.ndarra
             "total_ns": to_mono_ns(ac["tick_after_run"][okt], rd)
             - to_mono_ns(ac["submit_tick"][okt], rd),
         })
-        tasks = pd.concat([tasks, pd.DataFrame({
-            "stream_id": aicpu["stream_id"], "task_id": aicpu["task_id"],
-            "start_ns": aicpu["start_ns"], "end_ns": aicpu["end_ns"], "source": "aicpu"})],
-            ignore_index=True)
+        if av is None:  # the legacy raw data (see above)
+            tasks = pd.concat([tasks, pd.DataFrame({
+                "stream_id": aicpu["stream_id"], "task_id": aicpu["task_id"],
+                "start_ns": aicpu["start_ns"], "end_ns": aicpu["end_ns"],
+                "source": "aicpu"})], ignore_index=True)
 
     mc = rpt == L.TS_RPT_MEMCPY
     if mc.any():
         # "ts memcpy" (rptType 11): host<->device copies run by the TS on the SDMA engine, not
-        # in hwts.data; a start (taskState 0) and an end (1) record per task, paired like hwts
+        # in hwts.data; received / started / ended records per task, paired like hwts
         mv = reviewed(ts, mc, L.TS_TRACK_MEMCPY)
-        mp = pair_hwts(mv["stream_id"].astype(np.int64) & STREAM_MASK, mv["task_id"],
-                       mv["task_state"], mv["timestamp"], log, "ts_track memcpy")
-        tasks = pd.concat([tasks, pd.DataFrame({
+        m_stream = mv["stream_id"].astype(np.int64) & STREAM_MASK
+        states = memcpy_states(mv["task_state"])
+        mp = pair_hwts(m_stream, mv["task_id"], mv["task_state"], mv["timestamp"], log,
+                       "ts_track memcpy", *states)
+        mt = pd.DataFrame({
             "stream_id": mp["stream_id"].to_numpy(np.int64),
             "task_id": mp["task_id"].to_numpy(np.int64),
             "start_ns": to_mono_ns(mp["start_tick"].to_numpy(), rd),
             "end_ns": to_mono_ns(mp["end_tick"].to_numpy(), rd),
-            "source": "memcpy"})], ignore_index=True)
+            "source": "memcpy"})
+        mt["recv_ns"] = mt["start_ns"]
+        rc = mv["task_state"] == L.TS_STATE_RECEIVE
+        if states[0] == L.TS_STATE_START and rc.any() and len(mt):
+            # the time the TS received the copy: its last "received" record before the start
+            recv = pd.DataFrame({"stream_id": m_stream[rc],
+                                 "task_id": mv["task_id"][rc].astype(np.int64),
+                                 "recv": to_mono_ns(mv["timestamp"][rc], rd)})
+            mt["_row"] = np.arange(len(mt))
+            j = pd.merge_asof(mt.sort_values("start_ns", kind="stable"),
+                              recv.sort_values("recv", kind="stable"), left_on="start_ns",
+                              right_on="recv", by=["stream_id", "task_id"])
+            got = j["recv"].notna().to_numpy()
+            mt.loc[j["_row"].to_numpy()[got], "recv_ns"] = j["recv"].to_numpy()[got].astype(
+                np.int64)
+            del mt["_row"]
+        tasks = pd.concat([tasks, mt], ignore_index=True)
 
+    if "recv_ns" in tasks:  # the other tasks: received = started (not in their records)
+        tasks["recv_ns"] = tasks["recv_ns"].fillna(tasks["start_ns"]).astype(np.int64)
+    else:
+        tasks["recv_ns"] = tasks["start_ns"]
     tasks = tasks.sort_values(["start_ns"], kind="stable", ignore_index=True)
     tasks["batch_id"] = assign_batches(tasks, flips, "start_ns")
 
@@ -199,3 +264,25 @@ def decode_device(rd: ResultDirInfo, log: DecodeLog, select: dict[str, np.ndarra
     l2c = device_records(d, "l2_cache", log, select=sel.get("l2_cache"))
     l2 = l2_frame(l2c) if len(l2c["stream_id"]) else None
     return DeviceTables(tasks=tasks, pmu=pmu, steps=steps, flips=flips, aicpu=aicpu, l2=l2)
+
+
+def analysis_time(ns: np.ndarray, rd: ResultDirInfo, unit: float) -> np.ndarray:
+    """`analysis_us` in another unit (1e9 ns, 1e6 µs, 1e3 ms: the analysis's time_fmt)."""
+    rel = (np.asarray(ns, np.int64) - np.int64(rd.host_sync_ns))
+    mhz = rd.hwts_mhz
+    ticks = rel * mhz.numerator // (1000 * mhz.denominator)
+    syscnt = (ticks + np.int64(rd.dev_cntvct)).astype(np.float64)
+    dev_cnt = float(rd.dev_cntvct) / 1e9
+    host_mon = float(rd.host_sync_ns) / 1e9
+    freq = float(mhz) * 1e6
+    return (syscnt - dev_cnt * 1e9) / freq * unit + host_mon * unit
+
+
+def analysis_us(ns: np.ndarray, rd: ResultDirInfo) -> np.ndarray:
+    """Device times (host monotonic ns from `to_mono_ns`) as the analysis's float µs of
+    their syscnt: ``float(syscnt - dev_cnt * 1e9) / hwts_freq * 1e6 + host_mon * 1e6``
+    (Ascend/msprof common_func/info_conf_reader.py time_from_syscnt, dev_cnt = cntvct / 1e9,
+    host_mon = clock_monotonic_raw / 1e9, hwts_freq = MHz * 1e6), with its float rounding:
+    the differences of two such values are what it prints as ts memcpy durations."""
+    return analysis_time(ns, rd, 1e6)
+

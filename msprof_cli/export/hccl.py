@@ -35,7 +35,7 @@ OP_COLS = ["op_name", "op_type", "group", "local_rank", "rank_size", "start_loca
            "end_local", "dur_ns", "connection_id"]
 
 
-def _names(values: np.ndarray, table: dict[int, str]) -> np.ndarray:
+def enum_names(values: np.ndarray, table: dict[int, str]) -> np.ndarray:
     inv, uniq = pd.factorize(np.asarray(values, dtype=np.int64))
     return np.array([table.get(int(u), str(int(u))) for u in uniq], dtype=object)[inv]
 
@@ -125,10 +125,11 @@ def step_args(h: pd.DataFrame) -> np.ndarray:
             + ', "Role": ' + T.jstr(role)
             + ', "Data Size(Byte)": ' + int_str(h["data_size"].to_numpy(np.uint64)
                                                 .astype(np.int64))
-            + ', "Op Type": ' + T.jstr(_names(h["op_type"], OP_TYPES))
-            + ', "Data Type": ' + T.jstr(_names(h["data_type"], DATA_TYPES))
-            + ', "Link Type": ' + T.jstr(_names(h["link_type"], LINK_TYPES))
-            + ', "Transport Type": ' + T.jstr(_names(h["transport_type"], TRANSPORT_TYPES))
+            + ', "Op Type": ' + T.jstr(enum_names(h["op_type"], OP_TYPES))
+            + ', "Data Type": ' + T.jstr(enum_names(h["data_type"], DATA_TYPES))
+            + ', "Link Type": ' + T.jstr(enum_names(h["link_type"], LINK_TYPES))
+            + ', "Transport Type": '
+            + T.jstr(enum_names(h["transport_type"], TRANSPORT_TYPES))
             + '}')
 
 

@@ -44,7 +44,7 @@ from . import stack
 from . import summaries as S
 from . import timeline as T
 from . import writers as W
-from .dataset import DeviceData, ProfData
+from .dataset import DeviceData, ProfData, number_comm_ops
 from .fmt import ts_sort_key
 from .fusion import fusion_op, fusion_rows, workspace_kb
 from .hccl import hccl_layer, hccl_meta
@@ -193,6 +193,7 @@ class _LegacyExport:
         self.model_apis: list[pd.DataFrame] = []
         self.threads: set[int] = set()  # CANN lanes
         self.stream_ids: set[int] = set()  # Ascend Hardware / Task Scheduler lanes
+        self.comm_seen = 0  # collectives of the windows so far (dataset.number_comm_ops)
         self.ge_threads: set[int] = set()
         self.rt_threads: set[int] = set()
         self.tg_threads: set[int] = set()  # thread_group processes (dynamic shape)
@@ -271,6 +272,7 @@ class _LegacyExport:
     def window(self, k: int) -> None:
         data = self.plan.load(k)  # while the previous window's jobs run
         d = data.devices[0]
+        self.comm_seen = number_comm_ops(d, self.comm_seen)
         if self.sel is None:
             self._start(data)
         t = d.tasks

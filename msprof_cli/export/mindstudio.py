@@ -26,7 +26,7 @@ from . import msproftx as X
 from . import summaries as S
 from . import timeline as T
 from . import writers as W
-from .dataset import ProfData
+from .dataset import ProfData, number_comm_ops
 from .memory import release
 from .parallel import JobPool
 from .readme import readme_text, summary_json_stem
@@ -34,7 +34,7 @@ from .selection import ALL
 from .streams import CsvStream, DeferredEvents, DeferredRows, JsonRowsStream, JsonStream
 from .plan import Plan
 from .writers import SliceNamer, write_csv, write_json_rows
-from .outputs import (TASK_ROW_JOBS, TASK_ROW_STEMS, L2Names, WindowTimeline,
+from .outputs import (MEMCPY_ROWS, TASK_ROW_JOBS, TASK_ROW_STEMS, L2Names, WindowTimeline,
                       close_json_streams, drive, msprof_meta, slim_first, timeline_window,
                       window_comm, window_fusion_rows, write_l2_cache, write_task_rows)
 
@@ -93,6 +93,10 @@ def export_mindstudio(plan: Plan, *, reports: Path | None = None,
 
 
 class _MindstudioExport:
+    # the ts memcpy tasks as the real analysis shows them (summaries.task_time,
+    # timeline.hardware_layer / memcpy_events): after the other task_time rows, as
+    # "MemcopyAsync" events without a lane name or flows
+    analysis_memcpy = True
     """The open outputs and the carried state of one mindstudio export (one device, or the
     devices of `plan_all_devices` with the same cuts)."""
 
@@ -142,6 +146,7 @@ class _MindstudioExport:
         self.op_stat: list[list[pd.DataFrame]] = [[] for _ in range(n)]
         self.comm_rows: list[list[pd.DataFrame]] = [[] for _ in range(n)]
         self.comm_lanes: list[tuple[list[str], list[int]] | None] = [None] * n
+        self.comm_seen = [0] * n  # collectives of the windows so far (dataset.number_comm_ops)
         self.any_comm_ops = [False] * n
         self.api_cols: list[pd.DataFrame] = []
         self.api_acc = _ApiGroups()
@@ -194,6 +199,7 @@ class _MindstudioExport:
         lo, hi = self.plan.bounds(k)
         devs = []
         for j, d in enumerate(data.devices):
+            self.comm_seen[j] = number_comm_ops(d, self.comm_seen[j])
             comm, lanes, ops = window_comm(data, d, ALL, lo, hi)
             if comm is not None:
                 self.comm_lanes[j] = lanes
@@ -206,6 +212,10 @@ class _MindstudioExport:
         for j, (d, tasks, rows, *_rest) in enumerate(devs):
             if len(tasks):
                 self._csv("task_time", S.TASK_TIME, j)
+                if (MEMCPY_ROWS, j) not in self.deferred \
+                        and (~S.not_memcpy(tasks)).any():
+                    self.deferred[MEMCPY_ROWS, j] = DeferredRows(
+                        self.name(f"{MEMCPY_ROWS}_device_{j}", "csv"))
             if d.has_host_ops and len(rows):
                 self._csv("op_summary", self.op_header, j)
             if d.aicpu is not None and len(d.aicpu):
@@ -224,7 +234,7 @@ class _MindstudioExport:
             if d.has_host_ops and len(rows):
                 self.prev_op[j] = (int(rows["start_local"].to_numpy(np.int64)[-1]),
                                    int(rows["dur_ns"].to_numpy(np.int64)[-1]))
-            self.stream_ids[j].update(int(s) for s in tasks["stream_id"].unique())
+            self.stream_ids[j].update(int(s) for s in T.lane_streams(tasks, True))
             self.any_op_rows[j] |= bool(d.has_host_ops and len(rows))
             if self.facts[j].l2_records:
                 self.l2_names[j].add(tasks)
@@ -256,14 +266,17 @@ class _MindstudioExport:
         aggregates."""
         op_stats = []
         for j, (d, tasks, rows, *_rest) in enumerate(devs):
-            out = self.csv if j == 0 else {stem: self.deferred[stem, j]
-                                           for stem, jj in self.deferred if jj == j}
+            out = dict(self.csv) if j == 0 else {stem: self.deferred[stem, j]
+                                                 for stem, jj in self.deferred if jj == j}
+            if j == 0 and (MEMCPY_ROWS, 0) in self.deferred:
+                out[MEMCPY_ROWS] = self.deferred[MEMCPY_ROWS, 0]
             op_stats.append(write_task_rows(
                 out, d, tasks, rows, self.prev_op[j],
                 None if self.summary_format == "json" else str(self.dev_ids[j]),
-                op_header=self.op_header, stems=stems))
+                op_header=self.op_header, stems=stems, analysis=self.analysis_memcpy))
         return ({k: v for k, v in self.csv.items() if k in stems},
-                {k: v for k, v in self.deferred.items() if k[0] in stems}, op_stats)
+                {k: v for k, v in self.deferred.items() if k[0] in stems
+                 or (k[0] == MEMCPY_ROWS and "task_time" in stems)}, op_stats)
 
     def _timeline(self, k: int, devs: list[tuple], apis: pd.DataFrame
                   ) -> tuple[list[WindowTimeline], list]:
@@ -293,15 +306,25 @@ class _MindstudioExport:
 
     def _close_csv(self, stem: str, empty_file: bool = False) -> list[Path]:
         """The device-major file: the first device's rows, then each later device's."""
+        def copies(j: int, out) -> None:  # a device's ts memcpy rows after its others
+            if stem == "task_time" and (MEMCPY_ROWS, j) in self.deferred:
+                self.deferred.pop((MEMCPY_ROWS, j)).replay(out)
+
         if self.summary_format == "json":
-            streams = [self.csv.pop(stem)] + [self.deferred.pop((stem, j))
-                                              for j in range(1, len(self.dev_ids))
-                                              if (stem, j) in self.deferred]
+            first = self.csv.pop(stem)
+            copies(0, first)
+            streams = [first]
+            for j in range(1, len(self.dev_ids)):
+                if (stem, j) in self.deferred:
+                    streams.append(self.deferred.pop((stem, j)))
+                    copies(j, streams[-1])
             return self._close_json(stem, streams, empty_file)
         out = self.csv[stem]
+        copies(0, out)
         for j in range(1, len(self.dev_ids)):
             if (stem, j) in self.deferred:
                 self.deferred.pop((stem, j)).replay(out)
+            copies(j, out)
         return out.close(empty_file=empty_file)
 
     def finish(self) -> list[Path]:

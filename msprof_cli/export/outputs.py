@@ -201,14 +201,19 @@ def timeline_window(run, k: int, devs: list[tuple], apis: pd.DataFrame) -> None:
             for chunk in stream.chunks(0, len(stream), W.EVENT_CHUNK):
                 run.step_outs[j].write(chunk)
         if T.layer_on("hardware", sw):
-            layers[slot["hardware"]] = T.hardware_layer(d, tasks, app_pid)
+            layers[slot["hardware"]] = T.hardware_layer(
+                d, tasks, app_pid, getattr(run, "analysis_memcpy", False))
         if T.layer_on("flow", sw) and run.use_flow:
-            layers[slot["flow"]] = T.flow_layer(d, tasks, app_pid)
+            layers[slot["flow"]] = T.flow_layer(d, tasks, app_pid,
+                                                getattr(run, "analysis_memcpy", False))
         if comm is not None and T.layer_on("comm", sw):
             layers[slot["comm"]] = T.communication_layer(d, comm, app_pid, lanes)
         # Computing: the op_summary rows -- none without them (no host data: the analysis
         # has no op summary db, PipelineOverlapViewer.get_timeline_data)
         busy_rows = rows if d.has_host_ops else rows.iloc[:0]
+        if d.comm_ops is not None and len(busy_rows):  # not the collectives' own rows
+            busy_rows = busy_rows[busy_rows["task_type"].to_numpy(object)
+                                  != S.COMM_TASK_TYPE]
         if T.layer_on("overlap", sw):
             layers[slot["overlap"]] = T.overlap_layer(d, busy_rows, app_pid, comm,
                                                       run.overlap_sorts[j])
@@ -231,29 +236,44 @@ def timeline_window(run, k: int, devs: list[tuple], apis: pd.DataFrame) -> None:
 # the per-task CSVs of a window (write_task_rows), and how a one-window plan splits them
 # between two jobs (the op_summary rows are ~60 % of the rendering)
 TASK_ROW_STEMS = ("task_time", "op_summary", "aicpu")
+# mindstudio: the ts memcpy tasks' task_time rows of a device, kept until its other rows of
+# every window are written (the analysis writes them after those)
+MEMCPY_ROWS = "task_time_memcpy"
 TASK_ROW_JOBS = (("op_summary", "aicpu"), ("task_time",))
 
 
 def write_task_rows(csv: dict[str, CsvStream], d, tasks: pd.DataFrame, rows,
                     prev_op: tuple[int, int] | None, device_col: str | None = None,
                     rules=None, op_header: list[str] | None = None,
-                    stems: tuple[str, ...] = TASK_ROW_STEMS) -> pd.DataFrame | None:
+                    stems: tuple[str, ...] = TASK_ROW_STEMS,
+                    analysis: bool = False) -> pd.DataFrame | None:
     """A window's task_time, op_summary and aicpu rows appended to `csv` (streams opened by
     the export process), in chunks of CHUNK_ROWS; the wait time of the first op_summary row
     is the gap after `prev_op` (start, duration of the last row of the windows before).
     `device_col`: a leading Device_id column (mindstudio); `rules`: an advice.RuleState fed
     with the op_summary rows as written (legacy); `op_header`: the op_summary columns of
     the file (devices without some PMU columns: N/A there); `stems`: only these outputs
-    (a one-window plan writes op_summary and task_time in two jobs).  Returns the
-    op_statistic aggregates (None without op_summary)."""
+    (a one-window plan writes op_summary and task_time in two jobs); `analysis`
+    (mindstudio): the ts memcpy tasks' task_time rows after the window's others and the aicpu
+    Node as the analysis makes them (summaries.task_time_memcpy, summaries.aicpu).  Returns
+    the op_statistic aggregates (None without op_summary)."""
     def put(stem: str, part: pd.DataFrame) -> None:
         if device_col is not None:
             part.insert(0, "Device_id", device_col)
         csv[stem].write(part)
 
     if "task_time" in stems:
-        for lo in range(0, len(tasks), W.CHUNK_ROWS):
-            put("task_time", S.task_time(d, tasks.iloc[lo:lo + W.CHUNK_ROWS])[1])
+        copies, tasks_tt = None, tasks
+        if analysis:
+            mc = ~S.not_memcpy(tasks)
+            if mc.any():
+                copies, tasks_tt = tasks[mc], tasks[~mc]
+        for lo in range(0, len(tasks_tt), W.CHUNK_ROWS):
+            put("task_time", S.task_time(d, tasks_tt.iloc[lo:lo + W.CHUNK_ROWS])[1])
+        if copies is not None:  # after the device's other rows (mindstudio defers them)
+            put(MEMCPY_ROWS if MEMCPY_ROWS in csv else "task_time",
+                S.task_time_memcpy(d, copies)[1])
+        del tasks_tt, copies
     if "op_summary" not in stems:
         return None
     if d.has_host_ops and len(rows):
@@ -270,7 +290,7 @@ def write_task_rows(csv: dict[str, CsvStream], d, tasks: pd.DataFrame, rows,
             if op_header is not None and len(part.columns) != len(op_header):
                 part = part.reindex(columns=op_header, fill_value="N/A")
             put("op_summary", part)
-    a = S.aicpu(d, tasks)
+    a = S.aicpu(d, tasks, analysis=analysis)
     if a is not None:
         put("aicpu", a[1])
     return S.op_statistic_agg(rows) if d.has_node_info and len(rows) else None
@@ -387,7 +407,8 @@ def comm_in_window(comm: T.CommData, lo: int, hi: int) -> T.CommData:
     ok_o, ok_s = (o >= lo) & (o < hi), (st >= lo) & (st < hi)
     return T.CommData(ops=comm.ops[ok_o].reset_index(drop=True),
                       steps=comm.steps[ok_s].reset_index(drop=True) if len(comm.steps)
-                      else comm.steps, step_args=comm.step_args[ok_s])
+                      else comm.steps, step_args=comm.step_args[ok_s],
+                      analysis=comm.analysis)
 
 
 def msprof_meta(app_pid: int, first: ProfData, switches: dict, threads: set[int],
@@ -400,7 +421,8 @@ def msprof_meta(app_pid: int, first: ProfData, switches: dict, threads: set[int]
     Communication metadata or None) a block in timeline.msprof_layers order, the CANN
     process in every block -- the analysis's per-device files each hold it, and the merge
     keeps every metadata event (FileSliceHelper._pretreat_json_data); msproftx in the
-    first block, or (`tx_last`: mindstudio, the host dir's own file) after every block."""
+    first block, or (`tx_last`: mindstudio, the host dir's own file) after every block;
+    mindstudio (`tx_last`) also orders the stream lanes as the analysis (hardware_meta)."""
     out: list[str] = []
     if not first.devices:  # a host dir alone
         parts = {"cann": T.cann_meta(app_pid, threads)
@@ -412,7 +434,8 @@ def msprof_meta(app_pid: int, first: ProfData, switches: dict, threads: set[int]
         if T.layer_on("cann", switches) and threads:
             parts["cann"] = T.cann_meta(app_pid, threads)
         if T.layer_on("hardware", switches) and stream_ids[j]:
-            parts["hardware"] = T.hardware_meta(d.device_id, app_pid, stream_ids[j])
+            parts["hardware"] = T.hardware_meta(d.device_id, app_pid, stream_ids[j],
+                                                set_order=tx_last)
         if T.layer_on("comm", switches):
             parts["comm"] = list(comm_meta[j] or [])
         if T.layer_on("overlap", switches) and overlap[j]:

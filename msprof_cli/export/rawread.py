@@ -66,7 +66,7 @@ def host_regex(kind: str) -> re.Pattern[str]:
 
 
 def device_regex(kind: str) -> re.Pattern[str]:
-    return re.compile(r"^" + re.escape(L.DEVICE_FILES[kind]) + r"\.\d+\.slice_\d+$")
+    return re.compile(L.device_file_regex(kind))
 
 
 def available_memory() -> int:

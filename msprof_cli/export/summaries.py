@@ -103,10 +103,45 @@ def op_rows(dev: DeviceData, tasks: pd.DataFrame | None = None) -> pd.DataFrame 
     OpRows view of it."""
     t = dev.tasks if tasks is None else tasks
     keep = ~t["task_type"].isin(list(DROPPED_GE_TYPES)).to_numpy() & not_memcpy(t)
+    if "comm_step" in t:
+        keep &= ~t["comm_step"].to_numpy(bool)
+    if dev.comm_ops is not None and len(dev.comm_ops):
+        return with_comm_rows(t[keep], dev.comm_ops)
     if keep.all() and isinstance(t.index, pd.RangeIndex) and t.index.start == 0 \
             and t.index.step == 1:
         return t  # nothing dropped: no copy of the whole task table (copy-on-write frames)
     return OpRows(t, keep)
+
+
+COMM_TASK_TYPE = "COMMUNICATION"
+
+
+def with_comm_rows(t: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
+    """The op rows `t` with one COMMUNICATION row per collective (communication.comm_ops),
+    by start: the analysis's op_summary rows of a collective (Task / Stream ID, OP State,
+    HF32, shapes and PMU columns N/A, Block Dim 0)."""
+    n = len(ops)
+    extra = {}
+    for c in t.columns:
+        dt = t[c].dtype
+        if dt == bool:
+            extra[c] = np.zeros(n, bool)
+        elif isinstance(dt, np.dtype) and dt.kind in "iuf":
+            extra[c] = np.zeros(n, dt)
+        else:
+            extra[c] = obj_full(n, NA)
+    extra.update({
+        "stream_id": np.full(n, -1, np.int64), "task_id": np.full(n, -1, np.int64),
+        "start_local": ops["start_local"].to_numpy(np.int64),
+        "end_local": ops["end_local"].to_numpy(np.int64),
+        "recv_local": ops["start_local"].to_numpy(np.int64),
+        "dur_ns": ops["dur_ns"].to_numpy(np.int64), "source": obj_full(n, "comm"),
+        "host_known": np.ones(n, bool), "op_name": ops["op_name"].to_numpy(object),
+        "op_type": ops["op_type"].to_numpy(object), "task_type": obj_full(n, COMM_TASK_TYPE),
+        "model_id": ops["model_id"].to_numpy(np.int64),
+        "connection_id": ops["connection_id"].to_numpy(np.int64)})
+    rows = pd.concat([t, pd.DataFrame({c: extra[c] for c in t.columns})], ignore_index=True)
+    return rows.sort_values("start_local", kind="stable", ignore_index=True)
 
 
 def wait_times(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -153,10 +188,11 @@ def op_summary(dev: DeviceData, rows: pd.DataFrame, lo: int = 0, hi: int | None 
         rows = rows.iloc[lo:hi]
     start = rows["start_local"].to_numpy(np.int64)
     dur = rows["dur_ns"].to_numpy(np.int64)
+    comm = rows["task_type"].to_numpy(object) == COMM_TASK_TYPE
     cols = {
         "Model ID": int_str(rows["model_id"]),
-        "Task ID": int_str(rows["task_id"]),
-        "Stream ID": int_str(rows["stream_id"]),
+        "Task ID": np.where(comm, NA, int_str(rows["task_id"])),
+        "Stream ID": np.where(comm, NA, int_str(rows["stream_id"])),
         "Op Name": rows["op_name"].to_numpy(object),
         "OP Type": rows["op_type"].to_numpy(object),
         "OP State": rows["op_state"].to_numpy(object),
@@ -181,17 +217,25 @@ def op_summary(dev: DeviceData, rows: pd.DataFrame, lo: int = 0, hi: int | None 
 def op_statistic_agg(rows: pd.DataFrame) -> pd.DataFrame:
     """Per (op_type, task_type), sorted: count, total, min, max of the durations (ns) --
     exact integers, so the aggregates of several windows combine (`combine_op_statistic`)."""
-    g = rows[["op_type", "task_type", "dur_ns"]].groupby(["op_type", "task_type"],
-                                                         sort=True)["dur_ns"]
-    return pd.DataFrame({"count": g.size(), "total": g.sum(), "min": g.min(),
-                         "max": g.max()}).reset_index()
+    # the analysis's durations: INTEGER ns, but its AI CPU tasks' (ts_track times in float
+    # ms, ai_cpu_model.py) are REAL -- their sums and averages are float (`dur_f`)
+    r = rows[["op_type", "task_type", "dur_ns", "dur_f"] if "dur_f" in rows
+             else ["op_type", "task_type", "dur_ns"]]
+    if "dur_f" not in r:
+        r = r.assign(dur_f=r["dur_ns"].to_numpy(np.float64))
+    r = r[r["task_type"].to_numpy(object) != COMM_TASK_TYPE]  # not in the op counter
+    g = r.groupby(["op_type", "task_type"], sort=True)
+    return pd.DataFrame({"count": g["dur_ns"].size(), "total": g["dur_ns"].sum(),
+                         "min": g["dur_ns"].min(), "max": g["dur_ns"].max(),
+                         "total_f": g["dur_f"].sum()}).reset_index()
 
 
 def combine_op_statistic(parts: list[pd.DataFrame]) -> pd.DataFrame:
     """`op_statistic_agg` of the union of the rows of `parts` (aggregates of each)."""
     g = pd.concat(parts, ignore_index=True).groupby(["op_type", "task_type"], sort=True)
     return pd.DataFrame({"count": g["count"].sum(), "total": g["total"].sum(),
-                         "min": g["min"].min(), "max": g["max"].max()}).reset_index()
+                         "min": g["min"].min(), "max": g["max"].max(),
+                         "total_f": g["total_f"].sum()}).reset_index()
 
 
 def op_statistic(rows: pd.DataFrame, agg: pd.DataFrame | None = None) -> Table:
@@ -210,6 +254,10 @@ def op_statistic(rows: pd.DataFrame, agg: pd.DataFrame | None = None) -> Table:
     ratio = py_round(py_round(total_ns / float(total_all) * 100, 6), 3) if total_all \
         else np.zeros(len(agg))
     avg_ns = total_ns // np.maximum(count, 1)
+    if "total_f" in agg:  # REAL durations (AI CPU): a float sum and division
+        real = agg["task_type"].to_numpy(object) == "AI_CPU"
+        avg_ns = np.where(real, agg["total_f"].to_numpy(np.float64) / np.maximum(count, 1),
+                          avg_ns)
     agg["_total_us"] = total_us
     order = np.argsort(-total_us, kind="stable")
     df = pd.DataFrame({
@@ -230,6 +278,8 @@ def task_time(dev: DeviceData, tasks: pd.DataFrame) -> Table:
     rt = tasks["rt_type"].to_numpy(object)
     known = tasks["host_known"].to_numpy(bool)
     kind = np.where(ge != NA, ge, np.where(known & (rt != NA), rt, "Other"))
+    if "comm_step" in tasks:  # a collective's step: its runtime type (not an op row)
+        kind = np.where(tasks["comm_step"].to_numpy(bool), rt, kind)
     start = tasks["start_local"].to_numpy(np.int64)
     end = tasks["end_local"].to_numpy(np.int64)
     df = pd.DataFrame({
@@ -238,6 +288,30 @@ def task_time(dev: DeviceData, tasks: pd.DataFrame) -> Table:
         "stream_id": int_str(tasks["stream_id"]),
         "task_id": int_str(tasks["task_id"]),
         "task_time(us)": dur_str(tasks["dur_ns"].to_numpy(np.int64)),
+        "task_start(us)": stamp(start),
+        "task_stop(us)": stamp(end),
+    })
+    return TASK_TIME, df
+
+
+def task_time_memcpy(dev: DeviceData, tasks: pd.DataFrame) -> Table:
+    """The ts memcpy tasks' task_time rows as the analysis writes them after the other
+    tasks' (Ascend/msprof viewer/training/task_op_viewer.py _add_memcpy_data, memory_copy_
+    viewer.get_memory_copy_non_chip0_summary): "MemcopyAsync", "other", in the order of the
+    copies' first records (ordered by time: by start)."""
+    from .device import analysis_us
+
+    off = np.int64(dev.rd.offset_ns)
+    start = tasks["start_local"].to_numpy(np.int64)
+    end = tasks["end_local"].to_numpy(np.int64)
+    dur = analysis_us(end - off, dev.rd) - analysis_us(start - off, dev.rd)
+    n = len(tasks)
+    df = pd.DataFrame({
+        "kernel_name": obj_full(n, "MemcopyAsync"),
+        "kernel_type": obj_full(n, "other"),
+        "stream_id": int_str(tasks["stream_id"]),
+        "task_id": int_str(tasks["task_id"]),
+        "task_time(us)": float_str(py_round(dur, 3)),
         "task_start(us)": stamp(start),
         "task_stop(us)": stamp(end),
     })
@@ -313,13 +387,20 @@ def api_statistic_of(codes: np.ndarray, dur_ns: np.ndarray, names: np.ndarray,
     agg = pd.DataFrame({"count": g.size(), "total": g.sum(), "min": g.min(), "max": g.max()})
     gid = agg.index.to_numpy(np.int64)
     count = agg["count"].to_numpy(np.int64)
-    time_us = py_round(agg["total"].to_numpy(np.int64) / 1000.0, 3)
+    # the analysis's sums are Python's sum() of the per-call float µs (left to right, in
+    # call order; api_statistic_viewer._api_statistic_reformat), not the exact ns total
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(np.asarray(codes)[order], gid, side="left")
+    ends = np.r_[bounds[1:], len(order)]
+    dur_us = (np.asarray(dur_ns, np.int64) / 1000.0)[order]
+    time_us = py_round(np.array([sum(dur_us[a:b].tolist()) for a, b in zip(bounds, ends)]),
+                       3)
     avg = py_round(time_us / count, 3)
     # variance: mean of the per-call squared deviations, each rounded to 3 decimals
     avg_of = np.zeros(int(gid.max()) + 1 if len(gid) else 0)
     avg_of[gid] = avg
-    d["_sq"] = py_round((dur_ns / 1000.0 - avg_of[codes]) ** 2, 3)
-    sq = d.groupby("g", sort=True)["_sq"].sum().to_numpy()
+    dev = py_round((dur_us - avg_of[np.asarray(codes)[order]]) ** 2, 3)
+    sq = np.array([sum(dev[a:b].tolist()) for a, b in zip(bounds, ends)])
     del d
     df = pd.DataFrame({
         "Level": levels[gid],
@@ -340,7 +421,8 @@ def api_statistic_of(codes: np.ndarray, dur_ns: np.ndarray, names: np.ndarray,
     return API_STATISTIC, df.iloc[order].reset_index(drop=True)
 
 
-def aicpu(dev: DeviceData, tasks: pd.DataFrame) -> Table | None:
+def aicpu(dev: DeviceData, tasks: pd.DataFrame, analysis: bool = False) -> Table | None:
+    """`analysis` (mindstudio): a record's Node as the analysis finds it (see below)."""
     a = dev.aicpu
     if a is None or len(a) == 0:
         return None
@@ -350,9 +432,27 @@ def aicpu(dev: DeviceData, tasks: pd.DataFrame) -> Table | None:
     a["start_local"] = a["start_ns"] + dev.rd.offset_ns
     m = a.merge(t, on=["stream_id", "task_id", "start_local"], how="inner")
     m = m.sort_values("start_local", kind="stable")
+    # the analysis names a record by the AI CPU task whose [start, end] holds the record's
+    # end, both in its float arithmetic (Ascend/msprof viewer/aicpu_viewer.py
+    # _match_aicpu_data_by_task_time: the record's end from aicpu.data in ms * 1e6, the
+    # task's from the ts_track times in ms, start * 1e6 + (end - start) * 1e6); a record
+    # that rounding puts past its task's end is "N/A"
+    from .device import analysis_time
+
+    rd = dev.rd
+    start = m["start_local"].to_numpy(np.int64) - np.int64(rd.offset_ns)
+    end = start + m["dur_ns"].to_numpy(np.int64)
+    a_end = analysis_time(m["end_ns"].to_numpy(np.int64), rd, 1e3) * 1000.0 * 1000.0
+    s_ms = analysis_time(start, rd, 1e9) / 1e6
+    e_ms = analysis_time(end, rd, 1e9) / 1e6
+    t0 = s_ms * 1e6
+    t1 = t0 + (e_ms - s_ms) * 1e6
+    node = m["op_name"].to_numpy(object)
+    if analysis:
+        node = np.where((t0 <= a_end) & (a_end <= t1), node, NA)
     df = pd.DataFrame({
         "Timestamp(us)": stamp(m["start_local"].to_numpy(np.int64)),
-        "Node": m["op_name"].to_numpy(object),
+        "Node": node,
         "Compute_time(us)": float_str(m["compute_us"].to_numpy(np.float64)),
         "Memcpy_time(us)": float_str(m["memcpy_us"].to_numpy(np.float64)),
         "Task_time(us)": dur_str(m["dur_ns"].to_numpy(np.int64)),

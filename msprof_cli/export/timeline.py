@@ -20,8 +20,8 @@ import pandas as pd
 
 from msprof_cli.raw import layouts as L
 
-from .dataset import DeviceData
-from .fmt import float_str, int_str, ts_sort_key, us_str
+from .dataset import MEMCPY_SOURCE, DeviceData
+from .fmt import float_str, int_str, ts_sort_key, us_list, us_str
 from .host import NA
 
 SORT_CANN, SORT_HARDWARE, SORT_OVERLAP = 7, 14, 20
@@ -253,24 +253,50 @@ def task_kind(tasks: pd.DataFrame) -> np.ndarray:
     ge = tasks["task_type"].to_numpy(object)
     rt = tasks["rt_type"].to_numpy(object)
     known = tasks["host_known"].to_numpy(bool)
-    return np.where(ge != NA, ge, np.where(known & (rt != NA), rt, "Other"))
+    kind = np.where(ge != NA, ge, np.where(known & (rt != NA), rt, "Other"))
+    if "comm_step" in tasks:  # a collective's step: its runtime type
+        kind = np.where(tasks["comm_step"].to_numpy(bool), rt, kind)
+    return kind
 
 
-def hardware_meta(device_id: int, app_pid: int, streams) -> list[str]:
-    """Metadata of a device's Ascend Hardware process with lanes for `streams`."""
+def hardware_meta(device_id: int, app_pid: int, streams, set_order: bool = False
+                  ) -> list[str]:
+    """Metadata of a device's Ascend Hardware process with lanes for `streams`, sorted, or
+    (`set_order`, mindstudio) in the analysis's order: the iteration order of its set of
+    (app pid, stream) pairs (viewer/task_time_viewer.py get_time_timeline_header), filled
+    here in stream order."""
     pid = pid_of(app_pid, SORT_HARDWARE, device_id)
+    order = sorted(int(s) for s in streams)
+    if set_order:
+        order = [s for _, s in set((int(app_pid), s) for s in order)]
     return process_meta(pid, "Ascend Hardware", f"NPU {device_id}", SORT_HARDWARE,
-                        [(s, f"Stream {s}", s) for s in sorted(int(s) for s in streams)])
+                        [(s, f"Stream {s}", s) for s in order])
 
 
-def hardware_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
+def lane_streams(tasks: pd.DataFrame, analysis_memcpy: bool = False) -> np.ndarray:
+    """The streams with an Ascend Hardware lane: all, or (`analysis_memcpy`) those with a
+    task other than a ts memcpy copy (the analysis names no lane for the copies' events)."""
+    if analysis_memcpy:
+        tasks = tasks[tasks["source"].to_numpy(object) != MEMCPY_SOURCE]
+    return tasks["stream_id"].unique()
+
+
+def hardware_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int,
+                   analysis_memcpy: bool = False) -> Layer:
+    """`analysis_memcpy` (mindstudio): the ts memcpy tasks as the analysis shows them
+    (`memcpy_events`), not as tasks."""
     if len(tasks) == 0:
         return Layer()
     pid = pid_of(app_pid, SORT_HARDWARE, dev.device_id)
-    m = hardware_meta(dev.device_id, app_pid, tasks["stream_id"].unique())
+    m = hardware_meta(dev.device_id, app_pid, lane_streams(tasks, analysis_memcpy))
+    is_mc = (tasks["source"].to_numpy(object) == MEMCPY_SOURCE) if analysis_memcpy \
+        else np.zeros(len(tasks), bool)
+    mc_text = memcpy_events(dev, tasks[is_mc], pid) if is_mc.any() else None
     kind = task_kind(tasks)
     op = tasks["op_name"].to_numpy(object)
     name = np.where(op == NA, kind, op)
+    if "comm_step" in tasks:  # no op of its own (no ge task): named by its type
+        name = np.where(tasks["comm_step"].to_numpy(bool), kind, name)
     stream = tasks["stream_id"].to_numpy(np.int64)
     start = tasks["start_local"].to_numpy(np.int64)
     dur = tasks["dur_ns"].to_numpy(np.int64)
@@ -288,14 +314,78 @@ def hardware_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
     cid = np.where(cid < 0, -1, cid)
     tmpl_c = tmpl.replace("%s}", ', "connection_id": %d}')
 
-    def render(idx: np.ndarray) -> list[str]:
+    ai_dur = None
+    if analysis_memcpy:
+        ai = tasks["source"].to_numpy(object) == "aicpu"
+        if ai.any():
+            ai_dur = np.full(len(tasks), None, dtype=object)
+            ai_dur[ai] = aicpu_dur_text(dev, start[ai], start[ai] + dur[ai])
+
+    def durs(idx: np.ndarray) -> list[str]:
+        out = dur_text(dur[idx])
+        if ai_dur is not None:
+            a = ai_dur[idx]
+            out = [x if y is None else y for x, y in zip(out, a.tolist())]
+        return out
+
+    def render_tasks(idx: np.ndarray) -> list[str]:
         st = stream[idx].tolist()
         w, f = us_parts(start[idx])
-        cols = (name_j.take(idx), st, w, f, dur_text(dur[idx]), model[idx].tolist(),
+        cols = (name_j.take(idx), st, w, f, durs(idx), model[idx].tolist(),
                 kind_j.take(idx), st, task[idx].tolist(), batch[idx].tolist())
         return list(map(tmpl_c.__mod__, zip(*cols, cid[idx].tolist())))
 
+    if mc_text is None:
+        return Layer(m, keys=ts_sort_key(start), render=render_tasks)
+    mc_pos = np.full(len(tasks), -1, np.int64)
+    mc_pos[is_mc] = np.arange(int(is_mc.sum()))
+
+    def render(idx: np.ndarray) -> list[str]:
+        idx = np.asarray(idx)
+        out = np.empty(len(idx), dtype=object)
+        sel = mc_pos[idx] >= 0
+        if sel.any():
+            out[sel] = [mc_text[i] for i in mc_pos[idx[sel]].tolist()]
+        if (~sel).any():
+            out[~sel] = render_tasks(idx[~sel])
+        return out.tolist()
+
     return Layer(m, keys=ts_sort_key(start), render=render)
+
+
+def aicpu_dur_text(dev: DeviceData, start: np.ndarray, end: np.ndarray) -> list[str]:
+    """The durations of AI CPU tasks (local ns) as the analysis prints them: its device
+    task is ts_track's times in ms (time_from_syscnt / 1e6), duration (end - start) * 1e6
+    ns (ai_cpu_model.py get_ai_cpu_data_within_time_range), shown / 1000."""
+    from .device import analysis_time
+
+    off = np.int64(dev.rd.offset_ns)
+    s_ms = analysis_time(np.asarray(start, np.int64) - off, dev.rd, 1e9) / 1e6
+    e_ms = analysis_time(np.asarray(end, np.int64) - off, dev.rd, 1e9) / 1e6
+    return list(map(repr, ((e_ms - s_ms) * 1e6 / 1000.0).tolist()))
+
+
+def memcpy_events(dev: DeviceData, tasks: pd.DataFrame, pid: int) -> list[str]:
+    """The ts memcpy tasks as the analysis's Ascend Hardware events (Ascend/msprof viewer/
+    memory_copy/memory_copy_viewer.py get_memory_copy_timeline): "MemcopyAsync", Task Type
+    "other", the received / started / ended times, on the stream's tid; the duration is the
+    difference of the two float µs times (device.analysis_us), printed as its repr."""
+    from .device import analysis_us
+
+    rd = dev.rd
+    off = np.int64(rd.offset_ns)
+    start = tasks["start_local"].to_numpy(np.int64)
+    end = tasks["end_local"].to_numpy(np.int64)
+    recv = tasks["recv_local"].to_numpy(np.int64)
+    dur = analysis_us(end - off, rd) - analysis_us(start - off, rd)
+    s_txt, e_txt, r_txt = us_list(start), us_list(end), us_list(recv)
+    tmpl = ('{"name": "MemcopyAsync", "pid": ' + str(pid) + ', "tid": %d, "ts": "%s", '
+            '"dur": %s, "args": {"Task Type": "other", "Stream Id": %d, "Task Id": %d, '
+            '"Receive Time": "%s", "Start Time": "%s", "End Time": "%s"}, "ph": "X"}')
+    st = tasks["stream_id"].to_numpy(np.int64).tolist()
+    return list(map(tmpl.__mod__, zip(st, s_txt, map(repr, dur.tolist()), st,
+                                      tasks["task_id"].to_numpy(np.int64).tolist(),
+                                      r_txt, s_txt, e_txt)))
 
 
 def flow_ids(device_id: int, stream: np.ndarray, task: np.ndarray, batch: np.ndarray
@@ -335,12 +425,22 @@ def flow_id_ints(device_id: int, stream: np.ndarray, task: np.ndarray, batch: np
     return [(h << 64) | v for h, v in zip(hi, lo)]
 
 
-def flow_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
+def flow_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int,
+               analysis_memcpy: bool = False) -> Layer:
     """Per host-known task an ``s`` event (at its task_track) then an ``f`` event (at the
-    task start): layer row 2i is task i's ``s``, 2i+1 its ``f``."""
-    t = tasks[tasks["host_known"].to_numpy(bool)]
+    task start): layer row 2i is task i's ``s``, 2i+1 its ``f``.  `analysis_memcpy`: none
+    for the ts memcpy tasks (the analysis's device tasks of the 910 do not include them)."""
+    known = tasks["host_known"].to_numpy(bool)
+    extra = None
+    if analysis_memcpy:
+        known = known & (tasks["source"].to_numpy(object) != MEMCPY_SOURCE)
+        if "comm_step" in tasks and dev.comm_ops is not None:
+            step = tasks["comm_step"].to_numpy(bool)
+            extra = _hccl_flows(dev, tasks[step], app_pid)
+            known = known & ~step
+    t = tasks[known]
     if len(t) == 0:
-        return Layer()
+        return extra or Layer()
     cann = pid_of(app_pid, SORT_CANN, HOST_SLOT)
     hw = pid_of(app_pid, SORT_HARDWARE, dev.device_id)
     stream = t["stream_id"].to_numpy(np.int64)
@@ -381,7 +481,65 @@ def flow_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int) -> Layer:
     keys = np.empty(2 * len(t), dtype=np.float64)
     keys[0::2] = ts_sort_key(tt_local)
     keys[1::2] = ts_sort_key(start)
-    return Layer([], keys=keys, render=render)
+    if extra is None or len(extra) == 0:
+        return Layer([], keys=keys, render=render)
+    n = len(keys)
+
+    def render_all(idx: np.ndarray) -> list[str]:
+        idx = np.asarray(idx)
+        out = np.empty(len(idx), dtype=object)
+        mine = idx < n
+        if mine.any():
+            out[mine] = render(idx[mine])
+        if (~mine).any():
+            out[~mine] = extra.events[idx[~mine] - n]
+        return out.tolist()
+
+    return Layer([], keys=np.concatenate([keys, extra.keys]), render=render_all)
+
+
+def _hccl_flows(dev: DeviceData, steps: pd.DataFrame, app_pid: int) -> Layer:
+    """The analysis's HostToDevice flows of the collectives (viewer/association/
+    host_connect_device.py): from the op's node launch (CANN, its begin) an ``s`` with id
+    (connection_id << 32) - 1 (its ``f`` is on the Communication op event) and, per
+    MEMCPY_ASYNC step, an ``s`` with id (connection_id << 32) + 4294967295 ending on the
+    step's Ascend Hardware event; the steps get no per-task flows."""
+    ops = dev.comm_ops
+    if ops is None or len(ops) == 0:
+        return Layer()
+    cann = pid_of(app_pid, SORT_CANN, HOST_SLOT)
+    hw = pid_of(app_pid, SORT_HARDWARE, dev.device_id)
+    s_tmpl = ('{"name": "HostToDevice%d", "ph": "s", "cat": "HostToDevice", "id": "%d", '
+              '"pid": ' + str(cann) + ', "tid": %d, "ts": "%d.%03d"}')
+    f_tmpl = ('{"name": "HostToDevice%d", "ph": "f", "id": "%d", "ts": "%d.%03d", '
+              '"cat": "HostToDevice", "pid": ' + str(hw) + ', "tid": %d, "bp": "e"}')
+    ev: list[str] = []
+    keys: list[int] = []
+    mc = steps[steps["rt_type"].to_numpy(object) == "MEMCPY_ASYNC"]
+    mc_cids = set(mc["connection_id"].to_numpy(np.int64).tolist())
+    ok = ops["launch_local"].to_numpy(np.int64) >= 0
+    o = ops[ok]
+    lw, lf = us_parts(o["launch_local"].to_numpy(np.int64))
+    for c, th, w, f, lk in zip(o["connection_id"].to_numpy(np.int64).tolist(),
+                               o["thread"].to_numpy(np.int64).tolist(), lw, lf,
+                               o["launch_local"].to_numpy(np.int64).tolist()):
+        i = (c << 32) - 1
+        ev.append(s_tmpl % (i, i, th, w, f))
+        keys.append(lk)
+        if c in mc_cids:
+            i = (c << 32) + CONTEXT_ID_910
+            ev.append(s_tmpl % (i, i, th, w, f))
+            keys.append(lk)
+    known = set(o["connection_id"].to_numpy(np.int64).tolist())
+    mc = mc[mc["connection_id"].isin(known)]
+    mw, mf = us_parts(mc["start_local"].to_numpy(np.int64))
+    for c, st, w, f, sl in zip(mc["connection_id"].to_numpy(np.int64).tolist(),
+                               mc["stream_id"].to_numpy(np.int64).tolist(), mw, mf,
+                               mc["start_local"].to_numpy(np.int64).tolist()):
+        i = (c << 32) + CONTEXT_ID_910
+        ev.append(f_tmpl % (i, i, w, f, st))
+        keys.append(sl)
+    return Layer([], np.array(ev, dtype=object), ts_sort_key(np.array(keys, np.int64)))
 
 
 # --- Overlap Analysis --------------------------------------------------------------------
@@ -445,6 +603,8 @@ class CommData:
     ops: pd.DataFrame
     steps: pd.DataFrame
     step_args: np.ndarray
+    # the steps are device tasks, shown as the analysis shows them (communication_layer)
+    analysis: bool = False
 
     def __len__(self) -> int:
         return len(self.ops) + len(self.steps)
@@ -533,16 +693,20 @@ def comm_lanes(comm: CommData) -> tuple[list[str], list[int]]:
     """The Communication process's lanes: group names and plane ids, sorted (`lanes` of
     `communication_layer`: a window's events take the lanes of the whole export)."""
     ops, steps = comm.ops, comm.steps
-    return (sorted(str(g) for g in ops["group"].unique()) if len(ops) else [],
-            sorted(int(p) for p in steps["plane_id"].unique()) if len(steps) else [])
+    groups = sorted(str(g) for g in ops["group"].unique()) if len(ops) else []
+    planes = sorted(int(p) for p in steps["plane_id"].unique()) if len(steps) else []
+    if comm.analysis:  # the analysis's plane lanes follow the group lanes (tid 1, ...)
+        return groups, planes, len(groups)
+    return groups, planes
 
 
 def comm_meta(device_id: int, app_pid: int, lanes: tuple[list[str], list[int]]
               ) -> list[str]:
     """Metadata of the Communication process with `lanes` (groups, planes)."""
-    groups, planes = lanes
+    groups, planes = lanes[0], lanes[1]
+    base = lanes[2] if len(lanes) > 2 else PLANE_TID_BASE
     threads = [(i, f"Group {g} Communication", i) for i, g in enumerate(groups)] + \
-        [(PLANE_TID_BASE + p, f"Plane {p}", PLANE_TID_BASE + p) for p in planes]
+        [(base + p, f"Plane {p}", base + p) for p in planes]
     return process_meta(pid_of(app_pid, SORT_COMMUNICATION, device_id), "Communication",
                         f"NPU {device_id}", SORT_COMMUNICATION, threads)
 
@@ -557,11 +721,15 @@ def communication_layer(dev: DeviceData, comm: CommData | None, app_pid: int,
         return Layer()
     pid = pid_of(app_pid, SORT_COMMUNICATION, dev.device_id)
     ops, steps = comm.ops, comm.steps
-    groups, planes = lanes if lanes is not None else comm_lanes(comm)
-    m = comm_meta(dev.device_id, app_pid, (groups, planes))
+    lanes = lanes if lanes is not None else comm_lanes(comm)
+    groups = lanes[0]
+    m = comm_meta(dev.device_id, app_pid, lanes)
     head = '{"name": %s, "pid": ' + str(pid) + ', "tid": %d, "ts": "%d.%03d", "dur": %s, '
     ev: list[np.ndarray] = []
     keys: list[np.ndarray] = []
+    if comm.analysis:
+        return _analysis_comm_layer(m, pid, head, comm, groups,
+                                    lanes[2] if len(lanes) > 2 else len(groups))
     if len(ops):
         gid = {g: i for i, g in enumerate(groups)}
         tmpl = head + ('"args": {"Op Type": %s, "Group Name": %s, "Local Rank": %d, '
@@ -584,6 +752,47 @@ def communication_layer(dev: DeviceData, comm: CommData | None, app_pid: int,
             (PLANE_TID_BASE + steps["plane_id"].to_numpy(np.int64)).tolist(), w, f,
             dur_text(steps["dur_ns"]), np.asarray(comm.step_args, dtype=object).tolist()))),
             dtype=object))
+        keys.append(ts_sort_key(start))
+    return Layer(m, np.concatenate(ev) if ev else np.zeros(0, dtype=object),
+                 np.concatenate(keys) if keys else np.zeros(0, np.float64))
+
+
+def _analysis_comm_layer(m: list[str], pid: int, head: str, comm: CommData,
+                         groups: list[str], plane_base: int) -> Layer:
+    """The Communication process as the analysis writes it (viewer/get_hccl_export_data.py
+    _format_hccl_data: the steps, then the ops; host_connect_device.add_hccl_end_points:
+    an ``f`` per op, id (connection_id << 32) - 1): per step an X named by its task type
+    on its plane lane, per collective an X on its group lane with the analysis's args."""
+    ops, steps = comm.ops, comm.steps
+    ev: list[np.ndarray] = []
+    keys: list[np.ndarray] = []
+    if len(steps):
+        tmpl = head + '"args": %s, "ph": "X"}'
+        start = steps["start_local"].to_numpy(np.int64)
+        w, f = us_parts(start)
+        ev.append(np.array(list(map(tmpl.__mod__, zip(
+            jstr(steps["name"].to_numpy(object)).tolist(),
+            (plane_base + steps["plane_id"].to_numpy(np.int64)).tolist(), w, f,
+            dur_text(steps["dur_ns"]), np.asarray(comm.step_args, dtype=object).tolist()))),
+            dtype=object))
+        keys.append(ts_sort_key(start))
+    if len(ops):
+        gid = {g: i for i, g in enumerate(groups)}
+        grp = [gid.get(str(g), 0) for g in ops["group"].astype(str).tolist()]
+        start = ops["start_local"].to_numpy(np.int64)
+        w, f = us_parts(start)
+        cid = ops["connection_id"].to_numpy(np.int64).tolist()
+        tmpl = head + ('"args": {"rank_size": %d, "connection_id": %d, "model id": %d, '
+                       '"data_type": "N/A", "alg_type": "N/A", "count": -1}, "ph": "X"}')
+        ev.append(np.array(list(map(tmpl.__mod__, zip(
+            jstr(ops["op_name"].to_numpy(object)).tolist(), grp, w, f,
+            dur_text(ops["dur_ns"]), _ints(ops["rank_size"]), cid,
+            _ints(ops["model_id"])))), dtype=object))
+        keys.append(ts_sort_key(start))
+        f_tmpl = ('{"name": "HostToDevice%d", "ph": "f", "id": "%d", "ts": "%d.%03d", '
+                  '"cat": "HostToDevice", "pid": ' + str(pid) + ', "tid": %d, "bp": "e"}')
+        ids = [(c << 32) - 1 for c in cid]
+        ev.append(np.array(list(map(f_tmpl.__mod__, zip(ids, ids, w, f, grp))), dtype=object))
         keys.append(ts_sort_key(start))
     return Layer(m, np.concatenate(ev) if ev else np.zeros(0, dtype=object),
                  np.concatenate(keys) if keys else np.zeros(0, np.float64))

@@ -38,7 +38,8 @@ from msprof_cli.raw import layouts as L
 from msprof_cli.raw.profdir import result_dirs
 
 from .control_info import ResultDirInfo, read_result_dir, to_mono_ns
-from .device import STREAM_MASK, reviewed, assign_batches, decode_device
+from .device import (STREAM_MASK, aicpu_task_rows, assign_batches, decode_device,
+                     memcpy_states, reviewed)
 from .fmt import ts_sort_key
 from .host import decode_host
 from .memory import release
@@ -411,7 +412,13 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
         from .hccl import rank_steps
         from .host import decode_hccl
 
-        steps = rank_steps(decode_hccl(hd, log), ranks.index(dev_rd.device_id), int(hoff))
+        hccl = decode_hccl(hd, log)
+        levels = host_records(hd, "api_event", log, ["level"])["level"]
+        if len(hccl) and int((levels == L.LEVEL_HCCL).sum()) >= len(hccl):
+            # one HCCL-level API per step: the steps are device tasks (issue 15 §1), their
+            # collectives are known only after the host join (dataset.comm_ops): whole
+            return _whole("HCCL steps as device tasks")
+        steps = rank_steps(hccl, ranks.index(dev_rd.device_id), int(hoff))
         if len(steps):
             g = steps.groupby("op", sort=False)
             comm_spans = (np.sort(g["start_local"].min().to_numpy(np.int64)),
@@ -443,6 +450,7 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
     del ht
     release()  # the scan frees big temporaries step by step: give their heap back each time
     ts = device_records(dd, "ts_track", log)
+    has_ts_aicpu = False
     ts_flips = np.zeros(0, np.int64)
     dev_flips = pd.DataFrame({"ts_ns": np.zeros(0, np.int64),
                               "stream_id": np.zeros(0, np.int64),
@@ -461,23 +469,38 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
         if mc.any():
             mv = reviewed(ts, mc, L.TS_TRACK_MEMCPY)
             state = mv["task_state"]
+            s0, s1 = memcpy_states(state)
             memcpy_at = len(starts)
-            starts.append(t[mc][state == 0])
-            ends.append(t[mc][state == 1])
-            streams.append(mv["stream_id"][state == 0].astype(np.int64) & STREAM_MASK)
-            task_ids.append(mv["task_id"][state == 0].astype(np.int64))
-        dev_index["ts_track"] = TimeIndex.build("ts_track", True, "timestamp", t,
-                                                np.flatnonzero(~mc))
+            starts.append(t[mc][state == s0])
+            ends.append(t[mc][state == s1])
+            streams.append(mv["stream_id"][state == s0].astype(np.int64) & STREAM_MASK)
+            task_ids.append(mv["task_id"][state == s0].astype(np.int64))
+        # the AI CPU tasks' "task type" reports (decode_device): computing
+        ai_rows, av = aicpu_task_rows(ts)
+        has_ts_aicpu = av is not None
+        if av is not None:
+            state = av["task_state"]
+            starts.append(t[ai_rows][state == L.TS_STATE_START])
+            ends.append(t[ai_rows][state == L.TS_STATE_END])
+            streams.append(av["stream_id"][state == L.TS_STATE_START].astype(np.int64)
+                           & STREAM_MASK)
+            task_ids.append(av["task_id"][state == L.TS_STATE_START].astype(np.int64))
+        # task records are read by the windows of their time, the rest (step trace, flips)
+        # by every window
+        dev_index["ts_track"] = TimeIndex.build(
+            "ts_track", True, "timestamp", t,
+            np.flatnonzero(~mc & (ts["rpt_type"] != L.TS_RPT_TASK_TYPE)))
     del ts
     ac = device_records(dd, "aicpu", log, ["run_start_tick", "run_end_tick", "data_tag",
                                            "stream_id", "task_id"])
     if len(ac["run_start_tick"]):
         t0 = to_mono_ns(ac["run_start_tick"], dev_rd) + doff
         ok = ac["data_tag"] == L.AICPU_DATA_TAG
-        starts.append(t0[ok])
-        ends.append(to_mono_ns(ac["run_end_tick"][ok], dev_rd) + doff)
-        streams.append(ac["stream_id"][ok].astype(np.int64) & STREAM_MASK)
-        task_ids.append(ac["task_id"][ok].astype(np.int64))
+        if not has_ts_aicpu:  # legacy raw data: the AI CPU tasks are aicpu.data's
+            starts.append(t0[ok])
+            ends.append(to_mono_ns(ac["run_end_tick"][ok], dev_rd) + doff)
+            streams.append(ac["stream_id"][ok].astype(np.int64) & STREAM_MASK)
+            task_ids.append(ac["task_id"][ok].astype(np.int64))
         dev_index["aicpu"] = TimeIndex.build("aicpu", True, "run_start_tick", t0)
     del ac
     comm = None

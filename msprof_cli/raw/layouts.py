@@ -10,6 +10,8 @@ Only numpy is imported here: the agent side (collect/device) must not import pan
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 # --- magic numbers, levels and fixed type ids (raw-format.md 4.1, 4.8) -------------------
@@ -285,9 +287,11 @@ TS_TRACK_FLIP = np.dtype(
         ("reserved", "V16"),
     ]
 )
-# rptType 11 = ts memcpy (`=BBHLQHHBBHQQ`).  Field interpretation (project; the reference
-# gives only the format): streamId, taskId, taskState 0 = copy started / 1 = copy finished
-# (the hwts log-type convention), the rest reserved.  One record at each end of a memcpy task.
+# rptType 11 = ts memcpy (`=BBHLQHHBBHQQ`): streamId, taskId, taskState, the rest reserved.
+# taskState as the analysis reads it (Ascend/msprof common_func/memcpy_constant.py,
+# profiling_bean/struct_info/memcpy_state_machine.py): 0 received by the TS, 1 started,
+# 2 ended; a copy without all three is dropped.  Three records per memcpy task.  (msprof_cli
+# before issue 15 wrote two, 0 = started / 1 = ended: export/device.py still reads those.)
 TS_TRACK_MEMCPY = np.dtype(
     [
         ("mode", "u1"),
@@ -304,10 +308,38 @@ TS_TRACK_MEMCPY = np.dtype(
         ("reserved4", "<u8"),
     ]
 )
+# rptType 12 = task type (`=BBHLQHHHBBQQ`, Ascend/msprof profiling_bean/struct_info/
+# task_type.py): streamId, taskId, taskType, taskState, the rest reserved.  On the 910 (chip
+# v2) the AI CPU tasks' start / end come only from these records (taskType 1; taskState 1
+# started, 2 ended; 0 received is written too and skipped by the analysis), see
+# mscalculate/ts_task/ai_cpu/aicpu_from_ts.py and ascend_task/device_task_collector.py.
+TS_TRACK_TASK_TYPE = np.dtype(
+    [
+        ("mode", "u1"),
+        ("rpt_type", "u1"),
+        ("buf_size", "<u2"),
+        ("reserved0", "<u4"),
+        ("timestamp", "<u8"),
+        ("stream_id", "<u2"),
+        ("task_id", "<u2"),
+        ("task_type", "<u2"),
+        ("task_state", "u1"),
+        ("reserved1", "u1"),
+        ("reserved2", "<u8"),
+        ("reserved3", "<u8"),
+    ]
+)
 TS_RPT_STEP_TRACE = 10
 TS_RPT_MEMCPY = 11
-TS_MEMCPY_START = 0
-TS_MEMCPY_END = 1
+TS_RPT_TASK_TYPE = 12
+# taskState of rptType 11 and 12 records
+TS_STATE_RECEIVE = 0
+TS_STATE_START = 1
+TS_STATE_END = 2
+# the two states msprof_cli wrote into rptType 11 before issue 15 (read back by export)
+TS_MEMCPY_LEGACY_START = 0
+TS_MEMCPY_LEGACY_END = 1
+TS_TASK_TYPE_AI_CPU = 1  # taskType of an AI CPU task in rptType 12
 TS_RPT_FLIP = 14
 TS_TRACK_SIZE = 40
 FLIP_STREAM_DESTROYED = 65535
@@ -369,6 +401,7 @@ RECORD_SIZES = {
     "TS_TRACK_STEP": (TS_TRACK_STEP, 40),
     "TS_TRACK_FLIP": (TS_TRACK_FLIP, 40),
     "TS_TRACK_MEMCPY": (TS_TRACK_MEMCPY, 40),
+    "TS_TRACK_TASK_TYPE": (TS_TRACK_TASK_TYPE, 40),
     "AICPU": (AICPU, 128),
     "L2_CACHE": (L2_CACHE, 72),
 }
@@ -414,6 +447,7 @@ RUNTIME_TASK_TYPES = {
     1: "KERNEL_AICPU",
     2: "EVENT_RECORD",
     5: "MEMCPY_ASYNC",
+    33: "REDUCE_ASYNC",
     50: "STARS_COMMON",
     52: "FFTS_PLUS",
     66: "KERNEL_AIVEC",
@@ -469,7 +503,12 @@ DEVICE_FILES = {
     "hwts": "hwts.data",
     "aicore": "aicore.data",
     "ts_track": "ts_track.data",
-    "aicpu": "aicpu.data",
+    # the AI CPU scheduler's task timings (the 128-byte tag-60 records below): the analysis
+    # reads them from the data-preprocess channel's file (Ascend/msprof framework/
+    # file_dispatch.py DataTag.AI_CPU: ^DATA_PREPROCESS\.AICPU\.(\d+)\.slice_\d+,
+    # msparser/aicpu/aicpu_bin_data_parser.py); `aicpu.data` is another channel (AI CPU
+    # additional info, level 6000 records: msparser/add_info/aicpu_add_info_parser.py)
+    "aicpu": "DATA_PREPROCESS.AICPU",
     "l2_cache": "l2_cache.data",
 }
 DEVICE_DTYPES = {
@@ -487,6 +526,19 @@ def host_file_name(kind: str, slice_index: int = 0, aging: bool = False) -> str:
     """`unaging.compact.task_track.slice_0` etc."""
     prefix = "aging" if aging else "unaging"
     return f"{prefix}.{HOST_FILES[kind]}.slice_{slice_index}"
+
+
+# file names msprof_cli wrote before issue 15 for a kind, still read by export
+LEGACY_DEVICE_FILES = {"aicpu": "aicpu.data"}
+
+
+def device_file_regex(kind: str, device_id: int | None = None) -> str:
+    """Regex of a kind's slice file names (device id any, or the given one), the legacy
+    name included."""
+    names = [DEVICE_FILES[kind]] + ([LEGACY_DEVICE_FILES[kind]]
+                                    if kind in LEGACY_DEVICE_FILES else [])
+    dev = r"\d+" if device_id is None else str(int(device_id))
+    return r"^(?:" + "|".join(re.escape(n) for n in names) + r")\." + dev + r"\.slice_\d+$"
 
 
 def device_file_name(kind: str, device_id: int, slice_index: int = 0) -> str:
