@@ -865,9 +865,14 @@ class Device:
         feed, fetch, known = MC.model_bytes(self.models, iters.model_id)
         # devices per iteration: the batch is split over the replicas
         inn = ops.iter_row >= 0
-        pairs = np.unique(np.stack([ops.iter_row[inn], ops.device_id[inn].astype(np.int64)]),
-                          axis=1) if inn.any() else np.zeros((2, 0), np.int64)
-        n_dev = np.maximum(np.bincount(pairs[0], minlength=n_it), 1)
+        # distinct (iteration, device) pairs as one int64 key each (np.unique with axis=1
+        # sorts void records: ~10x slower, it was 5 % of a loop-heavy model's collect)
+        dev = ops.device_id[inn].astype(np.int64)
+        if len(dev):
+            dev = dev - dev.min()
+        span = int(dev.max()) + 1 if len(dev) else 1
+        pairs_it = np.unique(ops.iter_row[inn].astype(np.int64) * span + dev) // span
+        n_dev = np.maximum(np.bincount(pairs_it, minlength=n_it), 1)
         # fallback: outputs of this device's data-source ops of the step
         src = MC.source_bytes_per_sig(self.sigs, ctx.sig["bytes_out"])[ops.sig]
         mine = inn & (ops.device_id == dd.device_id) & (src > 0)
