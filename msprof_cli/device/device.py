@@ -680,9 +680,10 @@ class Device:
             parts = [p for p in parts if len(p)]
             if not parts:
                 continue
-            arr = np.concatenate(parts)
-            key = sort_key.get(kind, "timestamp")
-            arr = arr[np.argsort(arr[key], kind="stable")]
+            arr = np.concatenate(parts) if len(parts) > 1 else parts[0]
+            ts = arr[sort_key.get(kind, "timestamp")]
+            if len(ts) > 1 and (ts[1:] < ts[:-1]).any():  # already in order: no copy (the
+                arr = arr[np.argsort(ts, kind="stable")]  # tensor_info records are ~200 B)
             self.host.file(kind, lambda i, k=kind: L.host_file_name(k, i)).write_records(arr)
 
     def _write_tx(self, chunk: CaptureChunk) -> None:
