@@ -15,9 +15,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import importlib.util
+
 import pytest
 
-pytest.importorskip("tensorflow")
+# TensorFlow runs in the subprocesses only: importing it here would change what other test
+# files of the same pytest run see (tests/test_collect_units.py's Profiler checks eager mode)
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
+                                reason="needs TensorFlow")
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "scripts" / "split_activities.py"
