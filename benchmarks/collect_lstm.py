@@ -11,6 +11,7 @@ dir's raw data.  Runs are interleaved (plain, collect, plain, ...).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
@@ -59,6 +60,13 @@ def main() -> None:
         profiled.append(time.perf_counter() - t0)
         [prof] = sorted(out.glob("PROF_*"))
         sizes.append(_size(prof))
+        try:  # which steps were traced (the rest replayed): the raw volume depends on it
+            meta = json.loads((prof / "msprof_cli_sampling.json").read_text())
+            measured = [r for m in meta["models"].values() for r in m["measured"]]
+            print(f"run {k + 1}: plain {plain[-1]:.1f} s, collect {profiled[-1]:.1f} s, "
+                  f"raw {sizes[-1] / 2**20:.1f} MiB, traced steps {measured}", flush=True)
+        except (OSError, ValueError, KeyError):
+            pass
     p, c = statistics.median(plain), statistics.median(profiled)
     print(f"bidirectional LSTM fit, {args.steps} steps: plain {p:.1f} s, msprof collect "
           f"{c:.1f} s, ratio {c / p:.2f} (target <= 1.3); raw data "

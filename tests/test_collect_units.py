@@ -252,6 +252,25 @@ def test_sampling_policy() -> None:
     assert p.should_trace("g")
 
 
+def test_sampling_drift_is_judged_against_untraced_steps() -> None:
+    """A loop-heavy graph: traced steps cost 3x untraced ones (the tracer's own events).  An
+    untraced step is not 'drift' for being faster than the traced ones: only the warm-up and
+    the every-50th samples are taken; a real change (10x slower, then 10x faster than the
+    untraced steps) still forces a sample."""
+    p = SamplingPolicy(full_trace=False)
+    traced = 0
+    for _ in range(100):
+        t = p.should_trace("g")
+        traced += t
+        p.done("g", t, False, 30_000_000 if t else 10_000_000)
+    assert traced == WARMUP + 2, traced  # warm-up + the 50th and the 100th
+    p.done("g", False, False, 100_000_000)  # 10x the untraced median: drift
+    assert p.should_trace("g")
+    p.done("g", True, False, 30_000_000)
+    p.done("g", False, False, 1_000_000)  # 10x faster than the untraced steps: drift
+    assert p.should_trace("g")
+
+
 # -- conversion on a synthetic trace -----------------------------------------------------------
 def _ev(line: int, kind: str, name: str, start: int, end: int, tf_type: str = "",
         **stats: object) -> Event:

@@ -170,6 +170,7 @@ class Collection:
             from msprof_cli.collect.tf_trace import Tracer
 
             fault("tracer")
+            self.agent.fix_trace_collection()
             tracer = Tracer()
             if not tracer.start():
                 self.notes.append("another profiler (e.g. tf.profiler.experimental.start or "
@@ -357,6 +358,7 @@ class Agent:
         self.reason = ""
         self.scope = "process"  # "process" | "profiler" | "session"
         self.session_profiling_seen = False
+        self.trace_fix: bool | None = None  # traceme_fix installed (None: not tried yet)
 
     # -- messages -------------------------------------------------------------------------
     def fail(self, message: str, exc: BaseException | None = None) -> None:
@@ -399,6 +401,20 @@ class Agent:
                     fh.write(f"{prof_dir}\n")
             except OSError:
                 pass
+
+    def fix_trace_collection(self) -> None:
+        """Once per process, before the first tracer starts: the TF heap-corruption
+        workaround of traceme_fix (collecting a trace with cross-thread split activities)."""
+        if self.trace_fix is not None:
+            return
+        from msprof_cli.collect import traceme_fix
+
+        self.trace_fix = traceme_fix.install()
+        if self.trace_fix and not self.exit_hooks:
+            # no _at_exit of ours to restore it after the last collection (see _at_exit)
+            atexit.register(traceme_fix.restore)
+        if not self.trace_fix and os.environ.get("MSPROF_CLI_DEBUG"):
+            info(f"TensorFlow trace-collection workaround {traceme_fix.status}")
 
     # -- activation -----------------------------------------------------------------------
     @property
@@ -519,8 +535,15 @@ class Agent:
         self.disabled = True
         self.collection = None
 
+    def _restore_trace_fix(self) -> None:
+        if self.trace_fix:  # after our last collection (atexit runs this before TF's)
+            from msprof_cli.collect import traceme_fix
+
+            traceme_fix.restore()
+
     def _at_exit(self) -> None:
         if self.collection is None or os.getpid() != self.pid:
+            self._restore_trace_fix()
             return
         old = None
         try:
@@ -534,6 +557,7 @@ class Agent:
         except Exception as exc:
             self.fail(f"the final flush failed ({exc!r}): the last chunk is lost", exc)
         finally:
+            self._restore_trace_fix()
             if old is not None:
                 try:
                     signal.signal(signal.SIGINT, old)

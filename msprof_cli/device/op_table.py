@@ -324,22 +324,31 @@ def build_tables(chunk: CaptureChunk, sigs: SignatureRegistry, names: Interner
     it_cols: dict[str, list[int]] = {k: [] for k in ("model", "index", "s", "e", "thr",
                                                      "wait", "agent")}
 
-    def add(op: OpRun, model: int, iter_row: int) -> None:
-        cols["dev"].append(op.device_id)
-        cols["model"].append(model)
-        cols["iter"].append(iter_row)
-        cols["name"].append(names(op.name))
-        cols["sig"].append(sigs.intern(op.tf_type, tuple(op.inputs), tuple(op.outputs),
-                                       len(op.fused_ops)))
-        cols["thr"].append(op.thread_id)
-        cols["s"].append(op.start_ns)
-        cols["e"].append(op.end_ns)
-        cols["eager"].append(op.eager)
-        if op.fused_ops:
-            cols["fz"].append(len(fused))
-            fused.append(tuple(op.fused_ops))
-        else:
-            cols["fz"].append(-1)
+    intern = sigs.intern
+
+    def add_all(ops: list[OpRun], model: int, iter_row: int) -> None:
+        """One column at a time (a loop-heavy step has thousands of ops, and a replayed one
+        the same again): comprehensions instead of ten appends per op."""
+        if not ops:
+            return
+        n = len(ops)
+        cols["model"] += [model] * n
+        cols["iter"] += [iter_row] * n
+        cols["dev"] += [op.device_id for op in ops]
+        cols["name"] += [names(op.name) for op in ops]
+        cols["sig"] += [intern(op.tf_type, tuple(op.inputs), tuple(op.outputs),
+                               len(op.fused_ops)) for op in ops]
+        cols["thr"] += [op.thread_id for op in ops]
+        cols["s"] += [op.start_ns for op in ops]
+        cols["e"] += [op.end_ns for op in ops]
+        cols["eager"] += [op.eager for op in ops]
+        fz = cols["fz"]
+        for op in ops:
+            if op.fused_ops:
+                fz.append(len(fused))
+                fused.append(tuple(op.fused_ops))
+            else:
+                fz.append(-1)
 
     for row, it in enumerate(chunk.iterations):
         it_cols["model"].append(it.model_id)
@@ -349,10 +358,8 @@ def build_tables(chunk: CaptureChunk, sigs: SignatureRegistry, names: Interner
         it_cols["thr"].append(it.thread_id)
         it_cols["wait"].append(it.input_wait_ns)
         it_cols["agent"].append(it.agent_before_ns)
-        for op in it.ops:
-            add(op, it.model_id, row)
-    for op in chunk.single_ops:
-        add(op, SINGLE_OP_MODEL_ID, -1)
+        add_all(it.ops, it.model_id, row)
+    add_all(chunk.single_ops, SINGLE_OP_MODEL_ID, -1)
     ops = OpTable(
         device_id=np.array(cols["dev"], np.int32),
         model_id=np.array(cols["model"], np.uint64),

@@ -22,13 +22,14 @@ Env:
 A worker's non-zero exit code is printed; the launcher exits with the worst (128+N for a
 worker killed by signal N).
 
-Known problem (TF 2.21, seen only with SLOW_RANK under msprof's default sampled tracing, 5 of
-14 runs): the slow worker aborts with "double free or corruption" inside TF's
-`ProfilerSession` export (`collect/tf_trace.py` `collect`, when msprof stops its tracer
-between sampled steps while the tf.data `numpy_function` thread runs); the other worker then
-fails with "Connection reset by peer".  With `--full-trace` (the tracer stops only at chunk
-flushes) or without SLOW_RANK it did not happen (0 of 8); tests/test_collect_multiworker.py
-uses `--full-trace`.
+Fixed problem (TF 2.21, seen with SLOW_RANK under msprof's default sampled tracing, 5 of 14
+runs): the slow worker aborted with "double free or corruption" inside TF's `ProfilerSession`
+export and the other worker then failed with "Connection reset by peer".  The slow worker's
+collectives resolve their parameters on gRPC threads (`CollectiveExecutor::CompleteParams`
+starts on one thread and ends on another), and TF's `TraceMeRecorder::Consume` joins such
+cross-thread pairs through dangling pointers; msprof_cli/collect/traceme_fix.py works around
+it (tests/test_traceme_fix.py).  tests/test_collect_multiworker.py still uses `--full-trace`
+(one collection, a smaller trace to check).
 """
 from __future__ import annotations
 
