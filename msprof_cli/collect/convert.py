@@ -424,10 +424,7 @@ def _restore_rank_collectives(ops: list[OpRun], static: StaticGraph, state: Conv
         if _CONDITIONAL.search(name):
             continue
         if name in prior:
-            t0, t1 = marker
-            scale = max(t1 - t0, 1) / sched.duration
-            s, e = prior[name]
-            start, end = t0 + int(s * scale), t0 + int(max(e, s) * scale)
+            start, end = _at_prior_place(prior[name], marker, sched.duration)
         else:
             users = [o.start_ns for o in observed
                      if name in getattr(static.ops.get(o.name), "producers", ())]
@@ -439,6 +436,16 @@ def _restore_rank_collectives(ops: list[OpRun], static: StaticGraph, state: Conv
         _put_back(ops, name, sop.type, start, end, observed[0].thread_id, static, state, key)
         added += 1
     return added
+
+
+def _at_prior_place(prior: tuple[int, int], marker: tuple[int, int], duration: int
+                    ) -> tuple[int, int]:
+    """A collective's (start, end) at its place in the model's last schedule, scaled to the
+    step marked by `marker`."""
+    t0, t1 = marker
+    scale = max(t1 - t0, 1) / duration
+    s, e = prior
+    return t0 + int(s * scale), t0 + int(max(e, s) * scale)
 
 
 def _missing_collectives(ops: list[OpRun], static: StaticGraph) -> list[tuple[str, StaticOp]]:
@@ -475,10 +482,7 @@ def _restore_unseen_collectives(ops: list[OpRun], static: StaticGraph, state: Co
         if not in_scope:
             continue
         if name in prior:
-            t0, t1 = marker
-            scale = max(t1 - t0, 1) / sched.duration
-            s, e = prior[name]
-            start, end = t0 + int(s * scale), t0 + int(max(e, s) * scale)
+            start, end = _at_prior_place(prior[name], marker, sched.duration)
         else:
             end = min(o.start_ns for o in in_scope)
             start = max((o.end_ns for o in observed if o.end_ns <= end), default=end)

@@ -744,17 +744,24 @@ def communication_layer(dev: DeviceData, comm: CommData | None, app_pid: int,
             dtype=object))
         keys.append(ts_sort_key(start))
     if len(steps):
-        tmpl = head + '"args": %s, "ph": "X"}'
-        start = steps["start_local"].to_numpy(np.int64)
-        w, f = us_parts(start)
-        ev.append(np.array(list(map(tmpl.__mod__, zip(
-            jstr(steps["name"].to_numpy(object)).tolist(),
-            (PLANE_TID_BASE + steps["plane_id"].to_numpy(np.int64)).tolist(), w, f,
-            dur_text(steps["dur_ns"]), np.asarray(comm.step_args, dtype=object).tolist()))),
-            dtype=object))
-        keys.append(ts_sort_key(start))
+        _step_events(ev, keys, head, comm, PLANE_TID_BASE)
     return Layer(m, np.concatenate(ev) if ev else np.zeros(0, dtype=object),
                  np.concatenate(keys) if keys else np.zeros(0, np.float64))
+
+
+def _step_events(ev: list[np.ndarray], keys: list[np.ndarray], head: str, comm: CommData,
+                 plane_base: int) -> None:
+    """The hccl_info steps of `comm` as X events on their plane lanes (`plane_base` + plane)."""
+    steps = comm.steps
+    tmpl = head + '"args": %s, "ph": "X"}'
+    start = steps["start_local"].to_numpy(np.int64)
+    w, f = us_parts(start)
+    ev.append(np.array(list(map(tmpl.__mod__, zip(
+        jstr(steps["name"].to_numpy(object)).tolist(),
+        (plane_base + steps["plane_id"].to_numpy(np.int64)).tolist(), w, f,
+        dur_text(steps["dur_ns"]), np.asarray(comm.step_args, dtype=object).tolist()))),
+        dtype=object))
+    keys.append(ts_sort_key(start))
 
 
 def _analysis_comm_layer(m: list[str], pid: int, head: str, comm: CommData,
@@ -767,15 +774,7 @@ def _analysis_comm_layer(m: list[str], pid: int, head: str, comm: CommData,
     ev: list[np.ndarray] = []
     keys: list[np.ndarray] = []
     if len(steps):
-        tmpl = head + '"args": %s, "ph": "X"}'
-        start = steps["start_local"].to_numpy(np.int64)
-        w, f = us_parts(start)
-        ev.append(np.array(list(map(tmpl.__mod__, zip(
-            jstr(steps["name"].to_numpy(object)).tolist(),
-            (plane_base + steps["plane_id"].to_numpy(np.int64)).tolist(), w, f,
-            dur_text(steps["dur_ns"]), np.asarray(comm.step_args, dtype=object).tolist()))),
-            dtype=object))
-        keys.append(ts_sort_key(start))
+        _step_events(ev, keys, head, comm, plane_base)
     if len(ops):
         gid = {g: i for i, g in enumerate(groups)}
         grp = [gid.get(str(g), 0) for g in ops["group"].astype(str).tolist()]
