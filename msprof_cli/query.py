@@ -78,7 +78,7 @@ def _check_prof(prof: Path) -> None:
 
 
 def _rows_for_result_dir(prof: Path, rdir: Path) -> list[QueryRow]:
-    from msprof_cli.export.control_info import read_result_dir
+    from msprof_cli.export.decode.control_info import read_result_dir
 
     # the same control-file checks (and errors) as export: start_info, info.json, sample.json,
     # chip; reads only the small control files
@@ -104,7 +104,7 @@ def _rows_for_result_dir(prof: Path, rdir: Path) -> list[QueryRow]:
                 rank_id=str(info.get("rank_id", -1)), prof_dir=str(prof))
     models: dict[int, list[tuple[int, int, int]]] = {}
     if device_id is not None:
-        from msprof_cli.export.model_info import models_and_iterations
+        from msprof_cli.export.decode.model_info import models_and_iterations
 
         try:
             models = models_and_iterations(rdir)

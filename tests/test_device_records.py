@@ -544,7 +544,7 @@ def test_collective_outlasting_its_step_keeps_iterations_apart(tmp_path: Path) -
     thread past the next step's start (launch windows are serial per thread).  The step's end
     markers must still come before the next step's start marker on the stream, else the
     iterations overlap and the step loses its Reduce pair (seen in CI: Reduce N/A)."""
-    from msprof_cli.export.dataset import load_prof
+    from msprof_cli.export.decode.dataset import load_prof
 
     spec = (T((16,), F),)
     its = []

@@ -221,7 +221,7 @@ def test_windowed_export_of_a_collection(prof: Path, tmp_path: Path, layout: str
     import re
     import shutil
 
-    from msprof_cli.export.windows import WINDOW_TASKS_ENV, Whole, plan_windows
+    from msprof_cli.export.decode.windows import WINDOW_TASKS_ENV, Whole, plan_windows
 
     assert not isinstance(plan_windows(prof, 40), Whole)  # real collections have quiet points
     digests = []

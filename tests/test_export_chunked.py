@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from msprof_cli.export import timeline as T
-from msprof_cli.export import writers as W
+from msprof_cli.export.outputs import timeline as T
+from msprof_cli.export.sinks import writers as W
 from msprof_cli.export.api import run_export
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -189,7 +189,7 @@ def test_parallel_workers_equal_serial(tmp_path_factory, tmp_path, monkeypatch, 
 
 def test_run_jobs_order_and_errors(monkeypatch):
     from msprof_cli.errors import ExportError
-    from msprof_cli.export.parallel import run_jobs
+    from msprof_cli.export.runtime.parallel import run_jobs
 
     monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "3")
     assert run_jobs([lambda: 1, lambda: [2], lambda: "3"]) == [1, [2], "3"]
@@ -204,7 +204,7 @@ def test_lazy_numeric_x_events_equal_eager_text():
     """numeric_trace.x_events renders per chunk; its text equals the column-wise formatting
     (json.dumps names, %d.%03d ts, repr durations, scalar or per-row args)."""
     from msprof_cli.export.fmt import float_str, us_str
-    from msprof_cli.export.numeric_trace import x_events
+    from msprof_cli.export.outputs.numeric_trace import x_events
 
     name = np.array(["a", 'q"uote', "ünï", "a"], dtype=object)
     start = np.array([1_700_000_000_001_031, 5, 1_700_000_000_000_000, 999], dtype=np.int64)
@@ -231,7 +231,7 @@ def test_job_pool_forks_each_job_when_it_starts(monkeypatch):
     import signal
 
     from msprof_cli.errors import ExportError
-    from msprof_cli.export.parallel import JobPool
+    from msprof_cli.export.runtime.parallel import JobPool
 
     monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "2")
     state = {"x": 1}
@@ -252,7 +252,7 @@ def test_job_pool_forks_each_job_when_it_starts(monkeypatch):
 def test_job_pool_serial_runs_at_submit(monkeypatch):
     import os
 
-    from msprof_cli.export.parallel import JobPool
+    from msprof_cli.export.runtime.parallel import JobPool
 
     monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "1")
     pool = JobPool()
@@ -265,7 +265,7 @@ def test_tensor_info_decoded_by_a_worker_equals_serial(tmp_path, monkeypatch, da
     """load_prof decodes tensor_info in a forked worker when it is big, and the worker joins
     it to the launches while this process joins the rest: the tables and the warnings (same
     order) equal the serial decode's, also with damaged host files and several devices."""
-    from msprof_cli.export import dataset as D
+    from msprof_cli.export.decode import dataset as D
     from tests.reliability_fixtures import golden
 
     if damage == "two devices":

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from msprof_cli.export import db as DB
+from msprof_cli.export.outputs import db_tables as DB
 from msprof_cli.export.api import run_export
-from msprof_cli.export.db_output import export_db
+from msprof_cli.export.layouts.db import export_db
 from msprof_cli.export.plan import one_window
-from msprof_cli.export.dataset import load_prof
-from msprof_cli.export.mindstudio import export_mindstudio
+from msprof_cli.export.decode.dataset import load_prof
+from msprof_cli.export.layouts.mindstudio import export_mindstudio
 from tests.export_fixtures import copy_golden
 from tests.rich_prof import MARKERS, build_prof, marker_spans
 
@@ -316,7 +316,7 @@ def test_db_is_0640_and_a_sqlite_failure_is_a_clean_export_error(tmp_path, monke
     import stat
 
     from msprof_cli.errors import ExportError
-    from msprof_cli.export import db as dbmod
+    from msprof_cli.export.outputs import db_tables as dbmod
 
     prof = copy_golden(tmp_path)
     run_export(prof, type_="db", quiet=True)

@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 
 from msprof_cli.export import fmt
-from msprof_cli.export.dataset import load_prof
-from msprof_cli.export.device import assign_batches, pair_hwts
-from msprof_cli.export.host import decode_apis, decode_tensors
-from msprof_cli.export.rawread import DecodeLog, read_files
-from msprof_cli.export.steptrace import iteration_spans, iterations
-from msprof_cli.export.timeline import flow_ids, merge_intervals
+from msprof_cli.export.decode.dataset import load_prof
+from msprof_cli.export.decode.device import assign_batches, pair_hwts
+from msprof_cli.export.decode.host import decode_apis, decode_tensors
+from msprof_cli.export.decode.rawread import DecodeLog, read_files
+from msprof_cli.export.decode.steptrace import iteration_spans, iterations
+from msprof_cli.export.outputs.timeline import flow_ids, merge_intervals
 from msprof_cli.raw import layouts as L
 from tests.export_fixtures import copy_golden
 
@@ -54,7 +54,7 @@ def test_float_str_is_python_repr() -> None:
 def test_dur_text_is_repr_of_microseconds(case: str) -> None:
     """Timeline durations print as the repr of their µs float, via a table of the distinct
     values when they repeat, directly otherwise."""
-    from msprof_cli.export.timeline import dur_text
+    from msprof_cli.export.outputs.timeline import dur_text
 
     rng = np.random.default_rng(7)
     n = {"repeating": 5000, "distinct": 5000, "short": 10}[case]

@@ -9,8 +9,8 @@ import pytest
 
 from msprof_cli.errors import ExportError, ProfDirError
 from msprof_cli.export.api import run_export
-from msprof_cli.export.model_info import models_and_iterations
-from msprof_cli.export.selection import Selection, select
+from msprof_cli.export.decode.model_info import models_and_iterations
+from msprof_cli.export.derive.selection import Selection, select
 from tests.export_fixtures import copy_golden
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from msprof_cli.export import rawread
+from msprof_cli.export.decode import rawread
 from msprof_cli.raw import layouts as L
 
 

@@ -13,12 +13,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from msprof_cli.export import mindstudio as WD
-from msprof_cli.export import windows as WN
-from msprof_cli.export import writers as W
+from msprof_cli.export.layouts import mindstudio as WD
+from msprof_cli.export.decode import windows as WN
+from msprof_cli.export.sinks import writers as W
 from msprof_cli.errors import ExportError
 from msprof_cli.export.api import run_export
-from msprof_cli.export.dataset import load_prof
+from msprof_cli.export.decode.dataset import load_prof
 from tests.rich_prof import build_prof
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -63,7 +63,7 @@ def _export(src: Path, dest: Path, monkeypatch, window: int, layout: str = "mind
 
 def _windows_used(monkeypatch) -> list[int]:
     """Record the window count of every windowed export (both layouts)."""
-    from msprof_cli.export import legacy as WL
+    from msprof_cli.export.layouts import legacy as WL
 
     seen: list[int] = []
     for mod, name in ((WD, "export_mindstudio"), (WL, "export_legacy")):
@@ -195,7 +195,7 @@ def test_a_failing_window_leaves_no_temporary_file(big, tmp_path, monkeypatch):
     monkeypatch.setenv(WN.WINDOW_TASKS_ENV, "1000")
     prof = tmp_path / big.name
     shutil.copytree(big, prof)
-    from msprof_cli.export import summaries as S
+    from msprof_cli.export.outputs import summaries as S
     real = S.task_time
     from_window_3 = WN.plan_windows(prof, 1000).cuts[3]
 
@@ -288,7 +288,7 @@ def test_windowed_legacy_switches_and_markers(rich, tmp_path, monkeypatch):
 
 
 def test_scan_finds_the_host_models_of_the_whole_decode(big, rich):
-    from msprof_cli.export.legacy import host_models
+    from msprof_cli.export.layouts.legacy import host_models
 
     for src in (big, rich):
         plan = WN.plan_windows(src, 50, models=True)
@@ -404,9 +404,9 @@ def test_windowed_legacy_of_several_devices_with_hccl(two_devices, tmp_path, mon
 
 def test_scan_cuts_outside_hccl_executions(two_devices):
     """No cut falls inside an HCCL op execution nor in a computing gap that holds one."""
-    from msprof_cli.export.hccl import rank_steps
-    from msprof_cli.export.host import decode_hccl
-    from msprof_cli.export.rawread import DecodeLog
+    from msprof_cli.export.derive.hccl import rank_steps
+    from msprof_cli.export.decode.host import decode_hccl
+    from msprof_cli.export.decode.rawread import DecodeLog
 
     plan = WN.plan_windows(two_devices, 50, models=True, device=1)
     assert plan is not None and len(plan) > 5
@@ -428,7 +428,7 @@ def test_host_batches_count_the_flips_of_their_own_device():
     """A FLIP of device 1 does not move device 0's launches to a new batch (before, every
     device's flips counted: ~40 % of the tasks of a 2-device run lost their host info once
     task ids rolled over)."""
-    from msprof_cli.export.dataset import host_batches
+    from msprof_cli.export.decode.dataset import host_batches
 
     tt = pd.DataFrame({"ts_ns": [30, 10, 20, 40, 50], "stream_id": [3, 3, 3, 3, 3],
                        "task_id": [7, 5, 6, 8, 9], "device_id": [0, 0, 1, 1, 0]})
@@ -475,8 +475,8 @@ def test_several_devices_check_the_selection_of_every_device_first(two_devices, 
     """A selection error of the second device is raised before the first device's files
     are written (as the whole export raises it before writing anything)."""
     from msprof_cli.errors import ExportError
-    from msprof_cli.export.dataset import load_prof as load
-    from msprof_cli.export.windows import check_selection
+    from msprof_cli.export.decode.dataset import load_prof as load
+    from msprof_cli.export.decode.windows import check_selection
 
     its = load(two_devices).devices[1].iterations
     last = int(its[its["model_id"] == 1]["iteration_id"].max())
@@ -594,7 +594,7 @@ def test_windowed_db_equals_the_one_window_db(request, tmp_path, monkeypatch, so
     """--type db window by window: every table (rows, order, STRING_IDS numbering,
     OVERLAP_ANALYSIS ids, CANN_API order) equals the one-window plan's (the same db output,
     its other strategy), with several devices and HCCL data, and with msproftx markers."""
-    from msprof_cli.export import db_output as WDB
+    from msprof_cli.export.layouts import db as WDB
 
     src = request.getfixturevalue(source)
     dbs = []
@@ -620,7 +620,7 @@ def test_windowed_db_equals_the_one_window_db(request, tmp_path, monkeypatch, so
 
 
 def test_a_failing_db_window_leaves_nothing(big, tmp_path, monkeypatch):
-    from msprof_cli.export import db_output as WDB
+    from msprof_cli.export.layouts import db as WDB
 
     monkeypatch.setenv(WN.WINDOW_TASKS_ENV, "700")
     prof = tmp_path / big.name

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from msprof_cli.errors import MsprofError
 from msprof_cli.export.api import run_export
-from msprof_cli.export.dataset import load_prof
-from msprof_cli.export.model_info import models_and_iterations
+from msprof_cli.export.decode.dataset import load_prof
+from msprof_cli.export.decode.model_info import models_and_iterations
 from tests.reliability_fixtures import golden
 from tests.test_device_records import config, make_chunk, run
 

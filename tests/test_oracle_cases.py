@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from msprof_cli.export.api import run_export
-from msprof_cli.export import timeline as T
+from msprof_cli.export.outputs import timeline as T
 from tests.corpus import build as corpus
 
 EXPECTED_TAR = Path(__file__).resolve().parent / "oracle" / "expected.tar.xz"
@@ -50,7 +50,7 @@ FRESH = ("fresh_eager", "fresh_keras_bn", "fresh_tf1_aicpu", "fresh_mirrored_hcc
          "fresh_keras_cnn")
 CASES.update({c: (c, None) for c in FRESH})
 # the same raw dirs exported in windows of 300 device tasks (the windowed export of big PROF
-# dirs, export/windows.py): the same files as the whole export's
+# dirs, export/decode/windows.py): the same files as the whole export's
 WINDOWED = {"fresh_keras_bn_w300": "fresh_keras_bn",
             "fresh_mirrored_hccl_w300": "fresh_mirrored_hccl"}
 CASES.update({c: (src, "w300") for c, src in WINDOWED.items()})

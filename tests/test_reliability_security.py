@@ -14,10 +14,10 @@ import pytest
 
 from msprof_cli.cli.main import main
 from msprof_cli.errors import ExportError, OptionsError, ProfDirError, RawDataError
-from msprof_cli.export import rawread
+from msprof_cli.export.decode import rawread
 from msprof_cli.export.api import run_export
-from msprof_cli.export.dataset import load_prof
-from msprof_cli.export.writers import neutralise_formulas
+from msprof_cli.export.decode.dataset import load_prof
+from msprof_cli.export.sinks.writers import neutralise_formulas
 from msprof_cli.options import check_output_dir
 from msprof_cli.raw import layouts as L
 from tests.reliability_fixtures import data_file, golden, snapshot
@@ -336,7 +336,7 @@ def test_collect_command_not_found(capsys, tmp_path):
 
 def test_enospc_message_names_the_file(prof, monkeypatch):
     """The OSError safety net of run_export (a failure outside the atomic writers)."""
-    import msprof_cli.export.legacy as legacy
+    import msprof_cli.export.layouts.legacy as legacy
 
     def boom(*a, **k):
         raise OSError(errno.EIO, "Input/output error", str(prof / "x"))
@@ -396,7 +396,7 @@ def test_a_raw_file_swapped_for_a_link_after_the_listing_is_not_followed(tmp_pat
     """issue 20 item 10 (b): the read opens the listed name with O_NOFOLLOW and checks the
     descriptor, so a link put in its place between listing and reading is refused."""
     from msprof_cli.errors import RawDataError
-    from msprof_cli.export import rawread
+    from msprof_cli.export.decode import rawread
     from msprof_cli.raw import layouts as L
 
     secret = tmp_path / "secret"

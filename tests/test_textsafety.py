@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from msprof_cli.export.api import run_export
-from msprof_cli.export.writers import SliceNamer, write_csv
+from msprof_cli.export.sinks.writers import SliceNamer, write_csv
 from msprof_cli.query import print_query
 from msprof_cli.textsafety import escape_controls, safe_cell
 from export_fixtures import copy_golden

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from msprof_cli.export.api import run_export
-from msprof_cli.export.timeline_index import INDEX_NAME
+from msprof_cli.export.outputs.timeline_index import INDEX_NAME
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import build as corpus  # noqa: E402

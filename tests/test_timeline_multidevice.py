@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msprof_cli.export import timeline as T
+from msprof_cli.export.outputs import timeline as T
 from msprof_cli.export.api import run_export
 from test_device_records import STEP_OPS, F, T as TS, config, make_chunk, make_iteration, run
 

@@ -38,7 +38,7 @@ def summarise(prof: str) -> M.Summary:
 def summaries(profs: list[Path], distributed: str, scheduler: str | None
               ) -> tuple[list[M.Summary], list[str], str]:
     """The ranks' summaries (Dask: one task per PROF dir), the failures named, where run."""
-    from msprof_cli.export.parallel import usable_cores
+    from msprof_cli.export.runtime.parallel import usable_cores
 
     cores = usable_cores()
     where = DX.wanted(profs, distributed, DX.scheduler_address(scheduler), cores)

@@ -20,16 +20,17 @@ from msprof_cli.raw.sampling import replay_notes
 from msprof_cli.raw.profdir import (check_has_result_dirs, check_no_links,
                                     incomplete_result_dirs, locate, result_dirs)
 
-from .dataset import ProfData, load_prof
-from .legacy import Advice
-from .memory import release, tune_allocator
+from .decode.dataset import ProfData, load_prof
+from .layouts.legacy import Advice
+from .runtime.memory import release, tune_allocator
 from .plan import Plan, plan_devices, plan_export
-from . import db_output, timeline_index
-from .windows import NotWindowable, check_selection, device_ids
-from .selection import ModelChoice, check_args
-from .parallel import usable_cores
-from .streams import SLICE_INDEX
-from .writers import CSV_SLICE_ROWS, JSON_SLICE_EVENTS, clean_stale_temps
+from .layouts import db as db_output
+from .outputs import timeline_index
+from .decode.windows import NotWindowable, check_selection, device_ids
+from .derive.selection import ModelChoice, check_args
+from .runtime.parallel import usable_cores
+from .sinks.streams import SLICE_INDEX
+from .sinks.writers import CSV_SLICE_ROWS, JSON_SLICE_EVENTS, clean_stale_temps
 
 LAYOUTS = ("legacy", "mindstudio")
 
@@ -205,7 +206,7 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
             progress.stop()
     if not quiet:
         _print_summary(result)
-        from .report import print_advice
+        from .outputs.advice_console import print_advice
 
         print_advice(result.advice, advice)
         if result.files:
@@ -249,7 +250,7 @@ def _export_ranks(profs: list[Path], options: dict, where: str, scheduler: str |
         say(f"[INFO] Export all data in {prof} done.")
     if not quiet:
         _print_summary(result)
-        from .report import print_advice
+        from .outputs.advice_console import print_advice
 
         print_advice(result.advice, advice)
     if failed:
@@ -317,8 +318,8 @@ def _export_text(prof: Path, result: ExportResult, layout: str,
     files mix the devices (one plan, every device with the same cuts); the legacy layout
     exports each device on its own (a plan per device, the one-window ones sharing one
     decode).  `all_models` (legacy): after the default model, one more pass per model."""
-    from .mindstudio import export_mindstudio
-    from .legacy import export_legacy
+    from .layouts.mindstudio import export_mindstudio
+    from .layouts.legacy import export_legacy
 
     stage(f"Scanning {prof.name}")
     if layout == "mindstudio":

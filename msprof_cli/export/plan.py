@@ -22,9 +22,9 @@ import pandas as pd
 
 from msprof_cli.errors import ProfDirError
 
-from .control_info import ResultDirInfo
-from .dataset import ProfData, load_prof
-from .windows import (INT64_MAX, INT64_MIN, Whole, WindowPlan, device_ids, l2_rows,
+from .decode.control_info import ResultDirInfo
+from .decode.dataset import ProfData, load_prof
+from .decode.windows import (INT64_MAX, INT64_MIN, Whole, WindowPlan, device_ids, l2_rows,
                       load_window, plan_all_devices, plan_windows)
 
 

@@ -291,7 +291,7 @@ TS_TRACK_FLIP = np.dtype(
 # taskState as the analysis reads it (Ascend/msprof common_func/memcpy_constant.py,
 # profiling_bean/struct_info/memcpy_state_machine.py): 0 received by the TS, 1 started,
 # 2 ended; a copy without all three is dropped.  Three records per memcpy task.  (msprof_cli
-# before issue 15 wrote two, 0 = started / 1 = ended: export/device.py still reads those.)
+# before issue 15 wrote two, 0 = started / 1 = ended: export/decode/device.py still reads those.)
 TS_TRACK_MEMCPY = np.dtype(
     [
         ("mode", "u1"),

@@ -102,7 +102,7 @@ def _iteration_of(tasks: pd.DataFrame, its: pd.DataFrame) -> np.ndarray:
 def _comm(acc: DeviceAcc, dev, data, its: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """The device's communication op executions (hccl_info, else its HCCL tasks: the
     export's Communication rows), each in the iteration (of any model) holding its start."""
-    from msprof_cli.export.communication import hccl_rows
+    from msprof_cli.export.derive.communication import hccl_rows
 
     rows = hccl_rows(dev, data)
     if len(rows) == 0:
@@ -133,7 +133,7 @@ def _activity(acc: DeviceAcc, stream: np.ndarray, start: np.ndarray, end: np.nda
 
 def _links(acc: DeviceAcc, dev, data) -> None:
     """The device's hccl_info steps where it sends (role src), summed per op name and link."""
-    from msprof_cli.export import hccl as H
+    from msprof_cli.export.derive import hccl as H
 
     h = H.hccl_records(data, dev)
     if len(h) == 0:
@@ -420,8 +420,8 @@ def assemble(acc: DeviceAcc, names: dict[int, str], samp: dict) -> M.DeviceSumma
 def _advice(acc: DeviceAcc, dev) -> None:
     """The export's brief advice over the device's op_summary rows (one-window plans up to
     ADVICE_MAX_ROWS rows: the rules read the op_summary text)."""
-    from msprof_cli.export import advice as A
-    from msprof_cli.export import summaries as S
+    from msprof_cli.export.derive import advice as A
+    from msprof_cli.export.outputs import summaries as S
 
     rows = S.op_rows(dev)
     if not dev.has_host_ops or len(rows) == 0:
@@ -458,7 +458,7 @@ def build(path: Path, max_steps: int = M.MAX_STEPS) -> M.Summary:
     """The summary of a PROF dir, or of every PROF dir under a job dir (`max_steps`: the
     per-iteration series kept per model; the cluster analysis keeps every step)."""
     from msprof_cli.export.plan import plan_export
-    from msprof_cli.export.stack import model_names
+    from msprof_cli.export.derive.stack import model_names
 
     profs = profdir.locate(Path(path))
     summary = M.Summary(source=str(path), made_by=__version__,

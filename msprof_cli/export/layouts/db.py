@@ -33,16 +33,16 @@ import pandas as pd
 
 from msprof_cli.errors import ExportError
 
-from . import db as DB
-from .dataset import ProfData
-from .host import NA
-from .memory import release
-from .parallel import JobPool
-from .timeline import merge_intervals, overlap_intervals
-from .selection import ALL
-from .outputs import slim_first, window_comm
-from .plan import Plan
-from .writers import FILE_MODE, write_error, output_dir
+from ..outputs import db_tables as DB
+from ..decode.dataset import ProfData
+from ..decode.host import NA
+from ..runtime.memory import release
+from ..runtime.parallel import JobPool
+from ..outputs.timeline import merge_intervals, overlap_intervals
+from ..derive.selection import ALL
+from ..outputs.carry import slim_first, window_comm
+from ..plan import Plan
+from ..sinks.writers import FILE_MODE, write_error, output_dir
 
 SIDE_SCHEMA = {  # side tables: the db columns (codes for texts) + the device where missing
     "TASK": DB.SCHEMA["TASK"],

@@ -22,11 +22,11 @@ import pandas as pd
 
 from msprof_cli.raw import layouts as L
 
-from . import timeline as T
-from .dataset import DeviceData, ProfData, enclose
-from .fmt import float_str, int_str, obj_full, py_round
-from .host import NA, resolve, type_names
-from .numeric_trace import thread_meta, x_events
+from ..outputs import timeline as T
+from ..decode.dataset import DeviceData, ProfData, enclose
+from ..fmt import float_str, int_str, obj_full, py_round
+from ..decode.host import NA, resolve, type_names
+from ..outputs.numeric_trace import thread_meta, x_events
 from .selection import Selection
 
 Table = tuple[list[str], pd.DataFrame]

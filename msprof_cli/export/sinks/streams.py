@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import writers as W
-from .parallel import parallel_available, run_jobs
+from ..runtime.parallel import parallel_available, run_jobs
 from .writers import AtomicFile, SliceNamer, render_csv, csv_line
 
 

@@ -20,9 +20,9 @@ import pandas as pd
 
 from msprof_cli.raw import layouts as L
 
-from .dataset import MEMCPY_SOURCE, DeviceData
-from .fmt import float_str, int_str, ts_sort_key, us_list, us_str
-from .host import NA
+from ..decode.dataset import MEMCPY_SOURCE, DeviceData
+from ..fmt import float_str, int_str, ts_sort_key, us_list, us_str
+from ..decode.host import NA
 
 SORT_CANN, SORT_HARDWARE, SORT_OVERLAP = 7, 14, 20
 HOST_SLOT = 31
@@ -357,7 +357,7 @@ def aicpu_dur_text(dev: DeviceData, start: np.ndarray, end: np.ndarray) -> list[
     """The durations of AI CPU tasks (local ns) as the analysis prints them: its device
     task is ts_track's times in ms (time_from_syscnt / 1e6), duration (end - start) * 1e6
     ns (ai_cpu_model.py get_ai_cpu_data_within_time_range), shown / 1000."""
-    from .device import analysis_time
+    from ..decode.device import analysis_time
 
     off = np.int64(dev.rd.offset_ns)
     s_ms = analysis_time(np.asarray(start, np.int64) - off, dev.rd, 1e9) / 1e6
@@ -370,7 +370,7 @@ def memcpy_events(dev: DeviceData, tasks: pd.DataFrame, pid: int) -> list[str]:
     memory_copy/memory_copy_viewer.py get_memory_copy_timeline): "MemcopyAsync", Task Type
     "other", the received / started / ended times, on the stream's tid; the duration is the
     difference of the two float µs times (device.analysis_us), printed as its repr."""
-    from .device import analysis_us
+    from ..decode.device import analysis_us
 
     rd = dev.rd
     off = np.int64(rd.offset_ns)

@@ -14,7 +14,7 @@ from msprof_cli.errors import ProfDirError
 from msprof_cli.raw import control
 from msprof_cli.raw.profdir import device_id_of
 
-from .fmt import mhz_fraction, ticks_to_ns
+from ..fmt import mhz_fraction, ticks_to_ns
 
 NO_MODEL = 4294967295
 

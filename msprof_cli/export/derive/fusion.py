@@ -14,10 +14,10 @@ import pandas as pd
 
 from msprof_cli.raw import layouts as L
 
-from .control_info import NO_MODEL
-from .dataset import ProfData, enclose
-from .fmt import float_str, int_str
-from .host import NA, unique_rows, resolve
+from ..decode.control_info import NO_MODEL
+from ..decode.dataset import ProfData, enclose
+from ..fmt import float_str, int_str
+from ..decode.host import NA, unique_rows, resolve
 
 FUSION_OP = ["Model Name", "Model ID", "Fusion Op", "Original Ops", "Memory Input(KB)",
              "Memory Output(KB)", "Memory Weight(KB)", "Memory Workspace(KB)",

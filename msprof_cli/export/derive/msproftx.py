@@ -14,11 +14,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import timeline as T
-from .dataset import ProfData
-from .fmt import int_str, ts_sort_key, us_str
-from .host import resolve
-from .summaries import stamp
+from ..outputs import timeline as T
+from ..decode.dataset import ProfData
+from ..fmt import int_str, ts_sort_key, us_str
+from ..decode.host import resolve
+from ..outputs.summaries import stamp
 
 SORT_APP = 6
 MSPROF_TX = ["pid", "tid", "category", "event_type", "payload_type", "payload_value",

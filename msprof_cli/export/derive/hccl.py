@@ -18,11 +18,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import timeline as T
-from .dataset import DeviceData, ProfData
-from .fmt import int_str
-from .host import NA, resolve
-from .numeric_trace import thread_meta, x_events
+from ..outputs import timeline as T
+from ..decode.dataset import DeviceData, ProfData
+from ..fmt import int_str
+from ..decode.host import NA, resolve
+from ..outputs.numeric_trace import thread_meta, x_events
 from .selection import ALL, Selection, in_window
 
 LINK_TYPES = {0: "ON_CHIP", 1: "HCCS", 2: "PCIE", 3: "ROCE", 4: "SIO"}

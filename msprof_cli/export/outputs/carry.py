@@ -29,19 +29,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import advice as A
-from . import fusion as F
+from ..derive import advice as A
+from ..derive import fusion as F
 from . import summaries as S
 from . import timeline as T
-from . import writers as W
-from .communication import device_comm
-from .dataset import HostData, ProfData
-from .fmt import ts_sort_key
-from .parallel import run_jobs
-from .stack import model_names
-from .streams import CsvStream, JsonStream
-from .plan import Plan
-from .windows import INT64_MAX, INT64_MIN
+from ..sinks import writers as W
+from ..derive.communication import device_comm
+from ..decode.dataset import HostData, ProfData
+from ..fmt import ts_sort_key
+from ..runtime.parallel import run_jobs
+from ..derive.stack import model_names
+from ..sinks.streams import CsvStream, JsonStream
+from ..plan import Plan
+from ..decode.windows import INT64_MAX, INT64_MIN
 
 def _plus(t: int, sign: int = 1, margin: int = 1000) -> int:
     """t +- margin ns, the open ends of the first and last window kept open."""

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from . import timeline as T
-from .fmt import float_str, int_str, ts_sort_key, us_str
+from ..fmt import float_str, int_str, ts_sort_key, us_str
 
 
 def x_events(name: np.ndarray, pid: int | np.ndarray, tid: np.ndarray, start_ns: np.ndarray,

@@ -40,9 +40,9 @@ from msprof_cli.raw.profdir import result_dirs
 from .control_info import ResultDirInfo, read_result_dir, to_mono_ns
 from .device import (STREAM_MASK, aicpu_task_rows, assign_batches, decode_device,
                      memcpy_states, reviewed)
-from .fmt import ts_sort_key
+from ..fmt import ts_sort_key
 from .host import decode_host
-from .memory import release
+from ..runtime.memory import release
 from .rawread import (DecodeLog, device_regex, host_regex, data_files, device_records,
                       host_records, read_files, type_info_dict)
 
@@ -351,7 +351,7 @@ def check_selection(prof: Path, model_id: int | None, iteration_id: int | None,
     anything (as the whole export does): each device's iterations from its step-trace
     records only.  A device without step trace is checked by its own export."""
     from .dataset import device_iterations
-    from .selection import select
+    from ..derive.selection import select
 
     if model_id is None and iteration_id is None:
         return  # the default selection cannot fail
@@ -409,7 +409,7 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
     if _files_exist(hd, host_regex("hccl_info")):
         if device is None:
             return _whole("hccl_info data")
-        from .hccl import rank_steps
+        from ..derive.hccl import rank_steps
         from .host import decode_hccl
 
         hccl = decode_hccl(hd, log)

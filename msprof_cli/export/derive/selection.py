@@ -12,7 +12,7 @@ import pandas as pd
 
 from msprof_cli.errors import ExportError
 
-from .control_info import NO_MODEL
+from ..decode.control_info import NO_MODEL
 
 MAX_ITERATION_COUNT = 5
 

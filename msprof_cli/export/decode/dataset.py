@@ -20,11 +20,11 @@ from msprof_cli.raw.profdir import result_dirs
 
 from .control_info import NO_MODEL, ResultDirInfo, read_result_dir
 from .device import DeviceTables, assign_batches, decode_device
-from .fmt import obj_full
+from ..fmt import obj_full
 from .host import (NA, HostTables, decode_apis, decode_host, decode_tensors, pack_frame,
                    resolve, type_names, unpack_frame)
-from .memory import release
-from .parallel import JobPool, parallel_available
+from ..runtime.memory import release
+from ..runtime.parallel import JobPool, parallel_available
 from .rawread import DecodeLog, host_regex, device_records
 from .steptrace import iterations
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .fmt import float_str, int_str, obj_full, py_round, sqlite_round
+from ..fmt import float_str, int_str, obj_full, py_round, sqlite_round
 
 NA = "N/A"
 GB = 8589934592.0

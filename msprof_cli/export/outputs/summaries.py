@@ -13,10 +13,10 @@ import pandas as pd
 
 from msprof_cli.raw import layouts as L
 
-from .dataset import DROPPED_GE_TYPES, MEMCPY_SOURCE, DeviceData
-from .fmt import float_str, int_str, obj_full, py_round, us_list, us_str
-from .host import NA
-from .pmu import tail_columns, tail_header
+from ..decode.dataset import DROPPED_GE_TYPES, MEMCPY_SOURCE, DeviceData
+from ..fmt import float_str, int_str, obj_full, py_round, us_list, us_str
+from ..decode.host import NA
+from ..decode.pmu import tail_columns, tail_header
 
 Table = tuple[list[str], pd.DataFrame]
 RowRender = Callable[[int, int], pd.DataFrame]  # rows [lo, hi) of a table as str cells
@@ -299,7 +299,7 @@ def task_time_memcpy(dev: DeviceData, tasks: pd.DataFrame) -> Table:
     tasks' (Ascend/msprof viewer/training/task_op_viewer.py _add_memcpy_data, memory_copy_
     viewer.get_memory_copy_non_chip0_summary): "MemcopyAsync", "other", in the order of the
     copies' first records (ordered by time: by start)."""
-    from .device import analysis_us
+    from ..decode.device import analysis_us
 
     off = np.int64(dev.rd.offset_ns)
     start = tasks["start_local"].to_numpy(np.int64)
@@ -437,7 +437,7 @@ def aicpu(dev: DeviceData, tasks: pd.DataFrame, analysis: bool = False) -> Table
     # _match_aicpu_data_by_task_time: the record's end from aicpu.data in ms * 1e6, the
     # task's from the ts_track times in ms, start * 1e6 + (end - start) * 1e6); a record
     # that rounding puts past its task's end is "N/A"
-    from .device import analysis_time
+    from ..decode.device import analysis_time
 
     rd = dev.rd
     start = m["start_local"].to_numpy(np.int64) - np.int64(rd.offset_ns)

@@ -38,25 +38,25 @@ import pandas as pd
 from msprof_cli.raw import layouts as L
 from msprof_cli.raw.profdir import device_id_of, result_dirs
 
-from . import advice as A
-from . import msproftx as X
-from . import stack
-from . import summaries as S
-from . import timeline as T
-from . import writers as W
-from .dataset import DeviceData, ProfData, number_comm_ops
-from .fmt import ts_sort_key
-from .fusion import fusion_op, fusion_rows, workspace_kb
-from .hccl import hccl_layer, hccl_meta
-from .memory import release
-from .outputs import (TASK_ROW_JOBS, TASK_ROW_STEMS, L2Names, WindowTimeline,
+from ..derive import advice as A
+from ..derive import msproftx as X
+from ..derive import stack
+from ..outputs import summaries as S
+from ..outputs import timeline as T
+from ..sinks import writers as W
+from ..decode.dataset import DeviceData, ProfData, number_comm_ops
+from ..fmt import ts_sort_key
+from ..derive.fusion import fusion_op, fusion_rows, workspace_kb
+from ..derive.hccl import hccl_layer, hccl_meta
+from ..runtime.memory import release
+from ..outputs.carry import (TASK_ROW_JOBS, TASK_ROW_STEMS, L2Names, WindowTimeline,
                       close_json_streams, drive, msprof_meta, slim_first, timeline_window,
                       window_comm, window_fusion_rows, write_l2_cache, write_task_rows)
-from .parallel import JobPool
-from .plan import Plan
-from .selection import ModelChoice, Selection, in_window, select
-from .streams import CsvStream, JsonRowsStream, JsonStream, summary_stream
-from .writers import AtomicFile, SliceNamer, write_csv, write_json_rows
+from ..runtime.parallel import JobPool
+from ..plan import Plan
+from ..derive.selection import ModelChoice, Selection, in_window, select
+from ..sinks.streams import CsvStream, JsonRowsStream, JsonStream, summary_stream
+from ..sinks.writers import AtomicFile, SliceNamer, write_csv, write_json_rows
 
 CONSOLE_MAX_NAMES = 10  # op names per finding on the console (the JSON keeps all)
 

@@ -20,21 +20,21 @@ import pandas as pd
 
 from msprof_cli.raw import layouts as L
 
-from . import communication as C
-from . import fusion as F
-from . import msproftx as X
-from . import summaries as S
-from . import timeline as T
-from . import writers as W
-from .dataset import ProfData, number_comm_ops
-from .memory import release
-from .parallel import JobPool
-from .readme import readme_text, summary_json_stem
-from .selection import ALL
-from .streams import CsvStream, DeferredEvents, DeferredRows, JsonRowsStream, JsonStream
-from .plan import Plan
-from .writers import SliceNamer, write_csv, write_json_rows
-from .outputs import (MEMCPY_ROWS, TASK_ROW_JOBS, TASK_ROW_STEMS, L2Names, WindowTimeline,
+from ..derive import communication as C
+from ..derive import fusion as F
+from ..derive import msproftx as X
+from ..outputs import summaries as S
+from ..outputs import timeline as T
+from ..sinks import writers as W
+from ..decode.dataset import ProfData, number_comm_ops
+from ..runtime.memory import release
+from ..runtime.parallel import JobPool
+from ..outputs.readme import readme_text, summary_json_stem
+from ..derive.selection import ALL
+from ..sinks.streams import CsvStream, DeferredEvents, DeferredRows, JsonRowsStream, JsonStream
+from ..plan import Plan
+from ..sinks.writers import SliceNamer, write_csv, write_json_rows
+from ..outputs.carry import (MEMCPY_ROWS, TASK_ROW_JOBS, TASK_ROW_STEMS, L2Names, WindowTimeline,
                       close_json_streams, drive, msprof_meta, slim_first, timeline_window,
                       window_comm, window_fusion_rows, write_l2_cache, write_task_rows)
 
