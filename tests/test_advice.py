@@ -1,7 +1,8 @@
 """Tuning advice rules on small op_summary frames (reference step-trace-and-advice.md 5)."""
 import pandas as pd
 
-from msprof_cli.export.derive.advice import _merged, _overlap, evaluate, render
+from msprof_cli.export.derive.advice import _merged, _overlap, evaluate
+from msprof_cli.export.derive.advice_text import render
 
 import numpy as np
 
@@ -92,7 +93,8 @@ def test_rule_state_in_chunks_and_merged_equals_one_table():
     """RuleState gives the same rule JSON and evidence for any chunking of the rows (the
     legacy export feeds op_summary chunks; windowed exports merge per-window states), and
     the busy times are exact ns sums (not float µs of epoch time stamps)."""
-    from msprof_cli.export.derive.advice import OpTable, RuleState
+    from msprof_cli.export.derive.advice import RuleState
+    from msprof_cli.export.derive.advice_table import OpTable
 
     rng = np.random.default_rng(7)
     n = 400
@@ -145,7 +147,7 @@ def test_rule_state_in_chunks_and_merged_equals_one_table():
 
 
 def test_stamp_ns_parses_exactly():
-    from msprof_cli.export.derive.advice import NA_NS, _stamp_ns
+    from msprof_cli.export.derive.advice_table import NA_NS, _stamp_ns
 
     got = _stamp_ns(np.array(["1700000000000001.237\t", "-1.500", "12", "N/A", 2.5],
                              dtype=object))
@@ -155,7 +157,9 @@ def test_stamp_ns_parses_exactly():
 def test_brief_names_one_bottleneck_per_op():
     """conv and relu are flagged by both 'low vector' and 'low cube' (relu) usage: the
     console summary lists each op once with its busiest pipe, heaviest first."""
-    from msprof_cli.export.derive.advice import OpTable, RuleState, brief
+    from msprof_cli.export.derive.advice import RuleState
+    from msprof_cli.export.derive.advice_table import OpTable
+    from msprof_cli.export.derive.advice_text import brief
 
     state = RuleState(32)
     state.add(OpTable.from_summary(frame(ROWS), 32))

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from msprof_cli.export.outputs import timeline as T
+from msprof_cli.export.outputs import trace as TR
 from msprof_cli.export.sinks import writers as W
 from msprof_cli.export.api import run_export
 
@@ -148,18 +148,18 @@ def test_event_stream_equals_sorted_list():
     for k, kk in enumerate(keys):
         ev = np.array([f"L{k}e{i}" for i in range(len(kk))], dtype=object)
         if k % 2:  # lazy layer
-            layers.append(T.Layer([f"m{k}"], keys=kk, render=lambda idx, ev=ev: ev[idx].tolist()))
+            layers.append(TR.Layer([f"m{k}"], keys=kk, render=lambda idx, ev=ev: ev[idx].tolist()))
         else:
-            layers.append(T.Layer([f"m{k}"], ev, kk))
+            layers.append(TR.Layer([f"m{k}"], ev, kk))
     all_ev = np.concatenate([np.array([f"L{k}e{i}" for i in range(len(kk))], dtype=object)
                              for k, kk in enumerate(keys)])
     expect = all_ev[np.argsort(np.concatenate(keys), kind="stable")].tolist()
-    meta, stream = T.assemble_stream(layers)
+    meta, stream = TR.assemble_stream(layers)
     assert meta == ["m0", "m1", "m2", "m3"]
     got = [e for c in stream.chunks(0, len(stream), 7) for e in c]
     assert got == expect
     assert [e for c in stream.chunks(10, 50, 3) for e in c] == expect[10:50]
-    assert T.assemble(layers)[1] == expect
+    assert TR.assemble(layers)[1] == expect
 
 
 @pytest.mark.parametrize("layout", ["legacy", "mindstudio"])

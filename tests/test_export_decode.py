@@ -16,7 +16,8 @@ from msprof_cli.export.decode.device import assign_batches, pair_hwts
 from msprof_cli.export.decode.host import decode_apis, decode_tensors
 from msprof_cli.export.decode.rawread import DecodeLog, read_files
 from msprof_cli.export.decode.steptrace import iteration_spans, iterations
-from msprof_cli.export.outputs.timeline import flow_ids, merge_intervals
+from msprof_cli.export.outputs.timeline import flow_ids
+from msprof_cli.export.outputs.overlap_layer import merge_intervals
 from msprof_cli.raw import layouts as L
 from tests.export_fixtures import copy_golden
 
@@ -54,7 +55,7 @@ def test_float_str_is_python_repr() -> None:
 def test_dur_text_is_repr_of_microseconds(case: str) -> None:
     """Timeline durations print as the repr of their µs float, via a table of the distinct
     values when they repeat, directly otherwise."""
-    from msprof_cli.export.outputs.timeline import dur_text
+    from msprof_cli.export.outputs.trace import dur_text
 
     rng = np.random.default_rng(7)
     n = {"repeating": 5000, "distinct": 5000, "short": 10}[case]

@@ -17,7 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msprof_cli.export.outputs import timeline as T
+from msprof_cli.export.outputs import overlap_layer as OV
+from msprof_cli.export.outputs import comm_layer as CL
+from msprof_cli.export.outputs import trace as TR
 from msprof_cli.export.api import run_export
 from test_device_records import STEP_OPS, F, T as TS, config, make_chunk, make_iteration, run
 
@@ -81,7 +83,7 @@ def _x(events: list[dict], pid: int, tid: int | None = None) -> list[dict]:
 
 def _check_reduce(events: list[dict], dev: int, st_rows: list[list[str]], dev_col: bool) -> None:
     red = [e for e in events if e.get("cat") == "Reduce"
-           and e["pid"] == T.pid_of(APP_PID, T.SORT_HARDWARE, dev)]
+           and e["pid"] == TR.pid_of(APP_PID, TR.SORT_HARDWARE, dev)]
     assert len(red) == N_ITER * N_AR
     head, rows = st_rows[0], st_rows[1:]
     if dev_col:
@@ -97,7 +99,7 @@ def _check_reduce(events: list[dict], dev: int, st_rows: list[list[str]], dev_co
         for k, c in enumerate(starts):
             e = by_name[f"Reduce_{it}_{k}"]
             assert list(e) == ["name", "pid", "tid", "ts", "dur", "args", "cat", "ph"]
-            assert e["tid"] == APP_PID + T.STEP_TID_BASE
+            assert e["tid"] == APP_PID + TR.STEP_TID_BASE
             assert list(e["args"]) == ["Iteration ID", f"Reduce Start {k}", f"Reduce End {k}"]
             assert e["args"]["Iteration ID"] == it
             # the CSV's Reduce Start / Duration of this iteration and AllReduce
@@ -132,7 +134,7 @@ def _meta(events: list[dict], pid: int) -> list[tuple]:
 def test_communication_process(prof: Path) -> None:
     events = _events(_ms(prof, "msprof", "json"))
     for dev in (0, 1):
-        pid = T.pid_of(APP_PID, T.SORT_COMMUNICATION, dev)
+        pid = TR.pid_of(APP_PID, CL.SORT_COMMUNICATION, dev)
         assert pid == (APP_PID << 10) | (17 << 5) | dev
         assert _meta(events, pid) == [
             ("process_name", 0, "Communication"),
@@ -161,7 +163,7 @@ def test_communication_process(prof: Path) -> None:
         # every op lies inside its step-trace Reduce pair (markers around the task)
         red = sorted((ns(e["ts"]), ns(e["ts"]) + dur_ns(e["dur"])) for e in events
                      if e.get("cat") == "Reduce"
-                     and e["pid"] == T.pid_of(APP_PID, T.SORT_HARDWARE, dev))
+                     and e["pid"] == TR.pid_of(APP_PID, TR.SORT_HARDWARE, dev))
         for op, (rs, re_) in zip(ops, red):
             assert rs <= ns(op["ts"]) and ns(op["ts"]) + dur_ns(op["dur"]) <= re_
 
@@ -171,7 +173,7 @@ def test_legacy_hccl_json_matches_communication_planes(prof: Path) -> None:
         tl = prof / f"device_{dev}" / "timeline"
         hccl = [e for e in _events(_one(tl, "hccl_*.json")) if e["ph"] == "X"]
         msprof = _events(_one(tl, f"msprof_{dev}_*.json"))
-        planes = _x(msprof, T.pid_of(APP_PID, T.SORT_COMMUNICATION, dev), 1)
+        planes = _x(msprof, TR.pid_of(APP_PID, CL.SORT_COMMUNICATION, dev), 1)
         assert len(hccl) == len(planes) == 2 * N_ITER * N_AR
         for h, p in zip(hccl, planes):
             assert (h["name"], h["args"], h["dur"]) == (p["name"], p["args"], p["dur"])
@@ -197,8 +199,8 @@ def test_reports_switch_communication(prof: Path, tmp_path: Path) -> None:
     run_export(p, layout="mindstudio", reports=rep, quiet=True)
     events = _events(_ms(p, "msprof", "json"))
     pids = {e["pid"] for e in events}
-    assert T.pid_of(APP_PID, T.SORT_COMMUNICATION, 0) not in pids
-    assert T.pid_of(APP_PID, T.overlap_sorts([0, 1])[0], 0) in pids  # overlap keeps its Communication
+    assert TR.pid_of(APP_PID, CL.SORT_COMMUNICATION, 0) not in pids
+    assert TR.pid_of(APP_PID, OV.overlap_sorts([0, 1])[0], 0) in pids  # overlap keeps its Communication
 
 
 # --- Overlap Analysis -------------------------------------------------------------------------
@@ -236,7 +238,7 @@ def test_overlap_analysis_invariants(prof: Path) -> None:
     head = ops[0]
     i_start, i_dur = head.index("Task Start Time(us)"), head.index("Task Duration(us)")
     for dev in (0, 1):
-        pid = T.pid_of(APP_PID, T.overlap_sorts([0, 1])[dev], dev)  # 21, 20: reverse dir order
+        pid = TR.pid_of(APP_PID, OV.overlap_sorts([0, 1])[dev], dev)  # 21, 20: reverse dir order
         comp, comm, no, free = (_intervals(events, pid, t) for t in range(4))
         # Computing = the op rows of tasks (not the collectives' COMMUNICATION rows)
         i_type = head.index("Task Type")
@@ -245,7 +247,7 @@ def test_overlap_analysis_invariants(prof: Path) -> None:
         tasks = [(a, a + dur_ns(float(d))) for a, d in starts]
         assert comp == _union(tasks)
         hccl_ops = [(ns(e["ts"]), ns(e["ts"]) + dur_ns(e["dur"]))
-                    for e in _x(events, T.pid_of(APP_PID, T.SORT_COMMUNICATION, dev), 0)]
+                    for e in _x(events, TR.pid_of(APP_PID, CL.SORT_COMMUNICATION, dev), 0)]
         assert comm == _union(hccl_ops) and len(comm) == N_ITER * N_AR
         # Computing, Not Overlapped and Free are disjoint and cover the compute range
         assert _disjoint(comp + no + free)
@@ -267,7 +269,7 @@ def test_overlap_legacy_equals_mindstudio_per_device(prof: Path) -> None:
     ms = _events(_ms(prof, "msprof", "json"))
     for dev in (0, 1):
         leg = _events(_one(prof / f"device_{dev}" / "timeline", f"msprof_{dev}_*.json"))
-        pid = T.pid_of(APP_PID, T.overlap_sorts([0, 1])[dev], dev)
+        pid = TR.pid_of(APP_PID, OV.overlap_sorts([0, 1])[dev], dev)
         assert _x(leg, pid) == _x(ms, pid)
 
 
@@ -277,9 +279,9 @@ class _Dev:
     device_id = 0
 
 
-def _layer_intervals(rows: pd.DataFrame, comm: T.CommData | None
+def _layer_intervals(rows: pd.DataFrame, comm: CL.CommData | None
                      ) -> dict[int, list[tuple[int, int]]]:
-    lay = T.overlap_layer(_Dev(), rows, APP_PID, comm)  # type: ignore[arg-type]
+    lay = OV.overlap_layer(_Dev(), rows, APP_PID, comm)  # type: ignore[arg-type]
     out: dict[int, list[tuple[int, int]]] = {0: [], 1: [], 2: [], 3: []}
     for s in lay.take(np.arange(len(lay))):
         e = json.loads(s)
@@ -300,7 +302,7 @@ def test_overlap_layer_invariants_random(tasks, comm) -> None:
                         dtype=np.int64)
     ops = pd.DataFrame({"start_local": [a for a, _ in c], "end_local": [b for _, b in c]},
                        dtype=np.int64)
-    got = _layer_intervals(rows, T.CommData(ops, pd.DataFrame(), np.zeros(0, object)))
+    got = _layer_intervals(rows, CL.CommData(ops, pd.DataFrame(), np.zeros(0, object)))
     comp, cm, no, free = got[0], got[1], got[2], got[3]
     assert comp == _union(t)
     assert cm == _union(c)

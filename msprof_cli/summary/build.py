@@ -421,6 +421,8 @@ def _advice(acc: DeviceAcc, dev) -> None:
     """The export's brief advice over the device's op_summary rows (one-window plans up to
     ADVICE_MAX_ROWS rows: the rules read the op_summary text)."""
     from msprof_cli.export.derive import advice as A
+    from msprof_cli.export.derive import advice_table as OT
+    from msprof_cli.export.derive import advice_text as AT
     from msprof_cli.export.outputs import summaries as S
 
     rows = S.op_rows(dev)
@@ -433,9 +435,9 @@ def _advice(acc: DeviceAcc, dev) -> None:
         return
     state = A.RuleState(dev.rd.ai_core_num)
     start = rows["start_local"].to_numpy(np.int64)
-    state.add(A.OpTable.from_summary(S.op_summary(dev, rows)[1], dev.rd.ai_core_num, start))
+    state.add(OT.OpTable.from_summary(S.op_summary(dev, rows)[1], dev.rd.ai_core_num, start))
     metrics = (dev.rd.ai_core_metrics or "") if dev.pmu_events else ""
-    acc.advice = A.brief(state.rule_json(metrics), state)
+    acc.advice = AT.brief(state.rule_json(metrics), state)
 
 
 def _collection(prof: Path, rd) -> M.Collection:

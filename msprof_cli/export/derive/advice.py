@@ -7,11 +7,11 @@ is the list of op names matching it (first-appearance order, unique).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 import pandas as pd
+from .advice_table import NA_NS, OpTable, us_to_ns
 
 RULE_DESCRIPTIONS = {
     "Computation": "Prompt users of some improperly high or low vector/cube/scalar usages of "
@@ -41,54 +41,6 @@ CUBE_AFFINITY = "The Model is Cube Affinity, as the cube utilization rate is hig
 NOT_CUBE_AFFINITY = "The Model is not Cube Affinity, as the cube utilization rate is not so high"
 
 
-def field_name(header: str) -> str:
-    """op_summary header -> rule field: lower case, unit dropped, spaces -> `_`."""
-    base = header.split("(")[0].strip().lower()
-    return base.replace(" ", "_")
-
-
-TEXT_FIELDS = ("op_name", "op_type", "task_type", "input_data_types", "op_state")
-NUMERIC_FIELDS = ("task_start_time", "task_duration", "task_wait_time", "block_dim",
-                  "memory_bound", "vector_bound", "vec_ratio", "mac_ratio", "scalar_ratio",
-                  "mte1_ratio", "mte2_ratio", "mte3_ratio", "vec_bankgroup_cflt_ratio",
-                  "vec_bank_cflt_ratio", "memory_workspace")
-
-
-def _to_number(col: pd.Series) -> np.ndarray:
-    """Numeric column (N/A and other text -> NaN; the TAB of time stamps stripped).
-
-    op_summary repeats its values every iteration (durations, ratios, block dims): such a
-    column is parsed once per distinct string; a column of mostly distinct values (time
-    stamps, judged on its first rows) cell by cell."""
-    vals = col.to_numpy(dtype=object)
-    if len(vals) > 4096 and len(pd.unique(vals[:2048])) > 1024:
-        return _parse(vals)
-    codes, uniq = pd.factorize(vals, use_na_sentinel=True)
-    parsed = _parse(np.asarray(uniq, dtype=object))
-    out = np.full(len(codes), np.nan)
-    ok = codes >= 0
-    out[ok] = parsed[codes[ok]]
-    return out
-
-
-def _parse(vals: np.ndarray) -> np.ndarray:
-    """float of each cell as `_to_number` defines it (missing cells -> NaN)."""
-    try:  # all numbers (time stamps, durations): float() per cell, whitespace allowed
-        out = vals.astype(np.float64)
-    except (TypeError, ValueError):
-        pass
-    else:  # float() also reads "1_0" and "nan", which to_numeric does not: the slow path
-        if not np.isnan(out).any() and "_" not in "".join(map(str, vals)):
-            return out
-    codes, uniq = pd.factorize(vals, use_na_sentinel=True)
-    text = pd.Series(uniq, dtype=object).map(lambda v: v.strip() if isinstance(v, str) else v)
-    values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
-    out = np.full(len(codes), np.nan)
-    ok = codes >= 0
-    out[ok] = values[codes[ok]]
-    return out
-
-
 # metric shown next to each op of an op-list finding on the console (evidence())
 EVIDENCE_FIELDS: dict[str, list[str]] = {
     "Use multi-core": ["block_dim", "mac_ratio"],
@@ -114,99 +66,8 @@ EVIDENCE_FIELDS: dict[str, list[str]] = {
 EVIDENCE_SCALE = {"task_wait_time": 1000, "memory_workspace": 1024, "block_dim": 1}
 
 
-def _num_text(v: float) -> str:
+def num_text(v: float) -> str:
     return f"{v:.3f}".rstrip("0").rstrip(".") if np.isfinite(v) else "N/A"
-
-
-@dataclass
-class OpTable:
-    """op_summary rows with rule field names; numeric columns coerced (N/A -> NaN).
-
-    `start_ns`: the rows' task start times in exact ns (None: parsed from the
-    ``Task Start Time(us)`` text; a float of µs since the epoch is 0.25 µs coarse)."""
-
-    df: pd.DataFrame
-    core_num: int
-    start_ns: np.ndarray | None = None
-
-    @classmethod
-    def from_summary(cls, summary: pd.DataFrame, core_num: int,
-                     start_ns: np.ndarray | None = None) -> "OpTable":
-        """Only the columns the rules read are kept; numbers are parsed once per distinct
-        string (op_summary repeats the same values every iteration)."""
-        df = summary.rename(columns={c: field_name(c) for c in summary.columns})
-        df = df.loc[:, ~df.columns.duplicated()]
-        keep = [c for c in df.columns if c in TEXT_FIELDS or c in NUMERIC_FIELDS]
-        df = df[keep].copy()
-        if start_ns is None and "task_start_time" in df:
-            start_ns = _stamp_ns(df["task_start_time"].to_numpy(object))
-        for col in keep:
-            if col == "task_start_time":
-                df[col] = 0.0  # the rules read start_ns
-            elif col in NUMERIC_FIELDS:
-                df[col] = _to_number(df[col])
-        return cls(df=df.reset_index(drop=True), core_num=core_num,
-                   start_ns=None if start_ns is None else np.asarray(start_ns, np.int64))
-
-    def has(self, *cols: str) -> bool:
-        return all(c in self.df for c in cols)
-
-    def col(self, name: str) -> pd.Series:
-        return self.df[name]
-
-    def name_codes(self) -> tuple[np.ndarray, np.ndarray]:
-        """(code per row, op names by code) of the op_name column, factorized once."""
-        if "_name_codes" not in self.__dict__:
-            codes, uniques = pd.factorize(self.df["op_name"].to_numpy(dtype=object))
-            self.__dict__["_name_codes"] = codes
-            self.__dict__["_name_uniques"] = np.asarray(uniques, dtype=object)
-        return self.__dict__["_name_codes"], self.__dict__["_name_uniques"]
-
-    def names(self, mask: pd.Series | np.ndarray) -> list[str]:
-        """Op names of the masked rows, unique, in first-appearance order (via the op-name
-        codes: iterating a pandas string column row by row is slow)."""
-        all_codes, uniques = self.name_codes()
-        codes = all_codes[np.asarray(mask, dtype=bool)]
-        first = pd.unique(codes[codes >= 0])
-        return [str(n) for n in uniques[first]]
-
-    def task_type_is(self, name: str) -> np.ndarray:
-        """Rows whose Task Type is `name` (the column factorized once)."""
-        if "_type_codes" not in self.__dict__:
-            codes, uniques = pd.factorize(self.df["task_type"].to_numpy(dtype=object))
-            self.__dict__["_type_codes"] = codes
-            self.__dict__["_type_uniques"] = [str(u) for u in uniques]
-        uniques = self.__dict__["_type_uniques"]
-        if name not in uniques:
-            return np.zeros(len(self.df), dtype=bool)
-        return self.__dict__["_type_codes"] == uniques.index(name)
-
-
-NA_NS = np.iinfo(np.int64).min  # a start time that is not a number
-
-
-def _stamp_ns(vals: np.ndarray) -> np.ndarray:
-    """``µs.fff`` time stamp texts (TAB allowed) -> exact int ns; NA_NS where not a number."""
-    out = np.full(len(vals), NA_NS, dtype=np.int64)
-    for i, v in enumerate(vals):
-        if isinstance(v, (int, float, np.integer, np.floating)):
-            if np.isfinite(v):
-                out[i] = int(round(float(v) * 1000))
-            continue
-        s = str(v).strip()
-        neg = s.startswith("-")
-        whole, _, frac = s.lstrip("+-").partition(".")
-        if not (whole or frac) or not (whole or "0").isdigit() or not (frac or "0").isdigit():
-            continue
-        ns = int(whole or 0) * 1000 + int((frac + "000")[:3])
-        out[i] = -ns if neg else ns
-    return out
-
-
-def _ns(us: pd.Series | np.ndarray) -> np.ndarray:
-    """µs values with at most 3 decimals (as op_summary prints them) -> exact int ns, NaN -> 0."""
-    v = np.asarray(us, dtype=np.float64)
-    return np.where(np.isnan(v), 0, np.rint(np.nan_to_num(v) * 1000)).astype(np.int64)
 
 
 def _contains(values: pd.Series, text: str) -> pd.Series:
@@ -287,6 +148,8 @@ OP_RULES: list[tuple[str, tuple[str, ...], str, str, str, str]] = [
      "Check and reduce the memory workspace"),
 ]
 
+PIPE_FIELDS = ("mac_ratio", "vec_ratio", "scalar_ratio", "mte1_ratio", "mte2_ratio",
+               "mte3_ratio")  # per-op means kept for the console summary's bottleneck pipe
 BOTTLENECK = ["Cube Utilization", "Vector Utilization", "Scalar Utilization", "MTE Utilization"]
 _BOTTLENECK_NEED = ("mac_ratio", "vec_ratio", "scalar_ratio", "mte1_ratio", "mte2_ratio",
                     "mte3_ratio", "task_duration", "task_type")
@@ -384,12 +247,12 @@ class RuleState:
                 if atom == "trans_data":
                     self.trans_data += int(mask.sum())
         if t.has("task_duration"):
-            dur = _ns(t.col("task_duration"))
+            dur = us_to_ns(t.col("task_duration"))
             self.sums["dur"] += int(dur.sum())
             if t.has("memory_bound"):
                 self.sums["mb_over"] += int(dur[(t.col("memory_bound") > 1).to_numpy()].sum())
             if t.has("task_wait_time"):
-                wait = _ns(t.col("task_wait_time"))
+                wait = us_to_ns(t.col("task_wait_time"))
                 self.sums["wait"] += int(dur.sum() + wait.sum())
                 self.sums["wait_over"] += int(wait[(t.col("task_wait_time") > 10)
                                                    .to_numpy()].sum())
@@ -407,7 +270,7 @@ class RuleState:
         ok = (start != NA_NS) & ~np.isnan(dur)
         if not ok.any():
             return
-        end = start + _ns(dur)
+        end = start + us_to_ns(dur)
         self._close(int(start[ok].min()))
         for name, sel in (("open_core", ok & t.task_type_is("AI_CORE")),
                           ("open_cpu", ok & t.task_type_is("AI_CPU"))):
@@ -436,7 +299,7 @@ class RuleState:
         valid = core & ~np.isnan(ratios).any(axis=1)
         if valid.any():
             dominant = ratios[valid].argmax(axis=1)
-            dur = _ns(df["task_duration"].to_numpy(np.float64)[valid])
+            dur = us_to_ns(df["task_duration"].to_numpy(np.float64)[valid])
             for k in range(4):
                 self.dominant[k] += int(dur[dominant == k].sum())
 
@@ -455,9 +318,9 @@ class RuleState:
                                0).astype(np.int64)
             part["#" + f] = ok.astype(np.int64)
         part["_n"] = np.ones(len(df), np.int64)
-        part["_dur"] = _ns(df["task_duration"]) if "task_duration" in df \
+        part["_dur"] = us_to_ns(df["task_duration"]) if "task_duration" in df \
             else np.zeros(len(df), np.int64)
-        part["_wait"] = _ns(df["task_wait_time"]) if "task_wait_time" in df \
+        part["_wait"] = us_to_ns(df["task_wait_time"]) if "task_wait_time" in df \
             else np.zeros(len(df), np.int64)
         codes, names = t.name_codes()
         frame = pd.DataFrame(part)
@@ -583,11 +446,11 @@ class RuleState:
                         row = st.loc[name]
                         means = [int(row[f]) / int(row["#" + f]) / EVIDENCE_SCALE.get(f, 10**6)
                                  if row["#" + f] else np.nan for f in fields]
-                        parts = [f"{f} {_num_text(m)}" for f, m in zip(fields, means)]
+                        parts = [f"{f} {num_text(m)}" for f, m in zip(fields, means)]
                         n = int(row["_n"])
                         total = int(row["_dur"]) / 1000
                         parts += [f"{n} task{'s' if n != 1 else ''}",
-                                  f"{_num_text(total)} us in total"]
+                                  f"{num_text(total)} us in total"]
                         # the wait-time finding ranks ops by their wait, the others by run
                         # time
                         weight = int(row["_wait"]) / 1000 if "task_wait_time" in fields \
@@ -595,87 +458,6 @@ class RuleState:
                         items.append((weight, f"{name}: " + ", ".join(parts)))
                     out[res["Rule Suggestion"]] = items
         return out
-
-
-PIPE_FIELDS = ("mac_ratio", "vec_ratio", "scalar_ratio", "mte1_ratio", "mte2_ratio",
-               "mte3_ratio")  # per-op means kept for the console summary's bottleneck pipe
-_PIPE_NAMES = ("cube", "vector", "scalar", "MTE1", "MTE2", "MTE3")
-COMPUTATION = "Computation"
-
-
-def _op_pipes(st: pd.DataFrame, names: list[str]) -> pd.DataFrame:
-    """Per op name (rows of `st`): mean ratio of every pipe, its bottleneck pipe (the busiest)
-    and total task time (us)."""
-    rows = st.loc[[n for n in names if n in st.index]]
-    out = pd.DataFrame(index=rows.index)
-    for f in PIPE_FIELDS:
-        if f in rows and "#" + f in rows:
-            cnt = rows["#" + f].to_numpy(np.float64)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                out[f] = np.where(cnt > 0, rows[f].to_numpy(np.float64) / cnt
-                                  / EVIDENCE_SCALE.get(f, 10**6), np.nan)
-    out["time_us"] = rows["_dur"].to_numpy(np.float64) / 1000
-    pipes = [f for f in PIPE_FIELDS if f in out]
-    if pipes:
-        vals = out[pipes].to_numpy(np.float64)
-        ok = ~np.isnan(vals).all(axis=1)
-        best = np.where(ok, np.nanargmax(np.where(np.isnan(vals), -1, vals), axis=1), -1)
-        out["pipe"] = [_PIPE_NAMES[PIPE_FIELDS.index(pipes[b])] if b >= 0 else ""
-                       for b in best.tolist()]
-        out["ratio"] = np.where(ok, vals.max(axis=1, initial=0, where=~np.isnan(vals)), np.nan)
-    return out
-
-
-def brief(rule_json: dict, state: "RuleState", max_ops: int = 3) -> list[str]:
-    """The console summary of the advice: one line per rule group with findings, heaviest
-    ops first.  The Computation rules (high scalar / low vector / low cube usage) flag mostly
-    the same ops from three sides, so they become one statement naming each op's bottleneck
-    pipe (its busiest pipe); prof_rule JSON keeps every finding as the real tool writes it."""
-    st = state.stats
-    evidence = state.evidence(rule_json)
-    lines: list[str] = []
-    for groups in rule_json["data"].values():
-        for group in groups:
-            results = group["result"]
-            if not results:
-                continue
-            rtype = group["Rule Type"]
-            if rtype == COMPUTATION and st is not None:
-                names: list[str] = []
-                seen: set[str] = set()
-                for res in results:
-                    if isinstance(res["Tuning Data"], list):
-                        for n in res["Tuning Data"]:
-                            if n not in seen:
-                                seen.add(n)
-                                names.append(n)
-                ops = _op_pipes(st, names)
-                if "pipe" in ops and len(ops):
-                    by_pipe = ops.groupby("pipe")["time_us"].agg(["size", "sum"]) \
-                        .sort_values("sum", ascending=False)
-                    total = float(by_pipe["sum"].sum()) or 1.0
-                    parts = [f"{p or 'unknown'} {int(r['size'])} ops "
-                             f"({100 * r['sum'] / total:.0f} %)" for p, r in by_pipe.iterrows()]
-                    top = ops.sort_values("time_us", ascending=False).head(max_ops)
-                    heavy = "; ".join(f"{n} ({r['pipe']} {r['ratio']:.2f}, "
-                                      f"{_num_text(r['time_us'])} us)" for n, r in top.iterrows())
-                    lines.append(f"{rtype}: {len(ops)} AI Core ops below the pipe targets, by "
-                                 f"bottleneck pipe (share of their time): {', '.join(parts)}. "
-                                 f"Heaviest: {heavy}")
-                    continue
-            for res in results:
-                data = res["Tuning Data"]
-                text = f"{rtype}: {res['Rule Suggestion']}"
-                if isinstance(data, list):
-                    items = sorted(evidence.get(res["Rule Suggestion"], []),
-                                   key=lambda it: -it[0])[:max_ops]
-                    text += f" ({len(data)} ops"
-                    text += "; heaviest: " + "; ".join(t for _, t in items) + ")" if items \
-                        else ")"
-                elif isinstance(data, dict):
-                    text += " (" + ", ".join(f"{k} {_num_text(v)}" for k, v in data.items()) + ")"
-                lines.append(text)
-    return lines
 
 
 def evaluate(summary: pd.DataFrame, core_num: int = 32, aic_metrics: str = "",
@@ -692,85 +474,3 @@ def state_of(summary: pd.DataFrame, core_num: int = 32, workspace: pd.Series | N
     return st
 
 
-def _evidence_lines(items: list[tuple[float, str]], indent: str, max_ops: int,
-                    more_hint: str) -> list[str]:
-    top = sorted(items, key=lambda x: -x[0])
-    lines = [f"{indent}- {text}" for _, text in top[:max_ops]]
-    if len(top) > max_ops:
-        lines.append(f"{indent}- ... {len(top) - max_ops} more ops{more_hint}")
-    return lines
-
-
-def _data_text(data, max_names: int | None = None) -> str:
-    if isinstance(data, list):
-        if max_names is not None and len(data) > max_names:
-            # console only: a long op list is cut; the prof_rule JSON keeps every name
-            shown = ",".join(str(x) for x in data[:max_names])
-            return f"[{shown},... +{len(data) - max_names} more]"
-        return "[" + ",".join(str(x) for x in data) + "]"
-    if isinstance(data, dict) and "AI CPU Execution Time(us)" in data:
-        total = sum(data.values())
-        share = data["AI CPU Execution Time(us)"] / total if total else 0.0
-        return (f"Percentage of AI CPU Execution Time is {share:.2%}, Exceed the experience "
-                "threshold 5%.")
-    if isinstance(data, dict) and "Cube Utilization" in data:
-        total = sum(data.values())
-        if total == 0:
-            return "Total Duration Time equals to 0. Please check Aicore operators."
-        names = ["Cube", "Vector", "Scalar", "MTE"]
-        keys = ["Cube Utilization", "Vector Utilization", "Scalar Utilization",
-                "MTE Utilization"]
-        lines = [f"\n\t\t{letter}. {n} utilization rate in the model is "
-                 f"{round(data[k] / total, 3)}. "
-                 for letter, n, k in zip("abcd", names, keys)]
-        return "".join(lines)
-    return str(data)
-
-
-def render(rule_json: dict, evidence: dict[str, list[tuple[float, str]]] | None = None,
-           max_ops: int = 5, more_hint: str = "", max_names: int | None = None) -> str:
-    """The console report (section 5.4).  With `evidence` (see evidence()), every op-list
-    finding is followed by indented lines naming its heaviest ops (at most `max_ops`) with
-    their numbers.  `max_names` cuts long op lists (the real tool prints them whole, which
-    buries the report on real models); None keeps the section 5.4 text exactly."""
-    lines = ["", "Performance Summary Report:"]
-
-    def details(res: dict, indent: str) -> None:
-        if evidence and res["Rule Suggestion"] in evidence and \
-                isinstance(res["Tuning Data"], list):
-            lines.extend(_evidence_lines(evidence[res["Rule Suggestion"]], indent, max_ops,
-                                         more_hint))
-    number = 0
-    for groups in rule_json["data"].values():
-        for group in groups:
-            number += 1
-            lines.append(f"{number}. {group['Rule Type']}:")
-            results = group["result"]
-            if not results:
-                lines.append("\tN/A")
-                continue
-            j = 0
-            by_subtype: dict[str, list[dict]] = {}
-            order: list[str] = []
-            for res in results:
-                key = res["Rule Subtype"]
-                if key not in by_subtype:
-                    order.append(key)
-                    by_subtype[key] = []
-                by_subtype[key].append(res)
-            for key in order:
-                if key == "":
-                    for res in by_subtype[key]:
-                        j += 1
-                        lines.append(f"\t{j}){res['Rule Suggestion']}: "
-                                     f"{_data_text(res['Tuning Data'], max_names)}")
-                        details(res, "\t\t")
-                else:
-                    j += 1
-                    lines.append(f"\t{j}){key}:")
-                    for k, res in enumerate(by_subtype[key], 1):
-                        lines.append(f"\t\t{k}){res['Rule Suggestion']}: "
-                                     f"{_data_text(res['Tuning Data'], max_names)}")
-                        details(res, "\t\t\t")
-    lines.append("")
-    return "\n".join(lines)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..outputs import timeline as T
+from ..outputs import trace as TR
 from ..decode.dataset import DeviceData, ProfData
 from ..fmt import int_str
 from ..decode.host import NA, resolve
@@ -117,19 +117,19 @@ def hccl_records(data: ProfData, dev: DeviceData, sel: Selection = ALL) -> pd.Da
 def step_args(h: pd.DataFrame) -> np.ndarray:
     """The args JSON object of each step (same text in msprof json and hccl json)."""
     role = np.where(h["role"].to_numpy(np.int64) == 1, "src", "dst")
-    return ('{"Op Name": ' + T.jstr(h["op_name"].to_numpy(object))
+    return ('{"Op Name": ' + TR.jstr(h["op_name"].to_numpy(object))
             + ', "Stage": ' + int_str(h["stage"].to_numpy(np.int64))
             + ', "Local Rank": ' + int_str(h["local_rank"].to_numpy(np.int64))
             + ', "Remote Rank": ' + int_str(h["remote_rank"].to_numpy(np.int64))
             + ', "Rank Size": ' + int_str(h["rank_size"].to_numpy(np.int64))
-            + ', "Role": ' + T.jstr(role)
+            + ', "Role": ' + TR.jstr(role)
             + ', "Data Size(Byte)": ' + int_str(h["data_size"].to_numpy(np.uint64)
                                                 .astype(np.int64))
-            + ', "Op Type": ' + T.jstr(enum_names(h["op_type"], OP_TYPES))
-            + ', "Data Type": ' + T.jstr(enum_names(h["data_type"], DATA_TYPES))
-            + ', "Link Type": ' + T.jstr(enum_names(h["link_type"], LINK_TYPES))
+            + ', "Op Type": ' + TR.jstr(enum_names(h["op_type"], OP_TYPES))
+            + ', "Data Type": ' + TR.jstr(enum_names(h["data_type"], DATA_TYPES))
+            + ', "Link Type": ' + TR.jstr(enum_names(h["link_type"], LINK_TYPES))
             + ', "Transport Type": '
-            + T.jstr(enum_names(h["transport_type"], TRANSPORT_TYPES))
+            + TR.jstr(enum_names(h["transport_type"], TRANSPORT_TYPES))
             + '}')
 
 
@@ -168,7 +168,7 @@ def hccl_json(data: ProfData, dev: DeviceData, sel: Selection, app_pid: int
     h = hccl_records(data, dev, sel)
     if len(h) == 0:
         return None
-    _, events = T.assemble([hccl_layer(h, step_args(h), app_pid)])
+    _, events = TR.assemble([hccl_layer(h, step_args(h), app_pid)])
     return hccl_meta(app_pid, h["plane_id"].unique()), events
 
 
@@ -177,7 +177,7 @@ def hccl_meta(app_pid: int, planes) -> list[str]:
                                          for p in sorted(int(p) for p in planes)])
 
 
-def hccl_layer(h: pd.DataFrame, args: np.ndarray, app_pid: int) -> T.Layer:
+def hccl_layer(h: pd.DataFrame, args: np.ndarray, app_pid: int) -> TR.Layer:
     """One X per step (`h`: hccl_records rows, `args`: their step_args)."""
     return x_events(h["name"].to_numpy(object), app_pid, h["plane_id"].to_numpy(np.int64),
                     h["start_local"], h["dur_ns"], args)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..outputs import timeline as T
+from ..outputs import trace as TR
 from ..decode.dataset import ProfData
 from ..fmt import int_str, ts_sort_key, us_str
 from ..decode.host import resolve
@@ -71,16 +71,16 @@ def tx_table(tx: pd.DataFrame, merged: bool = False) -> Table | None:
     return header, pd.DataFrame({h: cols[h] for h in header})
 
 
-def tx_layer(tx: pd.DataFrame, app_pid: int, process_name: str) -> T.Layer:
+def tx_layer(tx: pd.DataFrame, app_pid: int, process_name: str) -> TR.Layer:
     if len(tx) == 0:
-        return T.Layer()
-    pid = T.pid_of(app_pid, SORT_APP, T.HOST_SLOT)
+        return TR.Layer()
+    pid = TR.pid_of(app_pid, SORT_APP, TR.HOST_SLOT)
     threads = sorted(int(t) for t in tx["tx_thread_id"].unique())
-    m = T.process_meta(pid, process_name, "CPU", SORT_APP,
+    m = TR.process_meta(pid, process_name, "CPU", SORT_APP,
                        [(t, f"Thread {t}", t) for t in threads])
     tid = int_str(tx["tx_thread_id"].to_numpy(np.int64))
-    ev_name = T.jstr(tx["event_name"].to_numpy(object))
-    mark = ('{"Category": ' + T.jstr(tx["category"].astype(str).to_numpy(object))
+    ev_name = TR.jstr(tx["event_name"].to_numpy(object))
+    mark = ('{"Category": ' + TR.jstr(tx["category"].astype(str).to_numpy(object))
             + ', "Payload_type": ' + int_str(tx["payload_type"].to_numpy(np.int64))
             + ', "Payload_value": ' + int_str(tx["payload_value"].to_numpy(np.uint64)
                                               .astype(np.int64))
@@ -88,14 +88,14 @@ def tx_layer(tx: pd.DataFrame, app_pid: int, process_name: str) -> T.Layer:
             + ', "event_type": ' + ev_name + '}')
     mark_ex = ('{"mark_id": ' + int_str(tx["mark_id"].to_numpy(np.uint64).astype(np.int64))
                + ', "event_type": ' + ev_name + ', "domain": '
-               + T.jstr(tx["domain_name"].to_numpy(object)) + '}')
+               + TR.jstr(tx["domain_name"].to_numpy(object)) + '}')
     args = np.where(tx["info_type"].to_numpy(np.int64) == 1, mark_ex, mark)
     start = tx["start_local"].to_numpy(np.int64)
     dur = np.maximum(tx["end_local"].to_numpy(np.int64) - start, 0)
-    ev = ('{"name": ' + T.jstr(tx["message"].to_numpy(object)) + ', "pid": ' + str(pid)
-          + ', "tid": ' + tid + ', "ts": "' + us_str(start) + '", "dur": ' + T.dur_json(dur)
+    ev = ('{"name": ' + TR.jstr(tx["message"].to_numpy(object)) + ', "pid": ' + str(pid)
+          + ', "tid": ' + tid + ', "ts": "' + us_str(start) + '", "dur": ' + TR.dur_json(dur)
           + ', "args": ' + args + ', "ph": "X"}')
-    return T.Layer(m, np.asarray(ev, dtype=object), ts_sort_key(start))
+    return TR.Layer(m, np.asarray(ev, dtype=object), ts_sort_key(start))
 
 
 def process_name(data: ProfData) -> str:

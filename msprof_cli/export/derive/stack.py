@@ -23,6 +23,7 @@ import pandas as pd
 from msprof_cli.raw import layouts as L
 
 from ..outputs import timeline as T
+from ..outputs import trace as TR
 from ..decode.dataset import DeviceData, ProfData, enclose
 from ..fmt import float_str, int_str, obj_full, py_round
 from ..decode.host import NA, resolve, type_names
@@ -247,14 +248,14 @@ def ai_stack_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] | N
     runtime API), 3 Task Scheduler (each task, name = op name)."""
     if not has_stack_data(scope):
         return None
-    return ai_stack_meta(app_pid), T.assemble_stream(ai_stack_layers(scope, app_pid))[1]
+    return ai_stack_meta(app_pid), TR.assemble_stream(ai_stack_layers(scope, app_pid))[1]
 
 
 def ai_stack_meta(app_pid: int) -> list[str]:
     return thread_meta(app_pid, "AI Stack Time", STACK_THREADS)
 
 
-def ai_stack_layers(scope: Scope, app_pid: int) -> list[T.Layer]:
+def ai_stack_layers(scope: Scope, app_pid: int) -> list[TR.Layer]:
     """The AI Stack Time events of every execution in scope (no metadata)."""
     ex = scope.execs
     layers = []
@@ -285,7 +286,7 @@ def ge_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] | None:
     if not has_ge_data(scope):
         return None
     return ge_meta(app_pid, scope.execs["thread_id"].unique()), \
-        T.assemble_stream(ge_layers(scope, app_pid))[1]
+        TR.assemble_stream(ge_layers(scope, app_pid))[1]
 
 
 def has_ge_data(scope: Scope) -> bool:
@@ -302,13 +303,13 @@ def ge_meta(app_pid: int, threads) -> list[str]:
                                        for t in sorted(int(t) for t in threads)])
 
 
-def ge_layers(scope: Scope, app_pid: int) -> list[T.Layer]:
+def ge_layers(scope: Scope, app_pid: int) -> list[TR.Layer]:
     """The GE events of every execution in scope (no metadata)."""
     ex = scope.execs
     if len(ex) == 0:
         return []
     mname = np.array([scope.model_names.get(int(m), NA) for m in ex["model_id"]], dtype=object)
-    args = ('{"Model Name": ' + T.jstr(mname) + ', "Model Id": '
+    args = ('{"Model Name": ' + TR.jstr(mname) + ', "Model Id": '
             + int_str(ex["model_id"].to_numpy(np.int64)) + '}')
     args = np.asarray(args, dtype=object)
     layers = []
@@ -377,7 +378,7 @@ def runtime_api_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] 
     if len(rt) == 0:
         return None
     return runtime_meta(app_pid, rt["thread_id"].unique()), \
-        T.assemble_stream([runtime_layer(scope, app_pid)])[1]
+        TR.assemble_stream([runtime_layer(scope, app_pid)])[1]
 
 
 def runtime_meta(app_pid: int, threads) -> list[str]:
@@ -385,10 +386,10 @@ def runtime_meta(app_pid: int, threads) -> list[str]:
                                             for t in sorted(int(t) for t in threads)])
 
 
-def runtime_layer(scope: Scope, app_pid: int) -> T.Layer:
+def runtime_layer(scope: Scope, app_pid: int) -> TR.Layer:
     rt = scope.runtime
     if len(rt) == 0:
-        return T.Layer()
+        return TR.Layer()
     thread = rt["thread_id"].to_numpy(np.int64)
     args = lambda idx: list(map('{"Thread Id": %d}'.__mod__, thread[idx].tolist()))  # noqa
     return x_events(rt["type_name"].to_numpy(object), app_pid, thread, rt["begin_local"],
@@ -408,11 +409,11 @@ def thread_group_json(data: ProfData, scope: Scope) -> tuple[list[str], list[str
     if got is None:
         return None
     threads, layer = got
-    _, events = T.assemble([layer])
+    _, events = TR.assemble([layer])
     return thread_group_meta(threads), events
 
 
-def thread_group_layer(scope: Scope) -> tuple[list[int], T.Layer] | None:
+def thread_group_layer(scope: Scope) -> tuple[list[int], TR.Layer] | None:
     """The thread_group events of the scope's APIs (lazy layer) and their threads; None
     without an API of those levels.  The windowed export writes a layer per window and
     the metadata of every window's threads at the end."""
@@ -432,7 +433,7 @@ def thread_group_layer(scope: Scope) -> tuple[list[int], T.Layer] | None:
     lname = np.array([L.LEVEL_NAMES.get(int(v), str(int(v))) for v in np.unique(lvl)],
                      dtype=object)[np.unique(lvl, return_inverse=True)[1]]
     args = ('{"Thread Id": ' + int_str(a["thread_id"].to_numpy(np.int64)) + ', "Level": '
-            + T.jstr(lname) + '}')
+            + TR.jstr(lname) + '}')
     return threads, x_events(name, a["thread_id"].to_numpy(np.int64), lane, a["begin_local"],
                              a["dur_ns"], args)
 

@@ -38,7 +38,7 @@ from ..decode.dataset import ProfData
 from ..decode.host import NA
 from ..runtime.memory import release
 from ..runtime.parallel import JobPool
-from ..outputs.timeline import merge_intervals, overlap_intervals
+from ..outputs.overlap_layer import merge_intervals, overlap_intervals
 from ..derive.selection import ALL
 from ..outputs.carry import slim_first, window_comm
 from ..plan import Plan

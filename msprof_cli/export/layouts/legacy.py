@@ -39,10 +39,15 @@ from msprof_cli.raw import layouts as L
 from msprof_cli.raw.profdir import device_id_of, result_dirs
 
 from ..derive import advice as A
+from ..derive import advice_table as OT
+from ..derive import advice_text as AT
 from ..derive import msproftx as X
 from ..derive import stack
 from ..outputs import summaries as S
 from ..outputs import timeline as T
+from ..outputs import overlap_layer as OV
+from ..outputs import comm_layer as CL
+from ..outputs import trace as TR
 from ..sinks import writers as W
 from ..decode.dataset import DeviceData, ProfData, number_comm_ops
 from ..fmt import ts_sort_key
@@ -78,23 +83,23 @@ def task_scheduler_json(dev: DeviceData, tasks: pd.DataFrame, app_pid: int
     tmpl = ('{"name": %s, "pid": ' + str(app_pid) + ', "tid": %d, "ts": %d.%03d, "dur": %s, '
             '"args": {"Task Type": %s, "Stream Id": %d, "Task Id": %d}, "ph": "X"}')
 
-    name_j, kind_j = T.JCol(name), T.JCol(kind)
+    name_j, kind_j = TR.JCol(name), TR.JCol(kind)
 
     def render(idx: np.ndarray) -> list[str]:  # rendered per sorted chunk (timeline.Layer)
         st = stream[idx].tolist()
-        w, f = T.us_parts(start[idx])
-        return list(map(tmpl.__mod__, zip(name_j.take(idx), st, w, f, T.dur_text(dur[idx]),
+        w, f = TR.us_parts(start[idx])
+        return list(map(tmpl.__mod__, zip(name_j.take(idx), st, w, f, TR.dur_text(dur[idx]),
                                           kind_j.take(idx), st, task[idx].tolist())))
 
-    layer = T.Layer([], keys=ts_sort_key(start), render=render)
-    return meta, T.EventStream([layer])
+    layer = TR.Layer([], keys=ts_sort_key(start), render=render)
+    return meta, TR.EventStream([layer])
 
 
 def task_scheduler_meta(app_pid: int, streams) -> list[str]:
-    meta = [T.meta("process_name", app_pid, 0, {"name": "Task Scheduler"})]
+    meta = [TR.meta("process_name", app_pid, 0, {"name": "Task Scheduler"})]
     for s in sorted(int(s) for s in streams):
-        meta.append(T.meta("thread_name", app_pid, s, {"name": f"Stream {s}"}))
-        meta.append(T.meta("thread_sort_index", app_pid, s, {"sort_index": s}))
+        meta.append(TR.meta("thread_name", app_pid, s, {"name": f"Stream {s}"}))
+        meta.append(TR.meta("thread_sort_index", app_pid, s, {"sort_index": s}))
     return meta
 
 
@@ -117,7 +122,7 @@ def write_advice(dev: DeviceData, state: A.RuleState, advice: list[Advice] | Non
     step-trace-and-advice.md 5 over the exported op_summary rows, given as their RuleState)
     and its console report."""
     if state.cols is None:  # no op_summary rows: the rules see an empty table
-        state.add(A.OpTable.from_summary(pd.DataFrame(columns=S.OP_SUMMARY_BASE),
+        state.add(OT.OpTable.from_summary(pd.DataFrame(columns=S.OP_SUMMARY_BASE),
                                          dev.rd.ai_core_num))
     metrics = (dev.rd.ai_core_metrics or "") if dev.pmu_events else ""
     rule = state.rule_json(metrics)
@@ -125,10 +130,10 @@ def write_advice(dev: DeviceData, state: A.RuleState, advice: list[Advice] | Non
     with AtomicFile(path) as fh:
         fh.write(json.dumps(rule, ensure_ascii=False, indent=4))
     if advice is not None:
-        advice.append(Advice(path, rule, A.render(rule, state.evidence(rule),
+        advice.append(Advice(path, rule, AT.render(rule, state.evidence(rule),
                                                       more_hint=f" in {path.name}",
                                                       max_names=CONSOLE_MAX_NAMES),
-                             A.brief(rule, state)))
+                             AT.brief(rule, state)))
     return path
 
 
@@ -167,7 +172,7 @@ class _LegacyExport:
         self.dev_id = self.facts.rd.device_id or 0
         self.app_pid = plan.app_pid()
         self.aging = plan.aging()
-        self.switches = T.read_reports(reports)
+        self.switches = TR.read_reports(reports)
         self.csv_slice_rows, self.json_slice_events = csv_slice_rows, json_slice_events
         self.tdir = self.facts.rd.path / "timeline"
         self.sdir = self.facts.rd.path / "summary"
@@ -179,7 +184,7 @@ class _LegacyExport:
         self.models: list[int] = []
         self.first: ProfData | None = None  # what is kept of the first window (slim_first)
         self.tx = pd.DataFrame()
-        self.tx_layer: T.Layer | None = None  # in msprof json (switch msproftx)
+        self.tx_layer: TR.Layer | None = None  # in msprof json (switch msproftx)
         self.workspace: pd.Series | None = None
         self.json: dict[str, JsonStream] = {}
         self.csv: dict[str, CsvStream | JsonRowsStream] = {}  # the summaries' streams
@@ -223,7 +228,7 @@ class _LegacyExport:
         (timeline.overlap_sorts): its file is the analysis's per-device file."""
         ids = [i for i in (device_id_of(p) for p in result_dirs(self.plan.prof))
                if i is not None] or [self.dev_id]
-        return [T.overlap_sorts(ids).get(self.dev_id, T.SORT_OVERLAP)]
+        return [OV.overlap_sorts(ids).get(self.dev_id, TR.SORT_OVERLAP)]
 
     def _name(self, where: Path, stem: str, ext: str) -> SliceNamer:
         return SliceNamer(where, stem, self.suffix, ext)
@@ -260,7 +265,7 @@ class _LegacyExport:
         self.json = {stem: JsonStream(self._name(self.tdir, stem, "json"),
                                       self.json_slice_events) for stem in JSON_STEMS}
         self.timeline = WindowTimeline(self.json["msprof"], [self.dev_id], self.app_pid,
-                                       T.layer_slots(1)["overlap"], self.overlap_sorts)
+                                       TR.layer_slots(1)["overlap"], self.overlap_sorts)
         self.timeline.parallel = len(self.plan) == 1
 
     def _csv(self, stem: str, header: list[str]) -> None:
@@ -320,7 +325,7 @@ class _LegacyExport:
         del data, d, t, tasks, rows, apis, me
         release()
 
-    def _comm(self, data: ProfData, d, k: int) -> tuple[T.CommData | None, tuple | None]:
+    def _comm(self, data: ProfData, d, k: int) -> tuple[CL.CommData | None, tuple | None]:
         """The HCCL data of window k (outputs.window_comm); the lanes are gathered."""
         comm, lanes, ops = window_comm(data, d, self.sel, *self.plan.bounds(k))
         if comm is not None:
@@ -357,7 +362,7 @@ class _LegacyExport:
 
     # -- the jobs of a window ------------------------------------------------------------
     def _timeline(self, k: int, d, tasks: pd.DataFrame, rows, apis: pd.DataFrame,
-                  comm: T.CommData | None, lanes) -> tuple[WindowTimeline, JsonStream]:
+                  comm: CL.CommData | None, lanes) -> tuple[WindowTimeline, JsonStream]:
         """msprof json and step_trace json (a JobPool job)."""
         timeline_window(self, k, [(d, tasks, rows, self.its, self.models, comm, lanes)],
                         apis)
@@ -400,7 +405,7 @@ class _LegacyExport:
         return (json_out, self.csv["ai_stack_time"], stack.runtime_agg(scope), flags,
                 ge_threads, rt_threads, tg_threads)
 
-    def _task_time(self, d, tasks: pd.DataFrame, comm: T.CommData | None
+    def _task_time(self, d, tasks: pd.DataFrame, comm: CL.CommData | None
                    ) -> tuple[JsonStream, JsonStream]:
         """task_time json and hccl json events (a JobPool job)."""
         if len(tasks):
@@ -410,13 +415,13 @@ class _LegacyExport:
             self._events("hccl", [hccl_layer(comm.steps, comm.step_args, self.app_pid)])
         return self.json["task_time"], self.json["hccl"]
 
-    def _events(self, stem: str, layers: list[T.Layer], stream: T.EventStream | None = None
+    def _events(self, stem: str, layers: list[TR.Layer], stream: TR.EventStream | None = None
                 ) -> None:
         if stream is None:
             layers = [lay for lay in layers if len(lay)]
             if not layers:
                 return
-            stream = T.EventStream(layers)
+            stream = TR.EventStream(layers)
         self.json[stem].write_stream(stream, 0, len(stream), len(self.plan) == 1)
 
     # -- the end -------------------------------------------------------------------------
@@ -430,7 +435,7 @@ class _LegacyExport:
                                   self.tx_layer,
                                   [step_meta if sw.get("step_trace", True) else []],
                                   [self.any_op_rows or self.any_comm_ops],
-                                  [T.comm_meta(self.dev_id, app_pid, (
+                                  [CL.comm_meta(self.dev_id, app_pid, (
                                       sorted(self.comm_groups), sorted(self.comm_planes)))
                                    if self.comm_groups or self.comm_planes else None],
                                   self.overlap_sorts),
@@ -458,7 +463,7 @@ class _LegacyExport:
             del self.json[stem]
         if len(self.tx):  # msprof_tx json: the msproftx layer alone (small)
             layer = X.tx_layer(self.tx, app_pid, X.process_name(self.first))
-            m, events = T.assemble_stream([layer])
+            m, events = TR.assemble_stream([layer])
             written += W.write_events(self._name(self.tdir, "msprof_tx", "json"), m, events,
                                       len(events), self.json_slice_events)
         release()  # the last window's heap, before the global summaries

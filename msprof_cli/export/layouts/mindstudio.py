@@ -25,6 +25,9 @@ from ..derive import fusion as F
 from ..derive import msproftx as X
 from ..outputs import summaries as S
 from ..outputs import timeline as T
+from ..outputs import overlap_layer as OV
+from ..outputs import comm_layer as CL
+from ..outputs import trace as TR
 from ..sinks import writers as W
 from ..decode.dataset import ProfData, number_comm_ops
 from ..runtime.memory import release
@@ -112,7 +115,7 @@ class _MindstudioExport:
         # host API rows carry the first device's number
         self.host_dev = self.dev_ids[0] if self.dev_ids else 0
         self.app_pid = plan.app_pid()
-        self.switches = T.read_reports(reports)
+        self.switches = TR.read_reports(reports)
         self.csv_slice_rows, self.json_slice_events = csv_slice_rows, json_slice_events
         self.msprof = JsonStream(self.name("msprof", "json"), json_slice_events)
         self.step_json = JsonStream(self.name("step_trace", "json"), json_slice_events)
@@ -125,9 +128,9 @@ class _MindstudioExport:
         # one timeline per device: the first writes the files, the later ones are kept
         # (DeferredEvents) and appended after it at the end -- device-major, as the
         # analysis's merge of its per-device files (outputs.timeline_window)
-        sorts = T.overlap_sorts(self.dev_ids)
+        sorts = OV.overlap_sorts(self.dev_ids)
         self.overlap_sorts = [sorts[i] for i in self.dev_ids]
-        at = T.layer_slots(1)["overlap"]
+        at = TR.layer_slots(1)["overlap"]
         self.timelines = [WindowTimeline(
             self.msprof if j == 0 else DeferredEvents(self.name(f"msprof_device_{i}", "json")),
             [i], self.app_pid, at, [self.overlap_sorts[j]]) for j, i in enumerate(self.dev_ids)] \
@@ -140,7 +143,7 @@ class _MindstudioExport:
         self.tx_out = DeferredEvents(self.name("msprof_host", "json"))
         self.step_meta: list[list[str]] = []
         self.op_header: list[str] = []  # op_summary's (_start)
-        self.tx_layer: T.Layer | None = None
+        self.tx_layer: TR.Layer | None = None
         self.first: ProfData | None = None  # what is kept of the first window (slim_first)
         self.prev_op: list[tuple[int, int] | None] = [None] * n  # (start, dur) of last row
         self.op_stat: list[list[pd.DataFrame]] = [[] for _ in range(n)]
@@ -339,10 +342,10 @@ class _MindstudioExport:
         first = self.first
         n = len(self.dev_ids)
         overlap = [self.any_op_rows[j] or self.any_comm_ops[j] for j in range(n)]
-        comm_meta = [T.comm_meta(self.dev_ids[j], self.app_pid, self.comm_lanes[j])
+        comm_meta = [CL.comm_meta(self.dev_ids[j], self.app_pid, self.comm_lanes[j])
                      if self.comm_lanes[j] is not None else None for j in range(n)]
         meta = msprof_meta(self.app_pid, first, sw, self.threads, self.stream_ids,
-                           self.tx_layer if T.layer_on("tx", sw) else None,
+                           self.tx_layer if TR.layer_on("tx", sw) else None,
                            step_meta, overlap, comm_meta, self.overlap_sorts, tx_last=True)
         written: list[Path] = []
         timelines: list[str] = []
@@ -476,7 +479,7 @@ class _ApiGroups:
                 np.array([k[1] for k in keys], dtype=object))
 
 
-def _single_layer(paths: SliceNamer, layer: T.Layer, slice_events: int) -> list[Path]:
+def _single_layer(paths: SliceNamer, layer: TR.Layer, slice_events: int) -> list[Path]:
     """A timeline of one global layer, written as the whole export writes it."""
-    meta, events = T.assemble_stream([layer])
+    meta, events = TR.assemble_stream([layer])
     return W.write_events(paths, meta, events, len(events), slice_events)

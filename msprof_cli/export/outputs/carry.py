@@ -29,10 +29,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..derive import advice as A
+from ..derive import advice_table as OT
 from ..derive import fusion as F
 from . import summaries as S
 from . import timeline as T
+from . import overlap_layer as OV
+from . import comm_layer as CL
+from . import trace as TR
 from ..sinks import writers as W
 from ..derive.communication import device_comm
 from ..decode.dataset import HostData, ProfData
@@ -50,15 +53,15 @@ def _plus(t: int, sign: int = 1, margin: int = 1000) -> int:
     return t + sign * margin
 
 
-def _restrict(layer: T.Layer, lo: float, hi: float) -> T.Layer:
+def _restrict(layer: TR.Layer, lo: float, hi: float) -> TR.Layer:
     """The events of a global layer whose key lies in [lo, hi) (no metadata)."""
     if len(layer) == 0:
-        return T.Layer()
+        return TR.Layer()
     sel = np.flatnonzero((layer.keys >= lo) & (layer.keys < hi))
     if layer.render is not None:
         render = layer.render
-        return T.Layer([], keys=layer.keys[sel], render=lambda idx: render(sel[idx]))
-    return T.Layer([], events=layer.events[sel], keys=layer.keys[sel])
+        return TR.Layer([], keys=layer.keys[sel], render=lambda idx: render(sel[idx]))
+    return TR.Layer([], events=layer.events[sel], keys=layer.keys[sel])
 
 
 class WindowTimeline:
@@ -71,7 +74,7 @@ class WindowTimeline:
         self.out, self.device_ids, self.app_pid = out, device_ids, app_pid
         self.overlap_at = overlap_at
         # per device: the sort index of its Overlap Analysis process (timeline.overlap_sorts)
-        self.overlap_sorts = overlap_sorts or [T.SORT_OVERLAP] * len(device_ids)
+        self.overlap_sorts = overlap_sorts or [TR.SORT_OVERLAP] * len(device_ids)
         self.pending: dict[int, int] = {}  # device position -> end of its last computing
         self.held: list[tuple[float, int, str]] = []  # (key, layer position, event)
         # False once no later window has computing rows (a legacy selection has ended):
@@ -81,11 +84,11 @@ class WindowTimeline:
         # decoded meanwhile; JsonStream.write_stream)
         self.parallel = False
 
-    def window(self, layers: list[T.Layer], busy: list[tuple[np.ndarray, np.ndarray]]
+    def window(self, layers: list[TR.Layer], busy: list[tuple[np.ndarray, np.ndarray]]
                ) -> None:
         """`busy`: per device, the starts and ends of the window's computing rows."""
         present = [k for k, lay in enumerate(layers) if len(lay)]
-        stream = T.EventStream([layers[k] for k in present])
+        stream = TR.EventStream([layers[k] for k in present])
         n = len(stream)
         with_rows = [j for j, (s, _) in enumerate(busy) if len(s)]
         for j in with_rows:
@@ -108,10 +111,10 @@ class WindowTimeline:
         self._hold(stream, layers, present, p, n)
         self.pending = new
 
-    def _write(self, stream: T.EventStream, lo: int, hi: int) -> None:
+    def _write(self, stream: TR.EventStream, lo: int, hi: int) -> None:
         self.out.write_stream(stream, lo, hi, self.parallel)
 
-    def _hold(self, stream: T.EventStream, layers: list[T.Layer], present: list[int],
+    def _hold(self, stream: TR.EventStream, layers: list[TR.Layer], present: list[int],
               lo: int, hi: int) -> None:
         if hi <= lo:
             return
@@ -129,7 +132,7 @@ class WindowTimeline:
     def _insert_free(self, j: int, first_start: int) -> None:
         begin = self.pending.pop(j)
         fkey = float(ts_sort_key(np.array([begin]))[0])
-        ev = T.free_event(self.device_ids[j], self.app_pid, begin, first_start,
+        ev = OV.free_event(self.device_ids[j], self.app_pid, begin, first_start,
                           self.overlap_sorts[j])
         # the Free lane comes after every event of its key in the layers up to its Overlap
         at_layer = self.overlap_at[j]
@@ -148,7 +151,7 @@ class WindowTimeline:
 
 
 def _merged_last_end(start: np.ndarray, end: np.ndarray) -> int:
-    s, e = T.merge_intervals(start.astype(np.int64), end.astype(np.int64))
+    s, e = OV.merge_intervals(start.astype(np.int64), end.astype(np.int64))
     return int(e[-1])
 
 
@@ -173,62 +176,62 @@ def timeline_window(run, k: int, devs: list[tuple], apis: pd.DataFrame) -> None:
     # mindstudio: msproftx is the host dir's own file in the analysis, merged after the
     # device files (`run.tx_out` keeps its events until then); legacy: a layer of msprof json
     tx_out = getattr(run, "tx_out", None)
-    if tx_out is not None and run.tx_layer is not None and T.layer_on("tx", sw):
+    if tx_out is not None and run.tx_layer is not None and TR.layer_on("tx", sw):
         tx = _restrict(run.tx_layer, lo_key, hi_key)
         if len(tx):
-            stream = T.EventStream([tx])
+            stream = TR.EventStream([tx])
             for chunk in stream.chunks(0, len(stream), W.EVENT_CHUNK):
                 tx_out.write(chunk)
     slot = {kind: (at[0] if isinstance(at, list) else at)
-            for kind, at in T.layer_slots(1).items()}  # one device's layer positions
-    cann = later_cann = T.Layer()
-    if T.layer_on("cann", sw):
+            for kind, at in TR.layer_slots(1).items()}  # one device's layer positions
+    cann = later_cann = TR.Layer()
+    if TR.layer_on("cann", sw):
         cann = T.cann_layer(apis, app_pid)
         if len(devs) > 1 and len(apis):
             later_cann = T.cann_layer(
                 apis[apis["connection_id"].to_numpy(np.int64) == 0], app_pid)
     for j, (d, tasks, rows, its, models, comm, lanes) in enumerate(devs):
-        layers = [T.Layer()] * slot["size"]
+        layers = [TR.Layer()] * slot["size"]
         # the iterations that may have an event in the window's key range: [start, end]
         # meets the window widened by 1 µs (a float key spans up to 0.25 µs)
         near = its[(its["step_start_ns"].to_numpy(np.int64) < _plus(plan.cuts[k + 1]))
                    & (its["step_end_ns"].to_numpy(np.int64) >= _plus(plan.cuts[k], -1))]
         step = _restrict(T.step_layer(d, near, app_pid, models), lo_key, hi_key)
-        if T.layer_on("step", sw):
+        if TR.layer_on("step", sw):
             layers[slot["step"]] = step
         if len(step):  # step_trace json: the step layer alone
-            stream = T.EventStream([step])
+            stream = TR.EventStream([step])
             for chunk in stream.chunks(0, len(stream), W.EVENT_CHUNK):
                 run.step_outs[j].write(chunk)
-        if T.layer_on("hardware", sw):
+        if TR.layer_on("hardware", sw):
             layers[slot["hardware"]] = T.hardware_layer(
                 d, tasks, app_pid, getattr(run, "analysis_memcpy", False))
-        if T.layer_on("flow", sw) and run.use_flow:
+        if TR.layer_on("flow", sw) and run.use_flow:
             layers[slot["flow"]] = T.flow_layer(d, tasks, app_pid,
                                                 getattr(run, "analysis_memcpy", False))
-        if comm is not None and T.layer_on("comm", sw):
-            layers[slot["comm"]] = T.communication_layer(d, comm, app_pid, lanes)
+        if comm is not None and TR.layer_on("comm", sw):
+            layers[slot["comm"]] = CL.communication_layer(d, comm, app_pid, lanes)
         # Computing: the op_summary rows -- none without them (no host data: the analysis
         # has no op summary db, PipelineOverlapViewer.get_timeline_data)
         busy_rows = rows if d.has_host_ops else rows.iloc[:0]
         if d.comm_ops is not None and len(busy_rows):  # not the collectives' own rows
             busy_rows = busy_rows[busy_rows["task_type"].to_numpy(object)
                                   != S.COMM_TASK_TYPE]
-        if T.layer_on("overlap", sw):
-            layers[slot["overlap"]] = T.overlap_layer(d, busy_rows, app_pid, comm,
+        if TR.layer_on("overlap", sw):
+            layers[slot["overlap"]] = OV.overlap_layer(d, busy_rows, app_pid, comm,
                                                       run.overlap_sorts[j])
         layers[slot["cann"]] = cann if j == 0 else later_cann
-        if j == 0 and tx_out is None and run.tx_layer is not None and T.layer_on("tx", sw):
+        if j == 0 and tx_out is None and run.tx_layer is not None and TR.layer_on("tx", sw):
             layers[slot["tx"]] = _restrict(run.tx_layer, lo_key, hi_key)
         busy = (busy_rows["start_local"].to_numpy(np.int64),
                 busy_rows["end_local"].to_numpy(np.int64)) \
-            if T.layer_on("overlap", sw) and len(busy_rows) \
+            if TR.layer_on("overlap", sw) and len(busy_rows) \
             else (np.zeros(0, np.int64), np.zeros(0, np.int64))
         run.timelines[j].window(layers, [busy])
     if not devs:  # a host dir alone: the CANN (and msproftx) layers
-        layers = [T.Layer()] * slot["size"]
+        layers = [TR.Layer()] * slot["size"]
         layers[slot["cann"]] = cann
-        if tx_out is None and run.tx_layer is not None and T.layer_on("tx", sw):
+        if tx_out is None and run.tx_layer is not None and TR.layer_on("tx", sw):
             layers[slot["tx"]] = _restrict(run.tx_layer, lo_key, hi_key)
         run.timelines[0].window(layers, [])
 
@@ -286,7 +289,7 @@ def write_task_rows(csv: dict[str, CsvStream], d, tasks: pd.DataFrame, rows,
                 part.iloc[0, part.columns.get_loc("Task Wait Time(us)")] = \
                     S.dur_str(np.array([gap]))[0]
             if rules is not None:
-                rules.add(A.OpTable.from_summary(part, d.rd.ai_core_num, start[lo:hi]))
+                rules.add(OT.OpTable.from_summary(part, d.rd.ai_core_num, start[lo:hi]))
             if op_header is not None and len(part.columns) != len(op_header):
                 part = part.reindex(columns=op_header, fill_value="N/A")
             put("op_summary", part)
@@ -389,30 +392,30 @@ def slim_first(data: ProfData) -> ProfData:
 
 
 def window_comm(data: ProfData, d, sel, lo: int, hi: int
-                ) -> tuple[T.CommData | None, tuple[list[str], list[int]] | None, bool]:
+                ) -> tuple[CL.CommData | None, tuple[list[str], list[int]] | None, bool]:
     """The HCCL data of a window's device: (what starts in [lo, hi), the Communication
     lanes of the whole export, whether the export has op executions) -- hccl_info is read
     whole by every window (its op executions are numbered over the collection)."""
     comm = device_comm(data, d, sel)
     if comm is None:
         return None, None, False
-    return comm_in_window(comm, lo, hi), T.comm_lanes(comm), len(comm.ops) > 0
+    return comm_in_window(comm, lo, hi), CL.comm_lanes(comm), len(comm.ops) > 0
 
 
-def comm_in_window(comm: T.CommData, lo: int, hi: int) -> T.CommData:
+def comm_in_window(comm: CL.CommData, lo: int, hi: int) -> CL.CommData:
     """The op executions and steps of `comm` that start in [lo, hi)."""
     o = comm.ops["start_local"].to_numpy(np.int64)
     st = comm.steps["start_local"].to_numpy(np.int64) if len(comm.steps) \
         else np.zeros(0, np.int64)
     ok_o, ok_s = (o >= lo) & (o < hi), (st >= lo) & (st < hi)
-    return T.CommData(ops=comm.ops[ok_o].reset_index(drop=True),
+    return CL.CommData(ops=comm.ops[ok_o].reset_index(drop=True),
                       steps=comm.steps[ok_s].reset_index(drop=True) if len(comm.steps)
                       else comm.steps, step_args=comm.step_args[ok_s],
                       analysis=comm.analysis)
 
 
 def msprof_meta(app_pid: int, first: ProfData, switches: dict, threads: set[int],
-                stream_ids: list[set[int]], tx_layer: T.Layer | None,
+                stream_ids: list[set[int]], tx_layer: TR.Layer | None,
                 step_meta: list[list[str]], overlap: list[bool],
                 comm_meta: list[list[str] | None], overlap_sorts: list[int],
                 tx_last: bool = False) -> list[str]:
@@ -426,24 +429,24 @@ def msprof_meta(app_pid: int, first: ProfData, switches: dict, threads: set[int]
     out: list[str] = []
     if not first.devices:  # a host dir alone
         parts = {"cann": T.cann_meta(app_pid, threads)
-                 if T.layer_on("cann", switches) and threads else [],
+                 if TR.layer_on("cann", switches) and threads else [],
                  "tx": list(tx_layer.meta) if tx_layer is not None else []}
-        return T.in_layer_order(parts)
+        return TR.in_layer_order(parts)
     for j, d in enumerate(first.devices):
         parts: dict[str, list[str]] = {"step": list(step_meta[j])}
-        if T.layer_on("cann", switches) and threads:
+        if TR.layer_on("cann", switches) and threads:
             parts["cann"] = T.cann_meta(app_pid, threads)
-        if T.layer_on("hardware", switches) and stream_ids[j]:
+        if TR.layer_on("hardware", switches) and stream_ids[j]:
             parts["hardware"] = T.hardware_meta(d.device_id, app_pid, stream_ids[j],
                                                 set_order=tx_last)
-        if T.layer_on("comm", switches):
+        if TR.layer_on("comm", switches):
             parts["comm"] = list(comm_meta[j] or [])
-        if T.layer_on("overlap", switches) and overlap[j]:
-            parts["overlap"] = T.overlap_layer(d, d.tasks.iloc[:0], app_pid, None,
+        if TR.layer_on("overlap", switches) and overlap[j]:
+            parts["overlap"] = OV.overlap_layer(d, d.tasks.iloc[:0], app_pid, None,
                                                overlap_sorts[j]).meta
         if j == 0 and tx_layer is not None and not tx_last:
             parts["tx"] = list(tx_layer.meta)
-        out += T.in_layer_order(parts)
+        out += TR.in_layer_order(parts)
     if tx_last and tx_layer is not None:
         out += list(tx_layer.meta)
     return out

@@ -11,13 +11,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import timeline as T
-from ..fmt import float_str, int_str, ts_sort_key, us_str
+from . import trace as TR
+from ..fmt import int_str, ts_sort_key
 
 
 def x_events(name: np.ndarray, pid: int | np.ndarray, tid: np.ndarray, start_ns: np.ndarray,
              dur_ns: np.ndarray, args: np.ndarray | str | Callable[[np.ndarray], list[str]]
-             ) -> T.Layer:
+             ) -> TR.Layer:
     """X events with numeric ts/dur; `name` raw strings, `args` pre-rendered JSON objects (one
     string for all rows, one per row, or a function giving the strings of rows `idx`).
 
@@ -26,8 +26,8 @@ def x_events(name: np.ndarray, pid: int | np.ndarray, tid: np.ndarray, start_ns:
     start_ns = np.asarray(start_ns, dtype=np.int64)
     n = len(start_ns)
     if n == 0:
-        return T.Layer()
-    name_j = T.JCol(np.asarray(name, dtype=object))
+        return TR.Layer()
+    name_j = TR.JCol(np.asarray(name, dtype=object))
     tid_a = np.asarray(tid).astype(np.int64)
     pid_a = None if np.isscalar(pid) else np.asarray(pid).astype(np.int64)
     dur = np.asarray(dur_ns, dtype=np.int64)
@@ -45,27 +45,27 @@ def x_events(name: np.ndarray, pid: int | np.ndarray, tid: np.ndarray, start_ns:
         args_of = lambda idx: args_arr[idx].tolist()  # noqa: E731
 
     def render(idx: np.ndarray) -> list[str]:
-        w, f = T.us_parts(start_ns[idx])
+        w, f = TR.us_parts(start_ns[idx])
         cols = [name_j.take(idx)]
         if pid_a is not None:
             cols.append(pid_a[idx].tolist())
-        cols += [tid_a[idx].tolist(), w, f, T.dur_text(dur[idx])]
+        cols += [tid_a[idx].tolist(), w, f, TR.dur_text(dur[idx])]
         if args_of is not None:
             cols.append(list(args_of(idx)))
         return list(map(tmpl.__mod__, zip(*cols)))
 
-    return T.Layer([], keys=ts_sort_key(start_ns), render=render)
+    return TR.Layer([], keys=ts_sort_key(start_ns), render=render)
 
 
 def thread_meta(pid: int, process: str, threads: list[tuple[int, str]],
                 sort_index: int | None = None) -> list[str]:
     """process_name, then per thread thread_name + thread_sort_index (sort = tid)."""
-    out = [T.meta("process_name", pid, 0, {"name": process})]
+    out = [TR.meta("process_name", pid, 0, {"name": process})]
     if sort_index is not None:
-        out.append(T.meta("process_sort_index", pid, 0, {"sort_index": sort_index}))
+        out.append(TR.meta("process_sort_index", pid, 0, {"sort_index": sort_index}))
     for tid, name in threads:
-        out.append(T.meta("thread_name", pid, tid, {"name": name}))
-        out.append(T.meta("thread_sort_index", pid, tid, {"sort_index": tid}))
+        out.append(TR.meta("thread_name", pid, tid, {"name": name}))
+        out.append(TR.meta("thread_sort_index", pid, tid, {"sort_index": tid}))
     return out
 
 

@@ -1,0 +1,170 @@
+"""The tuning advice as text: the console summary (one line per finding, the Computation rules as one statement naming each op's bottleneck pipe) and the real tool's Performance Summary Report (step-trace-and-advice.md 5.4), both from a prof_rule JSON and its RuleState."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .advice import EVIDENCE_SCALE, PIPE_FIELDS, RuleState, num_text
+
+
+_PIPE_NAMES = ("cube", "vector", "scalar", "MTE1", "MTE2", "MTE3")
+COMPUTATION = "Computation"
+
+
+def _op_pipes(st: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """Per op name (rows of `st`): mean ratio of every pipe, its bottleneck pipe (the busiest)
+    and total task time (us)."""
+    rows = st.loc[[n for n in names if n in st.index]]
+    out = pd.DataFrame(index=rows.index)
+    for f in PIPE_FIELDS:
+        if f in rows and "#" + f in rows:
+            cnt = rows["#" + f].to_numpy(np.float64)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[f] = np.where(cnt > 0, rows[f].to_numpy(np.float64) / cnt
+                                  / EVIDENCE_SCALE.get(f, 10**6), np.nan)
+    out["time_us"] = rows["_dur"].to_numpy(np.float64) / 1000
+    pipes = [f for f in PIPE_FIELDS if f in out]
+    if pipes:
+        vals = out[pipes].to_numpy(np.float64)
+        ok = ~np.isnan(vals).all(axis=1)
+        best = np.where(ok, np.nanargmax(np.where(np.isnan(vals), -1, vals), axis=1), -1)
+        out["pipe"] = [_PIPE_NAMES[PIPE_FIELDS.index(pipes[b])] if b >= 0 else ""
+                       for b in best.tolist()]
+        out["ratio"] = np.where(ok, vals.max(axis=1, initial=0, where=~np.isnan(vals)), np.nan)
+    return out
+
+
+def brief(rule_json: dict, state: RuleState, max_ops: int = 3) -> list[str]:
+    """The console summary of the advice: one line per rule group with findings, heaviest
+    ops first.  The Computation rules (high scalar / low vector / low cube usage) flag mostly
+    the same ops from three sides, so they become one statement naming each op's bottleneck
+    pipe (its busiest pipe); prof_rule JSON keeps every finding as the real tool writes it."""
+    st = state.stats
+    evidence = state.evidence(rule_json)
+    lines: list[str] = []
+    for groups in rule_json["data"].values():
+        for group in groups:
+            results = group["result"]
+            if not results:
+                continue
+            rtype = group["Rule Type"]
+            if rtype == COMPUTATION and st is not None:
+                names: list[str] = []
+                seen: set[str] = set()
+                for res in results:
+                    if isinstance(res["Tuning Data"], list):
+                        for n in res["Tuning Data"]:
+                            if n not in seen:
+                                seen.add(n)
+                                names.append(n)
+                ops = _op_pipes(st, names)
+                if "pipe" in ops and len(ops):
+                    by_pipe = ops.groupby("pipe")["time_us"].agg(["size", "sum"]) \
+                        .sort_values("sum", ascending=False)
+                    total = float(by_pipe["sum"].sum()) or 1.0
+                    parts = [f"{p or 'unknown'} {int(r['size'])} ops "
+                             f"({100 * r['sum'] / total:.0f} %)" for p, r in by_pipe.iterrows()]
+                    top = ops.sort_values("time_us", ascending=False).head(max_ops)
+                    heavy = "; ".join(f"{n} ({r['pipe']} {r['ratio']:.2f}, "
+                                      f"{num_text(r['time_us'])} us)" for n, r in top.iterrows())
+                    lines.append(f"{rtype}: {len(ops)} AI Core ops below the pipe targets, by "
+                                 f"bottleneck pipe (share of their time): {', '.join(parts)}. "
+                                 f"Heaviest: {heavy}")
+                    continue
+            for res in results:
+                data = res["Tuning Data"]
+                text = f"{rtype}: {res['Rule Suggestion']}"
+                if isinstance(data, list):
+                    items = sorted(evidence.get(res["Rule Suggestion"], []),
+                                   key=lambda it: -it[0])[:max_ops]
+                    text += f" ({len(data)} ops"
+                    text += "; heaviest: " + "; ".join(t for _, t in items) + ")" if items \
+                        else ")"
+                elif isinstance(data, dict):
+                    text += " (" + ", ".join(f"{k} {num_text(v)}" for k, v in data.items()) + ")"
+                lines.append(text)
+    return lines
+
+
+def _evidence_lines(items: list[tuple[float, str]], indent: str, max_ops: int,
+                    more_hint: str) -> list[str]:
+    top = sorted(items, key=lambda x: -x[0])
+    lines = [f"{indent}- {text}" for _, text in top[:max_ops]]
+    if len(top) > max_ops:
+        lines.append(f"{indent}- ... {len(top) - max_ops} more ops{more_hint}")
+    return lines
+
+
+def _data_text(data, max_names: int | None = None) -> str:
+    if isinstance(data, list):
+        if max_names is not None and len(data) > max_names:
+            # console only: a long op list is cut; the prof_rule JSON keeps every name
+            shown = ",".join(str(x) for x in data[:max_names])
+            return f"[{shown},... +{len(data) - max_names} more]"
+        return "[" + ",".join(str(x) for x in data) + "]"
+    if isinstance(data, dict) and "AI CPU Execution Time(us)" in data:
+        total = sum(data.values())
+        share = data["AI CPU Execution Time(us)"] / total if total else 0.0
+        return (f"Percentage of AI CPU Execution Time is {share:.2%}, Exceed the experience "
+                "threshold 5%.")
+    if isinstance(data, dict) and "Cube Utilization" in data:
+        total = sum(data.values())
+        if total == 0:
+            return "Total Duration Time equals to 0. Please check Aicore operators."
+        names = ["Cube", "Vector", "Scalar", "MTE"]
+        keys = ["Cube Utilization", "Vector Utilization", "Scalar Utilization",
+                "MTE Utilization"]
+        lines = [f"\n\t\t{letter}. {n} utilization rate in the model is "
+                 f"{round(data[k] / total, 3)}. "
+                 for letter, n, k in zip("abcd", names, keys)]
+        return "".join(lines)
+    return str(data)
+
+
+def render(rule_json: dict, evidence: dict[str, list[tuple[float, str]]] | None = None,
+           max_ops: int = 5, more_hint: str = "", max_names: int | None = None) -> str:
+    """The console report (section 5.4).  With `evidence` (see evidence()), every op-list
+    finding is followed by indented lines naming its heaviest ops (at most `max_ops`) with
+    their numbers.  `max_names` cuts long op lists (the real tool prints them whole, which
+    buries the report on real models); None keeps the section 5.4 text exactly."""
+    lines = ["", "Performance Summary Report:"]
+
+    def details(res: dict, indent: str) -> None:
+        if evidence and res["Rule Suggestion"] in evidence and \
+                isinstance(res["Tuning Data"], list):
+            lines.extend(_evidence_lines(evidence[res["Rule Suggestion"]], indent, max_ops,
+                                         more_hint))
+    number = 0
+    for groups in rule_json["data"].values():
+        for group in groups:
+            number += 1
+            lines.append(f"{number}. {group['Rule Type']}:")
+            results = group["result"]
+            if not results:
+                lines.append("\tN/A")
+                continue
+            j = 0
+            by_subtype: dict[str, list[dict]] = {}
+            order: list[str] = []
+            for res in results:
+                key = res["Rule Subtype"]
+                if key not in by_subtype:
+                    order.append(key)
+                    by_subtype[key] = []
+                by_subtype[key].append(res)
+            for key in order:
+                if key == "":
+                    for res in by_subtype[key]:
+                        j += 1
+                        lines.append(f"\t{j}){res['Rule Suggestion']}: "
+                                     f"{_data_text(res['Tuning Data'], max_names)}")
+                        details(res, "\t\t")
+                else:
+                    j += 1
+                    lines.append(f"\t{j}){key}:")
+                    for k, res in enumerate(by_subtype[key], 1):
+                        lines.append(f"\t\t{k}){res['Rule Suggestion']}: "
+                                     f"{_data_text(res['Tuning Data'], max_names)}")
+                        details(res, "\t\t\t")
+    lines.append("")
+    return "\n".join(lines)
