@@ -6,6 +6,7 @@ import stat
 from pathlib import Path
 
 from shared_paths import GOLDEN_DIR as GOLDEN
+
 GOLDEN_RAW = GOLDEN / "raw"
 GOLDEN_EXPECTED = GOLDEN / "expected-mindstudio"
 

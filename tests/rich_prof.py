@@ -8,8 +8,7 @@ from pathlib import Path
 from msprof_cli.capture import CaptureChunk, ModelInfo, TxMarker
 from msprof_cli.device import Device
 from msprof_cli.raw.control import ClockPair
-from tests.test_device_records import (CLOCK, STEP_OPS, STEP_THREAD, T0, config,
-                                       make_iteration)
+from tests.test_device_records import CLOCK, STEP_OPS, STEP_THREAD, T0, config, make_iteration
 
 PROF_NAME = "PROF_000001_20250101120000123_ABCDEFGHIJKLMNOP"
 MARKERS = [("epoch 1", 10, 600_000), ("checkpoint", 20, 20)]

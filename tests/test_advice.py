@@ -1,10 +1,9 @@
 """Tuning advice rules on small op_summary frames (reference step-trace-and-advice.md 5)."""
+import numpy as np
 import pandas as pd
 
 from msprof_cli.export.derive.advice import _merged, _overlap, evaluate
 from msprof_cli.export.derive.advice_text import render
-
-import numpy as np
 
 
 def frame(rows):

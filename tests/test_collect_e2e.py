@@ -3,8 +3,8 @@ other routes.  Each script is tiny; each subprocess run is shared by several ass
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import sys

@@ -23,12 +23,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_device_records import STEP_OPS, F
+from test_device_records import T as TS
+from test_device_records import config, make_chunk, run
 
 from msprof_cli.collect.routes import RankInfo, rank_from_env, rank_info, tf_config_rank
 from msprof_cli.device.host_records import ROLE_DST, ROLE_SRC, hccl_step_plan
 from msprof_cli.device.readback import host_records
 from msprof_cli.export.api import run_export
-from test_device_records import STEP_OPS, F, T as TS, config, make_chunk, run
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "scripts" / "multiworker.py"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from msprof_cli.collect import launcher, routes
 from msprof_cli.capture import OpRun, TensorSpec
+from msprof_cli.collect import launcher, routes
 from msprof_cli.collect.convert import ConverterState, GraphRegistry, convert
 from msprof_cli.collect.records import ExecRecord
 from msprof_cli.collect.sampling import WARMUP, SamplingPolicy

@@ -4,7 +4,6 @@ from __future__ import annotations
 import csv
 
 import pytest
-
 from test_device_records import device_op_names, make_chunk, run
 
 api = pytest.importorskip("msprof_cli.export.api")

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from msprof_cli.capture import (SINGLE_OP_MODEL_ID, CaptureChunk, Iteration, ModelInfo,
-                                        OpRun, TensorSpec as T, TxMarker)
-from msprof_cli.device import Device
 from shared_paths import GOLDEN_RAW
+
+from msprof_cli.capture import SINGLE_OP_MODEL_ID, CaptureChunk, Iteration, ModelInfo, OpRun
+from msprof_cli.capture import TensorSpec as T
+from msprof_cli.capture import TxMarker
+from msprof_cli.device import Device
 from msprof_cli.device import readback as R
 from msprof_cli.device.chip import ASCEND910
 from msprof_cli.device.cost_model import evaluate

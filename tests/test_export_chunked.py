@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from msprof_cli.export.api import run_export
 from msprof_cli.export.outputs import trace as TR
 from msprof_cli.export.sinks import writers as W
-from msprof_cli.export.api import run_export
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import gen_prof  # noqa: E402

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from msprof_cli.export.outputs import db_tables as DB
 from msprof_cli.export.api import run_export
-from msprof_cli.export.layouts.db import export_db
-from msprof_cli.export.plan import one_window
 from msprof_cli.export.decode.dataset import load_prof
+from msprof_cli.export.layouts.db import export_db
 from msprof_cli.export.layouts.mindstudio import export_mindstudio
+from msprof_cli.export.outputs import db_tables as DB
+from msprof_cli.export.plan import one_window
 from tests.export_fixtures import copy_golden
 from tests.rich_prof import MARKERS, build_prof, marker_spans
 

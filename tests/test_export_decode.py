@@ -16,8 +16,8 @@ from msprof_cli.export.decode.device import assign_batches, pair_hwts
 from msprof_cli.export.decode.host import decode_apis, decode_tensors
 from msprof_cli.export.decode.rawread import DecodeLog, read_files
 from msprof_cli.export.decode.steptrace import iteration_spans, iterations
-from msprof_cli.export.outputs.timeline import flow_ids
 from msprof_cli.export.outputs.overlap_layer import merge_intervals
+from msprof_cli.export.outputs.timeline import flow_ids
 from msprof_cli.raw import layouts as L
 from tests.export_fixtures import copy_golden
 

@@ -18,12 +18,12 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from test_device_records import STEP_OPS, F, T, hwts_tasks, make_chunk, make_iteration, run
 
-from msprof_cli.cli.collect import flags_to_options
 from msprof_cli.capture import TxMarker
+from msprof_cli.cli.collect import flags_to_options
 from msprof_cli.export.api import run_export
 from msprof_cli.options import validate_options
-from test_device_records import (F, STEP_OPS, T, hwts_tasks, make_chunk, make_iteration, run)
 
 SUFFIX = "_0_1_1_3"
 # export-files.md 3.x without Device_id, 4.1, 4.2 (with the project's `Block Dim`)
@@ -189,6 +189,7 @@ def test_cross_checks(full_prof: Path) -> None:
         assert abs(Decimal(r["Total Time(us)"]) - sum(durs)) <= Decimal("0.001")
     # task_time: one row per hwts task pair + one per AI CPU task (one timing record each)
     import numpy as np
+
     from msprof_cli.device import readback as R
     n_aicpu = len(R.device_records(full_prof, "aicpu", 0))
     task = rows(full_prof, "task_time", SUFFIX6)

@@ -13,12 +13,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from msprof_cli.export.layouts import mindstudio as WD
-from msprof_cli.export.decode import windows as WN
-from msprof_cli.export.sinks import writers as W
 from msprof_cli.errors import ExportError
 from msprof_cli.export.api import run_export
+from msprof_cli.export.decode import quiet as QP
+from msprof_cli.export.decode import time_index as TI
+from msprof_cli.export.decode import window_load as WLD
+from msprof_cli.export.decode import windows as WN
 from msprof_cli.export.decode.dataset import load_prof
+from msprof_cli.export.layouts import mindstudio as WD
+from msprof_cli.export.sinks import writers as W
 from tests.rich_prof import build_prof
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -90,7 +93,7 @@ def test_window_tables_are_the_whole_tables_cut(big):
     assert dev.pmu_events  # the PMU match crosses windows: it is checked here too
     parts, apis = [], []
     for k in range(len(plan)):
-        w = WN.load_window(plan, k)
+        w = WLD.load_window(plan, k)
         parts.append(w.devices[0].tasks)
         apis.append(w.host.apis)
         pd.testing.assert_frame_equal(w.devices[0].iterations, dev.iterations)
@@ -146,7 +149,7 @@ def test_a_window_whose_decode_finds_damage_is_replanned_as_one_window(
     from msprof_cli.export import plan as PL
 
     whole = _export(big, tmp_path / "whole", monkeypatch, 0)
-    real = WN.load_window
+    real = WLD.load_window
 
     def failing(plan, k):
         if k == 2:
@@ -168,7 +171,7 @@ def test_damaged_or_uncovered_data_is_exported_whole(big, tmp_path, rich):
 
 
 def test_pmu_index_carries_occurrences():
-    ix = WN.PmuIndex.build(np.array([1, 1, 2, 1]), np.array([5, 5, 7, 5]))
+    ix = TI.PmuIndex.build(np.array([1, 1, 2, 1]), np.array([5, 5, 7, 5]))
     hit, rec = ix.records(np.array([1, 2]), np.array([5, 7]))
     assert hit.tolist() == [0, 1] and rec.tolist() == [0, 2]
     hit, rec = ix.records(np.array([1, 1, 1]), np.array([5, 5, 5]))
@@ -183,7 +186,7 @@ def test_task_id_rollover_across_windows(tmp_path_factory, tmp_path, monkeypatch
     plan = WN.plan_windows(src, 30_000)
     assert plan is not None and len(plan) >= 4
     # batch ids count the flips of the whole collection, not those since the window start
-    assert WN.load_window(plan, len(plan) - 1).devices[0].tasks["batch_id"].max() == 2
+    assert WLD.load_window(plan, len(plan) - 1).devices[0].tasks["batch_id"].max() == 2
     whole = _export(src, tmp_path / "whole", monkeypatch, 0)
     windowed = _export(src, tmp_path / "win", monkeypatch, 30_000)
     assert windowed == whole
@@ -245,12 +248,12 @@ def test_a_failing_final_timeline_copy_leaves_no_temporary_file(big, tmp_path, m
 def test_cuts_about_target_tasks_apart():
     ds = np.arange(100) * 10  # task starts
     # cut at the first quiet point with >= 30 tasks before it, then >= 30 more after that
-    cuts, sizes = WN._cuts(np.array([5, 255, 305, 505, 905, 975]), ds, 30)
-    assert cuts == [WN.INT64_MIN, 305, 905, WN.INT64_MAX]
+    cuts, sizes = QP.cuts_at(np.array([5, 255, 305, 505, 905, 975]), ds, 30)
+    assert cuts == [QP.INT64_MIN, 305, 905, QP.INT64_MAX]
     assert sizes == [31, 60, 9]
     # a rest below a quarter of the target joins the last window
-    cuts, sizes = WN._cuts(np.array([305, 995]), ds, 30)
-    assert cuts == [WN.INT64_MIN, 305, WN.INT64_MAX] and sizes == [31, 69]
+    cuts, sizes = QP.cuts_at(np.array([305, 995]), ds, 30)
+    assert cuts == [QP.INT64_MIN, 305, QP.INT64_MAX] and sizes == [31, 69]
 
 
 # --- the legacy layout (windowed_legacy.py) ----------------------------------------------------
@@ -404,9 +407,9 @@ def test_windowed_legacy_of_several_devices_with_hccl(two_devices, tmp_path, mon
 
 def test_scan_cuts_outside_hccl_executions(two_devices):
     """No cut falls inside an HCCL op execution nor in a computing gap that holds one."""
-    from msprof_cli.export.derive.hccl import rank_steps
     from msprof_cli.export.decode.host import decode_hccl
     from msprof_cli.export.decode.rawread import DecodeLog
+    from msprof_cli.export.derive.hccl import rank_steps
 
     plan = WN.plan_windows(two_devices, 50, models=True, device=1)
     assert plan is not None and len(plan) > 5

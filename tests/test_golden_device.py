@@ -8,10 +8,10 @@ import re
 from pathlib import Path
 
 import pytest
+from test_device_records import make_chunk, run
 
 from msprof_cli.export.api import run_export
 from msprof_cli.options import validate_options
-from test_device_records import make_chunk, run
 
 GOLDEN = Path(__file__).parent / "golden" / "device_small"
 STAMP = re.compile(r"_\d{14}(?=\.(csv|json)$)")

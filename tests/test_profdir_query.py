@@ -4,12 +4,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from shared_paths import GOLDEN_RAW as GOLDEN
 
 from msprof_cli.errors import ProfDirError
 from msprof_cli.query import HEADERS, QueryRow, format_plain, query_rows, top_time_iterations
 from msprof_cli.raw import profdir
-
-from shared_paths import GOLDEN_RAW as GOLDEN
 
 
 def test_prof_dir_name_pattern(tmp_path):
@@ -94,6 +93,7 @@ def test_query_csv_ends_with_the_prof_dir(tmp_path, capsys):
     import shutil
 
     from export_fixtures import copy_golden
+
     from msprof_cli.query import print_query
 
     prof = copy_golden(tmp_path)

@@ -11,10 +11,10 @@ import pytest
 
 from msprof_cli.cli.main import main
 from msprof_cli.errors import ExportError, ProfDirError, RawDataError
-from msprof_cli.export.decode import rawread
-from msprof_cli.export.sinks import writers
 from msprof_cli.export.api import run_export
+from msprof_cli.export.decode import rawread
 from msprof_cli.export.decode.dataset import load_prof
+from msprof_cli.export.sinks import writers
 from msprof_cli.query import query_rows
 from msprof_cli.raw import layouts as L
 from tests.reliability_fixtures import data_file, golden, snapshot

@@ -14,8 +14,8 @@ import pytest
 
 from msprof_cli.cli.main import main
 from msprof_cli.errors import ExportError, OptionsError, ProfDirError, RawDataError
-from msprof_cli.export.decode import rawread
 from msprof_cli.export.api import run_export
+from msprof_cli.export.decode import rawread
 from msprof_cli.export.decode.dataset import load_prof
 from msprof_cli.export.sinks.writers import neutralise_formulas
 from msprof_cli.options import check_output_dir

@@ -4,10 +4,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from test_device_records import make_chunk, run
+
 from msprof_cli.export.api import run_export
 from msprof_cli.query import _replayed, query_rows
 from msprof_cli.raw import sampling
-from test_device_records import make_chunk, run
 
 
 def test_ranges_round_trip(tmp_path):

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from export_fixtures import copy_golden
 
 from msprof_cli.export.api import run_export
 from msprof_cli.export.sinks.writers import SliceNamer, write_csv
 from msprof_cli.query import print_query
 from msprof_cli.textsafety import escape_controls, safe_cell
-from export_fixtures import copy_golden
 
 EVIL = "Conv2D\x1b]0;pwned\x07\x9b31m"
 

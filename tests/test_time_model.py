@@ -4,6 +4,7 @@ input waits are kept, ModelExecute encloses the device's work."""
 from __future__ import annotations
 
 import numpy as np
+from test_device_records import STEP_OPS, T0, make_iteration, run
 
 from msprof_cli.capture import CaptureChunk, Iteration, ModelInfo, OpRun, TensorSpec
 from msprof_cli.collect.convert import ConverterState, _step_batch, _with_batch
@@ -11,7 +12,6 @@ from msprof_cli.collect.tf_graphs import StaticGraph, StaticOp
 from msprof_cli.device import readback as R
 from msprof_cli.device import time_model as TM
 from msprof_cli.raw import layouts as L
-from test_device_records import STEP_OPS, T0, make_iteration, run
 
 MS = 1_000_000
 

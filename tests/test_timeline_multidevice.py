@@ -16,12 +16,14 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_device_records import STEP_OPS, F
+from test_device_records import T as TS
+from test_device_records import config, make_chunk, make_iteration, run
 
-from msprof_cli.export.outputs import overlap_layer as OV
-from msprof_cli.export.outputs import comm_layer as CL
-from msprof_cli.export.outputs import trace as TR
 from msprof_cli.export.api import run_export
-from test_device_records import STEP_OPS, F, T as TS, config, make_chunk, make_iteration, run
+from msprof_cli.export.outputs import comm_layer as CL
+from msprof_cli.export.outputs import overlap_layer as OV
+from msprof_cli.export.outputs import trace as TR
 
 APP_PID = 4242
 N_ITER = 3

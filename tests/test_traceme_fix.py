@@ -9,13 +9,12 @@ it ("double free or corruption", SIGSEGV); with it every pair is joined.  ~25 s 
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
-
-import importlib.util
 
 import pytest
 

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import numpy as np
 
-from msprof_cli.capture import CaptureChunk, Iteration, ModelInfo, OpRun, TensorSpec as T
+from msprof_cli.capture import CaptureChunk, Iteration, ModelInfo, OpRun
+from msprof_cli.capture import TensorSpec as T
 from msprof_cli.device import Device
 from msprof_cli.device import readback as R
 from msprof_cli.device.chip import ASCEND910

@@ -16,18 +16,19 @@ from pathlib import Path
 
 from msprof_cli.errors import ExportError, ProfDirError
 from msprof_cli.raw.ageing import aged_message, read_marker
+from msprof_cli.raw.profdir import (check_has_result_dirs, check_no_links, incomplete_result_dirs,
+                                    locate, result_dirs)
 from msprof_cli.raw.sampling import replay_notes
-from msprof_cli.raw.profdir import (check_has_result_dirs, check_no_links,
-                                    incomplete_result_dirs, locate, result_dirs)
 
-from .decode.dataset import ProfData, load_prof
-from .layouts.legacy import Advice
-from .runtime.memory import release, tune_allocator
-from .plan import Plan, plan_devices, plan_export
-from .layouts import db as db_output
-from .outputs import timeline_index
+from .decode.data import ProfData
+from .decode.dataset import load_prof
 from .decode.windows import NotWindowable, check_selection, device_ids
 from .derive.selection import ModelChoice, check_args
+from .layouts import db as db_output
+from .layouts.legacy import Advice
+from .outputs import timeline_index
+from .plan import Plan, plan_devices, plan_export
+from .runtime.memory import release, tune_allocator
 from .runtime.parallel import usable_cores
 from .sinks.streams import SLICE_INDEX
 from .sinks.writers import CSV_SLICE_ROWS, JSON_SLICE_EVENTS, clean_stale_temps
@@ -157,8 +158,7 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
 
     progress = None
     if sys.stderr.isatty() and not quiet:
-        from rich.progress import (BarColumn, Progress, SpinnerColumn, TextColumn,
-                                   TimeElapsedColumn)
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         # two stages per PROF dir (decode, write): long single-PROF exports still move
         progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
@@ -318,8 +318,8 @@ def _export_text(prof: Path, result: ExportResult, layout: str,
     files mix the devices (one plan, every device with the same cuts); the legacy layout
     exports each device on its own (a plan per device, the one-window ones sharing one
     decode).  `all_models` (legacy): after the default model, one more pass per model."""
-    from .layouts.mindstudio import export_mindstudio
     from .layouts.legacy import export_legacy
+    from .layouts.mindstudio import export_mindstudio
 
     stage(f"Scanning {prof.name}")
     if layout == "mindstudio":

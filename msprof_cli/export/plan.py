@@ -23,9 +23,11 @@ import pandas as pd
 from msprof_cli.errors import ProfDirError
 
 from .decode.control_info import ResultDirInfo
-from .decode.dataset import ProfData, load_prof
-from .decode.windows import (INT64_MAX, INT64_MIN, Whole, WindowPlan, device_ids, l2_rows,
-                      load_window, plan_all_devices, plan_windows)
+from .decode.data import ProfData
+from .decode.dataset import load_prof
+from .decode.quiet import INT64_MAX, INT64_MIN
+from .decode.window_load import l2_rows, load_window
+from .decode.windows import Whole, WindowPlan, device_ids, plan_all_devices, plan_windows
 
 
 @dataclass

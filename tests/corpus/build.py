@@ -59,9 +59,10 @@ def _cases(work: Path) -> Iterator[tuple[str, Path]]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     sys.path.insert(0, str(ROOT / "tests"))
     import gen_prof
-    from tests.rich_prof import build_prof
     from test_device_records import make_chunk, run
     from test_export_files import cfg
+
+    from tests.rich_prof import build_prof
 
     yield "one_device", gen_prof.generate(6000, work / "one_device", batch_tasks=1500,
                                           quiet=True)

@@ -1,7 +1,9 @@
 """The script runs its own tf.profiler while msprof profiles it (one profiler slot)."""
 import os
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf
+
 w = tf.Variable(tf.ones((8, 4)))
 @tf.function
 def step(x):

@@ -37,20 +37,19 @@ import pandas as pd
 from msprof_cli.raw import layouts as L
 from msprof_cli.raw.profdir import result_dirs
 
-from .control_info import ResultDirInfo, read_result_dir, to_mono_ns
-from .device import (STREAM_MASK, aicpu_task_rows, assign_batches, decode_device,
-                     memcpy_states, reviewed)
-from ..fmt import ts_sort_key
-from .host import decode_host
 from ..runtime.memory import release
-from .rawread import (DecodeLog, device_regex, host_regex, data_files, device_records,
-                      host_records, read_files, type_info_dict)
+from .control_info import ResultDirInfo, read_result_dir, to_mono_ns
+from .device import (STREAM_MASK, aicpu_task_rows, assign_batches, decode_device, memcpy_states,
+                     reviewed)
+from .quiet import (by_occurrence, count_before, cuts_at, cuts_by, host_models_of, launch_flows,
+                    quiet_points, task_groups)
+from .rawread import (DecodeLog, data_files, device_records, device_regex, host_records, host_regex,
+                      read_files, type_info_dict)
+from .time_index import PmuIndex, TimeIndex
 
 WINDOW_TASKS_ENV = "MSPROF_EXPORT_WINDOW_TASKS"
 WINDOW_TASKS = 500_000  # device tasks per window (~1.2 GB of decode and rendering at most)
 WHOLE_UP_TO = 2_000_000  # below this the whole export (parallel jobs, ~1.3 GB per 1M) is used
-BLOCK = 4096  # records per block of a TimeIndex
-INT64_MIN, INT64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 
 
 def window_tasks() -> tuple[int, int]:
@@ -67,95 +66,6 @@ def window_tasks() -> tuple[int, int]:
 
 class NotWindowable(Exception):
     """A window's decode found something the whole-file scan did not: export whole."""
-
-
-@dataclass
-class TimeIndex:
-    """The records of one raw kind located by local time: min and max per block of BLOCK
-    records (files are nearly in time order, so a window reads few blocks it does not
-    keep) and the records every window takes (`always`: flips, step markers)."""
-
-    kind: str
-    device: bool
-    field: str
-    n: int
-    mins: np.ndarray
-    maxs: np.ndarray
-    always: np.ndarray
-
-    @classmethod
-    def build(cls, kind: str, device: bool, field_: str, times: np.ndarray,
-              always: np.ndarray | None = None) -> "TimeIndex":
-        n = len(times)
-        starts = np.arange(0, n, BLOCK)
-        mins = np.minimum.reduceat(times, starts) if n else np.zeros(0, np.int64)
-        maxs = np.maximum.reduceat(times, starts) if n else np.zeros(0, np.int64)
-        return cls(kind, device, field_, n, mins, maxs,
-                   np.zeros(0, np.int64) if always is None else always.astype(np.int64))
-
-    def select(self, lo: int, hi: int, rd: ResultDirInfo, always: np.ndarray | None = None
-               ) -> np.ndarray:
-        """Sorted indices of the records with local time in [lo, hi), plus `always` (by
-        default the index's own)."""
-        always = self.always if always is None else always
-        blocks = np.flatnonzero((self.maxs >= lo) & (self.mins < hi))
-        if len(blocks) == 0:
-            return always
-        cand = (blocks[:, None] * BLOCK + np.arange(BLOCK)).ravel()
-        cand = cand[cand < self.n]
-        log = DecodeLog()
-        if self.device:
-            cols = device_records(rd.data_dir, self.kind, log, [self.field], select=cand)
-            t = to_mono_ns(cols[self.field], rd) + np.int64(rd.offset_ns)
-        else:
-            cols = host_records(rd.data_dir, self.kind, log, [self.field], select=cand)
-            t = cols[self.field].astype(np.int64) + np.int64(rd.offset_ns)
-        keep = cand[(t >= lo) & (t < hi)]
-        if not len(always):
-            return keep
-        # both sorted: a sort of the two and a pass over neighbours (np.union1d hashes:
-        # ~2 s per window for a million step-trace records)
-        both = np.concatenate([keep, always])
-        both.sort()
-        return both[np.r_[True, both[1:] != both[:-1]]] if len(both) else both
-
-
-@dataclass
-class PmuIndex:
-    """aicore records by (stream, task, occurrence): `comp` sorted composite keys
-    ``(stream << 16 | task) << 32 | occurrence``, `rec` their record indices; `base` the
-    occurrences of each key (`keys`) taken by the windows so far."""
-
-    comp: np.ndarray
-    rec: np.ndarray
-    keys: np.ndarray
-    base: np.ndarray
-
-    @classmethod
-    def build(cls, stream: np.ndarray, task: np.ndarray) -> "PmuIndex":
-        key = (stream.astype(np.int64) & STREAM_MASK) << 16 | task.astype(np.int64)
-        order = np.argsort(key, kind="stable")
-        ks = key[order]
-        new = np.r_[True, ks[1:] != ks[:-1]] if len(ks) else np.zeros(0, bool)
-        first = np.flatnonzero(new)
-        occ = np.arange(len(ks)) - np.repeat(first, np.diff(np.r_[first, len(ks)]))
-        return cls(comp=(ks << 32) | occ, rec=order.astype(np.int64), keys=ks[first],
-                   base=np.zeros(len(first), np.int64))
-
-    def records(self, stream: np.ndarray, task: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
-        """For candidate tasks (in time order) of the next window: (positions among them
-        that have a PMU record, those records' indices); advances the occurrence counters."""
-        key = (stream.astype(np.int64) << 16) | task.astype(np.int64)
-        occ = pd.Series(key).groupby(key, sort=False).cumcount().to_numpy(np.int64)
-        pos = np.minimum(np.searchsorted(self.keys, key), max(len(self.keys) - 1, 0))
-        known = (self.keys[pos] == key) if len(self.keys) else np.zeros(len(key), bool)
-        occ = occ + np.where(known, self.base[pos], 0)
-        np.add.at(self.base, pos[known], 1)
-        query = (key << 32) | occ
-        j = np.minimum(np.searchsorted(self.comp, query), max(len(self.comp) - 1, 0))
-        hit = known & (self.comp[j] == query) if len(self.comp) else known & False
-        return np.flatnonzero(hit), self.rec[j[hit]]
 
 
 @dataclass
@@ -196,10 +106,6 @@ def _files_exist(data_dir: Path, regex) -> bool:
     return bool(data_files(data_dir, regex, DecodeLog()))
 
 
-def _count_before(sorted_times: np.ndarray, at: np.ndarray) -> np.ndarray:
-    return np.searchsorted(sorted_times, at, side="left")
-
-
 @dataclass(frozen=True)
 class Whole:
     """The scan's answer for a PROF dir that is exported as one window, and why."""
@@ -211,147 +117,13 @@ def _whole(why: str) -> Whole:
     return Whole(why)
 
 
-def _groups(stream: np.ndarray, task: np.ndarray, batch: np.ndarray) -> np.ndarray:
-    """One int64 per (stream, task, batch): u16 ids, batch < 2**31."""
-    return ((stream.astype(np.int64) << 16 | task.astype(np.int64)) << 31) \
-        | batch.astype(np.int64)
-
-
-def _by_occurrence(group: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray,
-                                                             np.ndarray, np.ndarray]:
-    """Rows given in time order -> (group, occurrence, time, row order) sorted by (group,
-    occurrence): occurrence = the row's rank among the rows of its group
-    (groupby.cumcount); row order = the given rows' positions in that order."""
-    order = np.argsort(group, kind="stable")
-    g = group[order]
-    new = np.r_[True, g[1:] != g[:-1]] if len(g) else np.zeros(0, bool)
-    first = np.flatnonzero(new)
-    occ = np.arange(len(g)) - np.repeat(first, np.diff(np.r_[first, len(g)]))
-    return g, occ, t[order], order
-
-
-def _matched(host: tuple[np.ndarray, ...], dev: tuple[np.ndarray, ...]
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """The task_track join of dataset.build_device on (stream, task, batch, occurrence),
-    both sides given as `_by_occurrence` tuples -- the device rows of a group are its
-    occurrences 0, 1, ... in order, so host row i matches device row lo(group) +
-    occurrence(i): (host rows with a match, their device rows), positions in those orders."""
-    hg, ho = host[0], host[1]
-    dg = dev[0]
-    lo = np.searchsorted(dg, hg, side="left")
-    n = np.searchsorted(dg, hg, side="right") - lo
-    ok = ho < n
-    return np.flatnonzero(ok), (lo + ho)[ok]
-
-
-def _launch_flows(host: tuple[np.ndarray, ...], dev: tuple[np.ndarray, ...]
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sorted begins and ends of the launch -> task flows (`_matched` pairs), and the
-    matched host rows."""
-    hi, di = _matched(host, dev)
-    a, b = host[2][hi], dev[2][di]
-    return np.sort(np.minimum(a, b)), np.sort(np.maximum(a, b)), hi
-
-
-def _host_models(thread: np.ndarray, ts: np.ndarray, me: dict[str, np.ndarray]) -> set[int]:
-    """legacy.host_models from the scan: the models of the launches matched to a device
-    task (`thread`, `ts`: local ns), each the ModelExecute span of its thread enclosing it
-    as dataset.enclose finds it (latest begin <= ts, ts <= its end), NO_MODEL where none
-    does."""
-    from .control_info import NO_MODEL
-
-    models: set[int] = set()
-    for th in np.unique(thread):
-        t = ts[thread == th]
-        on = me["thread"] == th
-        order = np.argsort(me["begin"][on], kind="stable")
-        b, e, m = me["begin"][on][order], me["end"][on][order], me["model"][on][order]
-        i = np.searchsorted(b, t, side="right") - 1
-        inside = (i >= 0) & (t <= e[np.maximum(i, 0)]) if len(b) else np.zeros(len(t), bool)
-        models.update(int(x) for x in np.unique(m[i[inside]]))
-        if not inside.all():
-            models.add(NO_MODEL)
-    return models
-
-
-def _quiet_points(ab: np.ndarray, ae: np.ndarray, ds: np.ndarray, de: np.ndarray,
-                  flow_lo: np.ndarray, flow_hi: np.ndarray,
-                  comm: tuple[np.ndarray, ...] | None = None) -> np.ndarray:
-    """Sorted quiet points (all arguments sorted local ns: API begins / ends, task starts /
-    ends, launch -> task flow begins / ends): API begins (a step begins with a host API;
-    without host APIs, the task starts) where nothing is open, no flow is pending, and the
-    float sort key of the last end before is smaller (a window's events all sort first).
-    `comm`: (HCCL op execution starts, ends, computing task starts, ends): no execution is
-    open either, and none lies in the computing gap around the point (the Overlap Analysis
-    Free gap across a cut is then plain, as between two windows without HCCL)."""
-    cand = ab if len(ab) else ds
-    quiet = np.zeros(len(cand), bool)
-    for lo in range(0, len(cand), 1 << 22):
-        c = cand[lo:lo + (1 << 22)]
-        # no API open first: it keeps about one candidate per step for the other tests
-        ended_api = _count_before(ae, c)
-        at = np.flatnonzero(_count_before(ab, c) == ended_api)
-        c, ended_api = c[at], ended_api[at]
-        started, ended = _count_before(ds, c), _count_before(de, c)
-        q = started == ended
-        q &= _count_before(flow_lo, c) == _count_before(flow_hi, c)
-        last = np.maximum(np.where(ended_api > 0, ae[np.maximum(ended_api - 1, 0)], 0),
-                          np.where(ended > 0, de[np.maximum(ended - 1, 0)], 0))
-        if comm is not None and len(comm[0]):
-            q &= _comm_quiet(c, *comm)
-            cended = _count_before(comm[1], c)
-            last = np.maximum(last, np.where(cended > 0, comm[1][np.maximum(cended - 1, 0)],
-                                             0))
-        q &= ts_sort_key(last) < ts_sort_key(c)
-        quiet[lo + at] = q
-    return np.unique(cand[quiet])
-
-
-def _comm_quiet(c: np.ndarray, ms: np.ndarray, me: np.ndarray, cs: np.ndarray,
-                ce: np.ndarray) -> np.ndarray:
-    """No HCCL op execution [ms, me] open at c, and none in the computing gap (last
-    computing end before c, first computing start from c on)."""
-    ok = _count_before(ms, c) == _count_before(me, c)
-    n_ce, n_cs = _count_before(ce, c), _count_before(cs, c)
-    n_me, n_ms = _count_before(me, c), _count_before(ms, c)
-    big = np.iinfo(np.int64).max
-    gap_lo = np.where(n_ce > 0, ce[np.maximum(n_ce - 1, 0)], -big)
-    gap_hi = np.where(n_cs < len(cs), cs[np.minimum(n_cs, len(cs) - 1)], big)
-    comm_before = np.where(n_me > 0, me[np.maximum(n_me - 1, 0)], -big)
-    comm_after = np.where(n_ms < len(ms), ms[np.minimum(n_ms, len(ms) - 1)], big)
-    # a gap exists only between two computing intervals
-    in_gap = (n_ce > 0) & (n_cs < len(cs))
-    return ok & (~in_gap | ((comm_before <= gap_lo) & (comm_after >= gap_hi)))
-
-
-def _cuts(quiet: np.ndarray, ds: np.ndarray, target: int) -> tuple[list[int], list[int]]:
-    """Window bounds (INT64_MIN, quiet points ..., INT64_MAX) about `target` task starts
-    (`ds`, sorted) apart, and the tasks per window; a small rest joins the last window."""
-    return _cuts_by(quiet, _count_before(ds, quiet), len(ds), target)
-
-
-def _cuts_by(quiet: np.ndarray, before: np.ndarray, total: int, target: int
-             ) -> tuple[list[int], list[int]]:
-    """`_cuts` given the tasks before each quiet point and the total (several devices)."""
-    ds_len = total
-    cuts, sizes, last = [INT64_MIN], [], 0
-    while True:
-        i = int(np.searchsorted(before, last + target))
-        if i >= len(quiet) or ds_len - int(before[i]) < target // 4:
-            break  # no quiet point further on, or the rest is small: one last window
-        cuts.append(int(quiet[i]))
-        sizes.append(int(before[i]) - last)
-        last = int(before[i])
-    return cuts + [INT64_MAX], sizes + [ds_len - last]
-
-
 def check_selection(prof: Path, model_id: int | None, iteration_id: int | None,
                     iteration_count: int) -> None:
     """Raise the selection error of any device before a device-by-device export writes
     anything (as the whole export does): each device's iterations from its step-trace
     records only.  A device without step trace is checked by its own export."""
-    from .dataset import device_iterations
     from ..derive.selection import select
+    from .dataset import device_iterations
 
     if model_id is None and iteration_id is None:
         return  # the default selection cannot fail
@@ -522,7 +294,7 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
                                           "start": ds}), dev_flips, "start") \
         if len(dev_flips) else np.zeros(len(ds), np.int64)
     kept = ds >= dev_rd.begin_local_ns  # build_device drops the earlier tasks first
-    dev_occ = _by_occurrence(_groups(dstream[kept], dtask[kept], dbatch[kept]), ds[kept])
+    dev_occ = by_occurrence(task_groups(dstream[kept], dtask[kept], dbatch[kept]), ds[kept])
     del dstream, dtask, dbatch, kept
 
     pmu = None
@@ -568,8 +340,8 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
                                                      "ts": lts[order]}), host_flips, "ts")
         del order
     order = np.argsort(lts, kind="stable")
-    host_occ = _by_occurrence(_groups(lstream[order], ltask[order], lbatch[order]), lts[order])
-    flow_lo, flow_hi, hi = _launch_flows(host_occ, dev_occ)
+    host_occ = by_occurrence(task_groups(lstream[order], ltask[order], lbatch[order]), lts[order])
+    flow_lo, flow_hi, hi = launch_flows(host_occ, dev_occ)
     known: tuple[np.ndarray, np.ndarray] | None = None  # (thread, ts) of the matched launches
     if models:
         rows = order[host_occ[3][hi]]
@@ -594,7 +366,7 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
                             & (ab > hoff) & (ae != ab))
         # thread and model of those records only (a few per step, not per API)
         mc = host_records(hd, "api_event", log, ["thread_id", "item_id"], select=me)
-        host_models = _host_models(*known, {
+        host_models = host_models_of(*known, {
             "thread": mc["thread_id"].astype(np.int64), "begin": ab[me], "end": ae[me],
             "model": mc["item_id"].astype(np.uint64).astype(np.int64)})
         del me, mc, known
@@ -619,8 +391,8 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
     if tasks <= threshold and not _common:
         return _whole("small")
 
-    quiet = _quiet_points(ab, ae, ds, de, flow_lo, flow_hi, comm)
-    cuts, sizes = _cuts(quiet, ds, target)
+    quiet = quiet_points(ab, ae, ds, de, flow_lo, flow_hi, comm)
+    cuts, sizes = cuts_at(quiet, ds, target)
     if len(cuts) < 3 and not _common:  # one window: no quiet point where a cut would help
         return _whole("no quiet point")
     plan_log = DecodeLog()
@@ -665,8 +437,8 @@ def plan_all_devices(prof: Path, target: int | None = None) -> list[WindowPlan] 
     quiet = plans[0].quiet
     for p in plans[1:]:
         quiet = np.intersect1d(quiet, p.quiet, assume_unique=True)
-    before = sum(_count_before(p.starts, quiet) for p in plans)
-    cuts, sizes = _cuts_by(quiet, before, sum(p.tasks for p in plans), target_)
+    before = sum(count_before(p.starts, quiet) for p in plans)
+    cuts, sizes = cuts_by(quiet, before, sum(p.tasks for p in plans), target_)
     if len(cuts) < 3:
         return _whole("no quiet point")
     for p in plans:
@@ -675,62 +447,3 @@ def plan_all_devices(prof: Path, target: int | None = None) -> list[WindowPlan] 
     return plans
 
 
-def load_window(plan: WindowPlan | list[WindowPlan], k: int):
-    """ProfData of window k: the rows of the whole decode whose start lies in the window
-    (host API rows by begin, device tasks by start), all step-trace iterations.  With the
-    plans of several devices (plan_all_devices, same cuts): every device of the window."""
-    from .dataset import (HostData, ProfData, host_task_info, named_apis, attach_pmu,
-                          build_device)
-
-    plans = plan if isinstance(plan, list) else [plan]
-    first = plans[0]
-    lo, hi = first.bounds(k)
-    log = DecodeLog()
-    hsel = {kind: ix.select(lo, hi, first.host_rd) for kind, ix in first.host_index.items()}
-    tables = decode_host(first.host_rd.data_dir, log, select=hsel)
-    del hsel
-    apis = named_apis(tables, first.host_rd)
-    apis = apis[apis["begin_local"] >= first.host_rd.begin_local_ns].reset_index(drop=True)
-    host = HostData(rd=first.host_rd, tables=tables, apis=apis)
-    host_info = None
-    if len(plans) > 1 and len(tables.task_track) and tables.types:
-        host_info = host_task_info(tables)  # once for every device (as load_prof)
-    devices = []
-    for p in plans:
-        # the step-trace records are read by the first window only: every window has the
-        # iterations of the whole collection, decoded once
-        known = p.iterations is not None
-        dsel = {kind: ix.select(lo, hi, p.dev_rd,
-                                p.ts_flips if known and kind == "ts_track" else None)
-                for kind, ix in p.dev_index.items()}
-        dsel["l2_cache"] = np.zeros(0, np.int64)  # read at the end (l2_records)
-        dev = decode_device(p.dev_rd, log, select=dsel)
-        del dsel
-        d = build_device(p.dev_rd, dev, host, log, host_info)
-        del dev
-        # a window without host launch or node records still exports as the whole does
-        d.has_host_ops, d.has_node_info = p.host_ops, p.node_info
-        if known:
-            d.iterations = p.iterations
-        else:
-            p.iterations = d.iterations
-        if p.pmu is not None:
-            attach_pmu(d, p.pmu)
-        devices.append(d)
-    if log.warnings or log.bad_records or log.lost_records:
-        raise NotWindowable("; ".join(log.warnings) or "damaged records")
-    tables.tensors = tables.tensors.iloc[:0]
-    tables.apis = tables.apis.iloc[:0]
-    return ProfData(prof=first.prof, host=host, devices=devices, log=log,
-                    rank_ids=first.rank_ids)
-
-
-def l2_rows(plan: WindowPlan, chunk: int):
-    """The device's l2_cache records as frames (device.l2_frame) of `chunk` records, in
-    file order."""
-    from .device import l2_frame
-
-    for lo in range(0, plan.l2_records, chunk):
-        sel = np.arange(lo, min(lo + chunk, plan.l2_records), dtype=np.int64)
-        yield l2_frame(device_records(plan.dev_rd.data_dir, "l2_cache", DecodeLog(),
-                                      select=sel))

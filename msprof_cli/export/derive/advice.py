@@ -11,6 +11,7 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
+
 from .advice_table import NA_NS, OpTable, us_to_ns
 
 RULE_DESCRIPTIONS = {

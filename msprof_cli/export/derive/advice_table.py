@@ -1,7 +1,10 @@
-"""The op_summary rows as the advice rules read them (OpTable): rule field names from the op_summary header, numbers parsed once per distinct cell, task start times in exact ns."""
+"""The op_summary rows as the advice rules read them (OpTable): rule field names from the
+op_summary header, numbers parsed once per distinct cell, task start times in exact ns.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 

@@ -1,11 +1,13 @@
-"""The tuning advice as text: the console summary (one line per finding, the Computation rules as one statement naming each op's bottleneck pipe) and the real tool's Performance Summary Report (step-trace-and-advice.md 5.4), both from a prof_rule JSON and its RuleState."""
+"""The tuning advice as text: the console summary (one line per finding, the Computation rules as
+one statement naming each op's bottleneck pipe) and the real tool's Performance Summary Report
+(step-trace-and-advice.md 5.4), both from a prof_rule JSON and its RuleState.
+"""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
 from .advice import EVIDENCE_SCALE, PIPE_FIELDS, RuleState, num_text
-
 
 _PIPE_NAMES = ("cube", "vector", "scalar", "MTE1", "MTE2", "MTE3")
 COMPUTATION = "Computation"

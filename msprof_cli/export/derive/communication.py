@@ -16,13 +16,13 @@ import json
 import numpy as np
 import pandas as pd
 
-from ..decode.dataset import DeviceData, ProfData, comm_ops  # noqa: F401 (comm_ops: see dataset
-from ..fmt import float_str, int_str, py_round
-from .hccl import (DATA_TYPES, LINK_TYPES, OP_COLS, TRANSPORT_TYPES, device_rank,
-                   enum_names, hccl_records, op_executions, rank_ids, step_args)
+from ..decode.data import DeviceData, ProfData
 from ..decode.host import resolve
-from .selection import ALL, Selection, in_window
+from ..fmt import float_str, int_str, py_round
 from ..outputs.comm_layer import CommData
+from .hccl import (DATA_TYPES, LINK_TYPES, OP_COLS, TRANSPORT_TYPES, device_rank, enum_names,
+                   hccl_records, op_executions, rank_ids, step_args)
+from .selection import ALL, Selection, in_window
 
 HCCL_TASK_TYPE = "HCCL"
 COMMUNICATION_STATISTIC = ["OP Type", "Count", "Total Time(us)", "Min Time(us)",

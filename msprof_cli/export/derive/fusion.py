@@ -15,9 +15,10 @@ import pandas as pd
 from msprof_cli.raw import layouts as L
 
 from ..decode.control_info import NO_MODEL
-from ..decode.dataset import ProfData, enclose
+from ..decode.data import ProfData
+from ..decode.dataset import enclose
+from ..decode.host import NA, resolve, unique_rows
 from ..fmt import float_str, int_str
-from ..decode.host import NA, unique_rows, resolve
 
 FUSION_OP = ["Model Name", "Model ID", "Fusion Op", "Original Ops", "Memory Input(KB)",
              "Memory Output(KB)", "Memory Weight(KB)", "Memory Workspace(KB)",

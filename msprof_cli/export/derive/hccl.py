@@ -18,10 +18,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..outputs import trace as TR
-from ..decode.dataset import DeviceData, ProfData
-from ..fmt import int_str
+from ..decode.data import DeviceData, ProfData
 from ..decode.host import NA, resolve
+from ..fmt import int_str
+from ..outputs import trace as TR
 from ..outputs.numeric_trace import thread_meta, x_events
 from .selection import ALL, Selection, in_window
 

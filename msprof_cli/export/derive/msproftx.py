@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..outputs import trace as TR
-from ..decode.dataset import ProfData
-from ..fmt import int_str, ts_sort_key, us_str
+from ..decode.data import ProfData
 from ..decode.host import resolve
+from ..fmt import int_str, ts_sort_key, us_str
+from ..outputs import trace as TR
 from ..outputs.summaries import stamp
 
 SORT_APP = 6

@@ -22,11 +22,12 @@ import pandas as pd
 
 from msprof_cli.raw import layouts as L
 
+from ..decode.data import DeviceData, ProfData
+from ..decode.dataset import enclose
+from ..decode.host import NA, resolve, type_names
+from ..fmt import float_str, int_str, obj_full, py_round
 from ..outputs import timeline as T
 from ..outputs import trace as TR
-from ..decode.dataset import DeviceData, ProfData, enclose
-from ..fmt import float_str, int_str, obj_full, py_round
-from ..decode.host import NA, resolve, type_names
 from ..outputs.numeric_trace import thread_meta, x_events
 from .selection import Selection
 

@@ -33,16 +33,16 @@ import pandas as pd
 
 from msprof_cli.errors import ExportError
 
-from ..outputs import db_tables as DB
-from ..decode.dataset import ProfData
+from ..decode.data import ProfData
 from ..decode.host import NA
+from ..derive.selection import ALL
+from ..outputs import db_tables as DB
+from ..outputs.carry import slim_first, window_comm
+from ..outputs.overlap_layer import merge_intervals, overlap_intervals
+from ..plan import Plan
 from ..runtime.memory import release
 from ..runtime.parallel import JobPool
-from ..outputs.overlap_layer import merge_intervals, overlap_intervals
-from ..derive.selection import ALL
-from ..outputs.carry import slim_first, window_comm
-from ..plan import Plan
-from ..sinks.writers import FILE_MODE, write_error, output_dir
+from ..sinks.writers import FILE_MODE, output_dir, write_error
 
 SIDE_SCHEMA = {  # side tables: the db columns (codes for texts) + the device where missing
     "TASK": DB.SCHEMA["TASK"],
@@ -492,7 +492,6 @@ class _DbWindows:
                 conn.execute("COMMIT")
         finally:
             conn.execute("DETACH DATABASE side")
-
 
 
 def _map_name(key: tuple) -> str:

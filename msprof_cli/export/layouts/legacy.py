@@ -38,28 +38,29 @@ import pandas as pd
 from msprof_cli.raw import layouts as L
 from msprof_cli.raw.profdir import device_id_of, result_dirs
 
+from ..decode.comm_ops import number_comm_ops
+from ..decode.data import DeviceData, ProfData
 from ..derive import advice as A
 from ..derive import advice_table as OT
 from ..derive import advice_text as AT
 from ..derive import msproftx as X
 from ..derive import stack
-from ..outputs import summaries as S
-from ..outputs import timeline as T
-from ..outputs import overlap_layer as OV
-from ..outputs import comm_layer as CL
-from ..outputs import trace as TR
-from ..sinks import writers as W
-from ..decode.dataset import DeviceData, ProfData, number_comm_ops
-from ..fmt import ts_sort_key
 from ..derive.fusion import fusion_op, fusion_rows, workspace_kb
 from ..derive.hccl import hccl_layer, hccl_meta
-from ..runtime.memory import release
-from ..outputs.carry import (TASK_ROW_JOBS, TASK_ROW_STEMS, L2Names, WindowTimeline,
-                      close_json_streams, drive, msprof_meta, slim_first, timeline_window,
-                      window_comm, window_fusion_rows, write_l2_cache, write_task_rows)
-from ..runtime.parallel import JobPool
-from ..plan import Plan
 from ..derive.selection import ModelChoice, Selection, in_window, select
+from ..fmt import ts_sort_key
+from ..outputs import comm_layer as CL
+from ..outputs import overlap_layer as OV
+from ..outputs import summaries as S
+from ..outputs import timeline as T
+from ..outputs import trace as TR
+from ..outputs.carry import (TASK_ROW_JOBS, TASK_ROW_STEMS, L2Names, WindowTimeline,
+                             close_json_streams, drive, msprof_meta, slim_first, timeline_window,
+                             window_comm, window_fusion_rows, write_l2_cache, write_task_rows)
+from ..plan import Plan
+from ..runtime.memory import release
+from ..runtime.parallel import JobPool
+from ..sinks import writers as W
 from ..sinks.streams import CsvStream, JsonRowsStream, JsonStream, summary_stream
 from ..sinks.writers import AtomicFile, SliceNamer, write_csv, write_json_rows
 

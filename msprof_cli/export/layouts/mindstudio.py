@@ -20,26 +20,27 @@ import pandas as pd
 
 from msprof_cli.raw import layouts as L
 
+from ..decode.comm_ops import number_comm_ops
+from ..decode.data import ProfData
 from ..derive import communication as C
 from ..derive import fusion as F
 from ..derive import msproftx as X
+from ..derive.selection import ALL
+from ..outputs import comm_layer as CL
+from ..outputs import overlap_layer as OV
 from ..outputs import summaries as S
 from ..outputs import timeline as T
-from ..outputs import overlap_layer as OV
-from ..outputs import comm_layer as CL
 from ..outputs import trace as TR
-from ..sinks import writers as W
-from ..decode.dataset import ProfData, number_comm_ops
+from ..outputs.carry import (MEMCPY_ROWS, TASK_ROW_JOBS, TASK_ROW_STEMS, L2Names, WindowTimeline,
+                             close_json_streams, drive, msprof_meta, slim_first, timeline_window,
+                             window_comm, window_fusion_rows, write_l2_cache, write_task_rows)
+from ..outputs.readme import readme_text, summary_json_stem
+from ..plan import Plan
 from ..runtime.memory import release
 from ..runtime.parallel import JobPool
-from ..outputs.readme import readme_text, summary_json_stem
-from ..derive.selection import ALL
+from ..sinks import writers as W
 from ..sinks.streams import CsvStream, DeferredEvents, DeferredRows, JsonRowsStream, JsonStream
-from ..plan import Plan
 from ..sinks.writers import SliceNamer, write_csv, write_json_rows
-from ..outputs.carry import (MEMCPY_ROWS, TASK_ROW_JOBS, TASK_ROW_STEMS, L2Names, WindowTimeline,
-                      close_json_streams, drive, msprof_meta, slim_first, timeline_window,
-                      window_comm, window_fusion_rows, write_l2_cache, write_task_rows)
 
 OUTPUT_DIR = "mindstudio_profiler_output"
 

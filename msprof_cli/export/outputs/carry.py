@@ -29,22 +29,23 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..decode.data import HostData, ProfData
+from ..decode.quiet import INT64_MAX, INT64_MIN
 from ..derive import advice_table as OT
 from ..derive import fusion as F
+from ..derive.communication import device_comm
+from ..derive.stack import model_names
+from ..fmt import ts_sort_key
+from ..plan import Plan
+from ..runtime.parallel import run_jobs
+from ..sinks import writers as W
+from ..sinks.streams import CsvStream, JsonStream
+from . import comm_layer as CL
+from . import overlap_layer as OV
 from . import summaries as S
 from . import timeline as T
-from . import overlap_layer as OV
-from . import comm_layer as CL
 from . import trace as TR
-from ..sinks import writers as W
-from ..derive.communication import device_comm
-from ..decode.dataset import HostData, ProfData
-from ..fmt import ts_sort_key
-from ..runtime.parallel import run_jobs
-from ..derive.stack import model_names
-from ..sinks.streams import CsvStream, JsonStream
-from ..plan import Plan
-from ..decode.windows import INT64_MAX, INT64_MIN
+
 
 def _plus(t: int, sign: int = 1, margin: int = 1000) -> int:
     """t +- margin ns, the open ends of the first and last window kept open."""

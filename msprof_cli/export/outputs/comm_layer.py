@@ -1,13 +1,17 @@
-"""The msprof json Communication layer (timeline.md): a device's HCCL op executions on a lane per communication group and its hccl_info steps on a lane per plane, as the project draws them or (analysis=True) as the real analysis does."""
+"""The msprof json Communication layer (timeline.md): a device's HCCL op executions on a lane per
+communication group and its hccl_info steps on a lane per plane, as the project draws them or
+(analysis=True) as the real analysis does.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
-from ..decode.dataset import DeviceData
+
+from ..decode.data import DeviceData
 from ..fmt import ts_sort_key
 from .trace import Layer, dur_text, int_list, jstr, pid_of, process_meta, us_parts
-
 
 SORT_COMMUNICATION = 17
 PLANE_TID_BASE = 1000  # Communication process: op lanes tid 0.., plane lanes 1000 + plane

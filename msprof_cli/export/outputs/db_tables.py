@@ -28,12 +28,12 @@ import pandas as pd
 from msprof_cli.raw import control
 from msprof_cli.raw import layouts as L
 
-from ..derive import msproftx
-from ..decode.dataset import DROPPED_GE_TYPES, MEMCPY_SOURCE, DeviceData, ProfData
+from ..decode.data import DROPPED_GE_TYPES, MEMCPY_SOURCE, DeviceData, ProfData
 from ..decode.host import NA
 from ..decode.pmu import GB, tail_columns, tail_header
-from .timeline import CONTEXT_ID_910, task_kind
+from ..derive import msproftx
 from ..sinks.writers import FILE_MODE
+from .timeline import CONTEXT_ID_910, task_kind
 
 SCHEMA_VERSION = (1, 2, 0)
 NO_CONNECTION = 4294967295  # TASK/COMMUNICATION_OP.connectionId of a task without host launch

@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import trace as TR
 from ..fmt import int_str, ts_sort_key
+from . import trace as TR
 
 
 def x_events(name: np.ndarray, pid: int | np.ndarray, tid: np.ndarray, start_ns: np.ndarray,

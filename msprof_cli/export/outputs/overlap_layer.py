@@ -1,13 +1,18 @@
-"""The msprof json Overlap Analysis layer (timeline.md 7) and the interval arithmetic it rests on: Computing (the union of op_summary tasks), Communication, Communication(Not Overlapped) and Free; shared with the db's OVERLAP_ANALYSIS table."""
+"""The msprof json Overlap Analysis layer (timeline.md 7) and the interval arithmetic it rests on:
+Computing (the union of op_summary tasks), Communication, Communication(Not Overlapped) and
+Free; shared with the db's OVERLAP_ANALYSIS table.
+"""
 from __future__ import annotations
 
 import json
+
 import numpy as np
 import pandas as pd
-from ..decode.dataset import DeviceData
+
+from ..decode.data import DeviceData
 from ..fmt import ts_sort_key
-from .trace import Layer, SORT_OVERLAP, dur_text, pid_of, process_meta, us_parts
 from .comm_layer import CommData
+from .trace import SORT_OVERLAP, Layer, dur_text, pid_of, process_meta, us_parts
 
 
 def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -13,10 +13,10 @@ import pandas as pd
 
 from msprof_cli.raw import layouts as L
 
-from ..decode.dataset import DROPPED_GE_TYPES, MEMCPY_SOURCE, DeviceData
-from ..fmt import float_str, int_str, obj_full, py_round, us_list, us_str
+from ..decode.data import DROPPED_GE_TYPES, MEMCPY_SOURCE, DeviceData
 from ..decode.host import NA
 from ..decode.pmu import tail_columns, tail_header
+from ..fmt import float_str, int_str, obj_full, py_round, us_list
 
 Table = tuple[list[str], pd.DataFrame]
 RowRender = Callable[[int, int], pd.DataFrame]  # rows [lo, hi) of a table as str cells

@@ -10,16 +10,15 @@ Hardware tasks, HostToDevice flows, Overlap Analysis.
 """
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 
 from msprof_cli.raw import layouts as L
 
-from ..decode.dataset import MEMCPY_SOURCE, DeviceData
-from ..fmt import int_str, ts_sort_key, us_list, us_str
+from ..decode.data import MEMCPY_SOURCE, DeviceData
 from ..decode.host import NA
-from .trace import (HOST_SLOT, JCol, Layer, SORT_CANN, SORT_HARDWARE, STEP_TID_BASE, dur_json,
+from ..fmt import int_str, ts_sort_key, us_list, us_str
+from .trace import (HOST_SLOT, SORT_CANN, SORT_HARDWARE, STEP_TID_BASE, JCol, Layer, dur_json,
                     dur_text, obj_array, pid_of, process_meta, us_parts)
 
 CONTEXT_ID_910 = 4294967295

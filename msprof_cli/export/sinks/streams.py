@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import writers as W
 from ..runtime.parallel import parallel_available, run_jobs
-from .writers import AtomicFile, SliceNamer, render_csv, csv_line
+from . import writers as W
+from .writers import AtomicFile, SliceNamer, csv_line, render_csv
 
 
 class _Slices:
