@@ -377,14 +377,14 @@ def test_device_index_and_replica_scope() -> None:
 
 
 def test_replica_counterpart() -> None:
-    from msprof_cli.device.device import _replica_counterpart
+    from msprof_cli.device.step_trace import replica_counterpart
 
     names = {"S/replica_1/m/conv/Relu", "S/gradient_tape/replica_1/m/dense/BiasAddGrad"}
-    assert _replica_counterpart("S/m/conv/Relu", names) == "S/replica_1/m/conv/Relu"
-    assert _replica_counterpart("S/gradient_tape/m/dense/BiasAddGrad", names) == \
+    assert replica_counterpart("S/m/conv/Relu", names) == "S/replica_1/m/conv/Relu"
+    assert replica_counterpart("S/gradient_tape/m/dense/BiasAddGrad", names) == \
         "S/gradient_tape/replica_1/m/dense/BiasAddGrad"
-    assert _replica_counterpart("S/m/other", names) is None
-    assert _replica_counterpart(None, names) is None
+    assert replica_counterpart("S/m/other", names) is None
+    assert replica_counterpart(None, names) is None
 
 
 def test_split_steps_by_loop_iteration() -> None:
