@@ -11,7 +11,8 @@ import pytest
 
 from msprof_cli.collect import launcher, routes
 from msprof_cli.capture import OpRun, TensorSpec
-from msprof_cli.collect.convert import ConverterState, GraphRegistry, convert
+from msprof_cli.collect.convert import convert
+from msprof_cli.collect.converter_state import ConverterState, GraphRegistry
 from msprof_cli.collect.records import ExecRecord
 from msprof_cli.collect.sampling import WARMUP, SamplingPolicy
 from msprof_cli.collect.tf_graphs import StaticGraph, StaticOp, resolve
@@ -437,7 +438,8 @@ def test_sampled_chunks_are_converted_on_time(monkeypatch: pytest.MonkeyPatch) -
 
 def test_missing_collective_of_a_replica_is_restored_from_the_graph() -> None:
     from msprof_cli.capture import OpRun, TensorSpec
-    from msprof_cli.collect.convert import ConverterState, _restore_collectives
+    from msprof_cli.collect.collectives import restore_collectives
+    from msprof_cli.collect.converter_state import ConverterState
     from msprof_cli.collect.tf_graphs import StaticGraph, StaticOp
 
     spec = (TensorSpec((10,), "float32"),)
@@ -448,14 +450,14 @@ def test_missing_collective_of_a_replica_is_restored_from_the_graph() -> None:
     static.add("S/other/CollectiveReduceV2", StaticOp("CollectiveReduceV2", spec, spec, (), (), 0))
     ops = [OpRun("S/sgd/CollectiveReduceV2", "CollectiveReduceV2", 100, 150, 7),
            OpRun("S/dense/MatMul", "MatMul", 10, 20, 8)]
-    assert _restore_collectives(ops, static, ConverterState(), "k") == 1
+    assert restore_collectives(ops, static, ConverterState(), "k") == 1
     added = ops[-1]
     assert (added.name, added.device_id, added.start_ns, added.end_ns) == (
         "S/sgd/CollectiveReduceV2_1", 1, 100, 150)
     assert added.outputs == spec
     # nothing observed in the step: nothing to anchor the timing on, nothing restored
-    assert _restore_collectives([OpRun("a", "MatMul", 1, 2, 1)], static, ConverterState(),
-                                "k") == 0
+    assert restore_collectives([OpRun("a", "MatMul", 1, 2, 1)], static, ConverterState(),
+                               "k") == 0
 
 
 def test_swallowed_sigterm_exit_is_raised_again_at_the_next_step(monkeypatch) -> None:
@@ -509,7 +511,8 @@ def test_collectives_all_dropped_in_a_step_are_restored() -> None:
     AllReduce): they come back at their place in the last schedule, else just before the
     first observed op of their scope."""
     from msprof_cli.capture import OpRun, TensorSpec
-    from msprof_cli.collect.convert import ConverterState, Schedule, _restore_collectives
+    from msprof_cli.collect.collectives import restore_collectives
+    from msprof_cli.collect.converter_state import ConverterState, Schedule
     from msprof_cli.collect.tf_graphs import StaticGraph, StaticOp
 
     spec = (TensorSpec((10,), "float32"),)
@@ -524,7 +527,7 @@ def test_collectives_all_dropped_in_a_step_are_restored() -> None:
 
     # no earlier schedule: between the last op before the scope's first op and that op
     ops = step()
-    assert _restore_collectives(ops, static, ConverterState(), "k", (1000, 1200)) == 2
+    assert restore_collectives(ops, static, ConverterState(), "k", (1000, 1200)) == 2
     got = {o.name: (o.start_ns, o.end_ns, o.device_id) for o in ops[2:]}
     assert got == {"S/sgd/CollectiveReduceV2": (1020, 1100, 0),
                    "S/sgd/CollectiveReduceV2_1": (1020, 1100, 1)}
@@ -535,7 +538,7 @@ def test_collectives_all_dropped_in_a_step_are_restored() -> None:
         ("S/sgd/CollectiveReduceV2", "CollectiveReduceV2", 40, 60, 7, (), (), (), 0),
         ("S/sgd/CollectiveReduceV2_1", "CollectiveReduceV2", 41, 60, 7, (), (), (), 1)])
     ops = step()
-    assert _restore_collectives(ops, static, state, "k", (1000, 1200)) == 2
+    assert restore_collectives(ops, static, state, "k", (1000, 1200)) == 2
     got = {o.name: (o.start_ns, o.end_ns) for o in ops[2:]}
     assert got == {"S/sgd/CollectiveReduceV2": (1080, 1120),
                    "S/sgd/CollectiveReduceV2_1": (1082, 1120)}

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from msprof_cli.capture import CaptureChunk
-from msprof_cli.collect.convert import ConverterState, GraphRegistry, convert
+from msprof_cli.collect.convert import convert
+from msprof_cli.collect.converter_state import ConverterState, GraphRegistry
 from msprof_cli.collect.eager_shapes import EagerShapes
 # the launcher's result file: the PROF dirs written, and hint lines (NOTE_PREFIX)
 from msprof_cli.collect.launcher import NOTE_PREFIX, RESULT_FILE_VAR
