@@ -422,17 +422,17 @@ def test_sampled_chunks_are_converted_on_time(monkeypatch: pytest.MonkeyPatch) -
     from the last conversion, else parked samples pile up until exit (memory, SIGKILL loss)."""
     import time as _time
 
-    from msprof_cli.collect import agent as A
+    from msprof_cli.collect import collection as C
 
-    coll = A.Collection.__new__(A.Collection)
+    coll = C.Collection.__new__(C.Collection)
     coll.tracer, coll.records, coll.deferred = None, [], [(b"x", [], 1)]
     coll.pending_steps, coll.events_per_step, coll.steps_in_chunk = 5, 0.0, 0
     coll.chunk_started = _time.monotonic()  # the tracer just restarted for a sample
-    coll.converted_at = _time.monotonic() - A.FLUSH_SECONDS - 1
+    coll.converted_at = _time.monotonic() - C.FLUSH_SECONDS - 1
     assert coll.due()
     coll.converted_at = _time.monotonic()
     assert not coll.due()
-    coll.pending_steps = A.FLUSH_RECORDS
+    coll.pending_steps = C.FLUSH_RECORDS
     assert coll.due()
 
 
