@@ -11,7 +11,8 @@ import pytest
 
 from msprof_cli.capture import OpRun, TensorSpec
 from msprof_cli.collect import launcher, routes
-from msprof_cli.collect.convert import ConverterState, GraphRegistry, convert
+from msprof_cli.collect.convert import convert
+from msprof_cli.collect.converter_state import ConverterState, GraphRegistry
 from msprof_cli.collect.records import ExecRecord
 from msprof_cli.collect.sampling import WARMUP, SamplingPolicy
 from msprof_cli.collect.tf_graphs import StaticGraph, StaticOp, resolve
@@ -377,14 +378,14 @@ def test_device_index_and_replica_scope() -> None:
 
 
 def test_replica_counterpart() -> None:
-    from msprof_cli.device.device import _replica_counterpart
+    from msprof_cli.device.step_trace import replica_counterpart
 
     names = {"S/replica_1/m/conv/Relu", "S/gradient_tape/replica_1/m/dense/BiasAddGrad"}
-    assert _replica_counterpart("S/m/conv/Relu", names) == "S/replica_1/m/conv/Relu"
-    assert _replica_counterpart("S/gradient_tape/m/dense/BiasAddGrad", names) == \
+    assert replica_counterpart("S/m/conv/Relu", names) == "S/replica_1/m/conv/Relu"
+    assert replica_counterpart("S/gradient_tape/m/dense/BiasAddGrad", names) == \
         "S/gradient_tape/replica_1/m/dense/BiasAddGrad"
-    assert _replica_counterpart("S/m/other", names) is None
-    assert _replica_counterpart(None, names) is None
+    assert replica_counterpart("S/m/other", names) is None
+    assert replica_counterpart(None, names) is None
 
 
 def test_split_steps_by_loop_iteration() -> None:
@@ -421,23 +422,24 @@ def test_sampled_chunks_are_converted_on_time(monkeypatch: pytest.MonkeyPatch) -
     from the last conversion, else parked samples pile up until exit (memory, SIGKILL loss)."""
     import time as _time
 
-    from msprof_cli.collect import agent as A
+    from msprof_cli.collect import collection as C
 
-    coll = A.Collection.__new__(A.Collection)
+    coll = C.Collection.__new__(C.Collection)
     coll.tracer, coll.records, coll.deferred = None, [], [(b"x", [], 1)]
     coll.pending_steps, coll.events_per_step, coll.steps_in_chunk = 5, 0.0, 0
     coll.chunk_started = _time.monotonic()  # the tracer just restarted for a sample
-    coll.converted_at = _time.monotonic() - A.FLUSH_SECONDS - 1
+    coll.converted_at = _time.monotonic() - C.FLUSH_SECONDS - 1
     assert coll.due()
     coll.converted_at = _time.monotonic()
     assert not coll.due()
-    coll.pending_steps = A.FLUSH_RECORDS
+    coll.pending_steps = C.FLUSH_RECORDS
     assert coll.due()
 
 
 def test_missing_collective_of_a_replica_is_restored_from_the_graph() -> None:
     from msprof_cli.capture import OpRun, TensorSpec
-    from msprof_cli.collect.convert import ConverterState, _restore_collectives
+    from msprof_cli.collect.collectives import restore_collectives
+    from msprof_cli.collect.converter_state import ConverterState
     from msprof_cli.collect.tf_graphs import StaticGraph, StaticOp
 
     spec = (TensorSpec((10,), "float32"),)
@@ -448,14 +450,14 @@ def test_missing_collective_of_a_replica_is_restored_from_the_graph() -> None:
     static.add("S/other/CollectiveReduceV2", StaticOp("CollectiveReduceV2", spec, spec, (), (), 0))
     ops = [OpRun("S/sgd/CollectiveReduceV2", "CollectiveReduceV2", 100, 150, 7),
            OpRun("S/dense/MatMul", "MatMul", 10, 20, 8)]
-    assert _restore_collectives(ops, static, ConverterState(), "k") == 1
+    assert restore_collectives(ops, static, ConverterState(), "k") == 1
     added = ops[-1]
     assert (added.name, added.device_id, added.start_ns, added.end_ns) == (
         "S/sgd/CollectiveReduceV2_1", 1, 100, 150)
     assert added.outputs == spec
     # nothing observed in the step: nothing to anchor the timing on, nothing restored
-    assert _restore_collectives([OpRun("a", "MatMul", 1, 2, 1)], static, ConverterState(),
-                                "k") == 0
+    assert restore_collectives([OpRun("a", "MatMul", 1, 2, 1)], static, ConverterState(),
+                               "k") == 0
 
 
 def test_swallowed_sigterm_exit_is_raised_again_at_the_next_step(monkeypatch) -> None:
@@ -509,7 +511,8 @@ def test_collectives_all_dropped_in_a_step_are_restored() -> None:
     AllReduce): they come back at their place in the last schedule, else just before the
     first observed op of their scope."""
     from msprof_cli.capture import OpRun, TensorSpec
-    from msprof_cli.collect.convert import ConverterState, Schedule, _restore_collectives
+    from msprof_cli.collect.collectives import restore_collectives
+    from msprof_cli.collect.converter_state import ConverterState, Schedule
     from msprof_cli.collect.tf_graphs import StaticGraph, StaticOp
 
     spec = (TensorSpec((10,), "float32"),)
@@ -524,7 +527,7 @@ def test_collectives_all_dropped_in_a_step_are_restored() -> None:
 
     # no earlier schedule: between the last op before the scope's first op and that op
     ops = step()
-    assert _restore_collectives(ops, static, ConverterState(), "k", (1000, 1200)) == 2
+    assert restore_collectives(ops, static, ConverterState(), "k", (1000, 1200)) == 2
     got = {o.name: (o.start_ns, o.end_ns, o.device_id) for o in ops[2:]}
     assert got == {"S/sgd/CollectiveReduceV2": (1020, 1100, 0),
                    "S/sgd/CollectiveReduceV2_1": (1020, 1100, 1)}
@@ -535,7 +538,7 @@ def test_collectives_all_dropped_in_a_step_are_restored() -> None:
         ("S/sgd/CollectiveReduceV2", "CollectiveReduceV2", 40, 60, 7, (), (), (), 0),
         ("S/sgd/CollectiveReduceV2_1", "CollectiveReduceV2", 41, 60, 7, (), (), (), 1)])
     ops = step()
-    assert _restore_collectives(ops, static, state, "k", (1000, 1200)) == 2
+    assert restore_collectives(ops, static, state, "k", (1000, 1200)) == 2
     got = {o.name: (o.start_ns, o.end_ns) for o in ops[2:]}
     assert got == {"S/sgd/CollectiveReduceV2": (1080, 1120),
                    "S/sgd/CollectiveReduceV2_1": (1082, 1120)}

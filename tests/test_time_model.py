@@ -7,7 +7,8 @@ import numpy as np
 from test_device_records import STEP_OPS, T0, make_iteration, run
 
 from msprof_cli.capture import CaptureChunk, Iteration, ModelInfo, OpRun, TensorSpec
-from msprof_cli.collect.convert import ConverterState, _step_batch, _with_batch
+from msprof_cli.collect.converter_state import ConverterState
+from msprof_cli.collect.op_shapes import step_batch, with_batch
 from msprof_cli.collect.tf_graphs import StaticGraph, StaticOp
 from msprof_cli.device import readback as R
 from msprof_cli.device import time_model as TM
@@ -110,10 +111,10 @@ def test_batch_from_the_iterators_element_size():
     state = ConverterState()
     # batch 48 of (28, 28, 1) float32 images + int64 labels
     size = 48 * (28 * 28 * 4 + 8)
-    assert _step_batch(_graph((-1, 28, 28, 1)), [size], state, "k") == 48
-    assert _step_batch(_graph((-1, 28, 28, 1)), [size + 1], state, "k") is None
-    assert _step_batch(_graph((-1, -1, 1)), [size], state, "k") is None  # two unknowns
+    assert step_batch(_graph((-1, 28, 28, 1)), [size], state, "k") == 48
+    assert step_batch(_graph((-1, 28, 28, 1)), [size + 1], state, "k") is None
+    assert step_batch(_graph((-1, -1, 1)), [size], state, "k") is None  # two unknowns
     op = OpRun("m", "MatMul", 0, 1, 0, (TensorSpec((-1, 784), "float32"),),
                (TensorSpec((-1, 10), "float32"),))
-    _with_batch(op, 48, state)
+    with_batch(op, 48, state)
     assert op.inputs[0].shape == (48, 784) and op.outputs[0].shape == (48, 10)

@@ -13,21 +13,27 @@ Join rules (tensorflow-capture.md 6.1, 8):
   step whose marker encloses them, else they are single ops;
 * unsampled executions (no marker in the trace) replay the op schedule of the last sampled
   execution of the same graph, anchored at their own start and end (section 13).
+
+The rules above are this module's; the helpers they use live beside it: the state kept
+across chunks (converter_state.py), op shapes and the step's real batch (op_shapes.py),
+collectives the tracer dropped (collectives.py), what a model learns from its first traced
+step, FP/BP and transfers (model_graph.py), and the replay of unsampled steps (replay.py).
 """
 from __future__ import annotations
 
 import bisect
-import os
 import re
-from dataclasses import dataclass, field
 
-from msprof_cli.capture import (DTYPE_BYTES, CaptureChunk, Iteration, ModelInfo, OpRun,
-                                        TensorSpec)
+from msprof_cli.capture import CaptureChunk, Iteration, OpRun
 from msprof_cli.collect import eager_shapes
+from msprof_cli.collect.collectives import restore_collectives
+from msprof_cli.collect.converter_state import ConverterState, GraphRegistry, Schedule
+from msprof_cli.collect.model_graph import learn_model
+from msprof_cli.collect.op_shapes import (attach_shapes, has_unknown, model_batch, step_batch,
+                                          with_batch)
 from msprof_cli.collect.records import ExecRecord
-from msprof_cli.collect.tf_graphs import (CALL_OPS, CONTROL_FLOW_OPS, DATA_SOURCES, OpShape,
-                                          StaticGraph, StaticOp, data_edges, lowered_name,
-                                          replica_of_name, resolve)
+from msprof_cli.collect.replay import replay, replay_split, replay_wait, sampled_schedule
+from msprof_cli.collect.tf_graphs import StaticGraph
 from msprof_cli.collect.xspace import Event, Trace
 
 # eager ops that only create handles, constants or input-pipeline objects on the host
@@ -41,69 +47,6 @@ DATA_LINE_PREFIX = "tf_data"
 
 def is_host_eager(op_type: str) -> bool:
     return op_type in HOST_EAGER_OPS or op_type.endswith(("Dataset", "DatasetV2", "DatasetV3"))
-
-
-@dataclass
-class Schedule:
-    """Op schedule of one sampled execution, times relative to its start (plain tuples in
-    OpRun field order: replay builds thousands of OpRuns per second, so it must be cheap)."""
-
-    duration: int
-    ops: list[tuple]
-    version: int = 0  # static graph version the shapes came from
-    input_wait: int = 0  # measured input wait of the sampled step (ns)
-
-
-@dataclass
-class ConverterState:
-    """What survives from chunk to chunk within one collection (one PROF dir)."""
-
-    pid: int = field(default_factory=os.getpid)
-    main_thread_id: int = 0
-    model_ids: dict[str, int] = field(default_factory=dict)
-    models: dict[int, ModelInfo] = field(default_factory=dict)
-    iteration_counts: dict[int, int] = field(default_factory=dict)
-    thread_ids: dict[str, int] = field(default_factory=dict)
-    schedules: dict[str, Schedule] = field(default_factory=dict)
-    shape_caches: dict[str, dict[tuple[str, str], OpShape]] = field(default_factory=dict)
-    fp_bp_done: set[int] = field(default_factory=set)
-    # steps_per_execution > 1: per graph key, the schedule of each step of a sampled call
-    sub_schedules: dict[str, list[Schedule]] = field(default_factory=dict)
-    # the batch each graph's steps received (unknown dims resolved, _step_batch) and the
-    # specs rewritten with it
-    batches: dict[str, int] = field(default_factory=dict)
-    batch_shapes: dict[tuple, tuple] = field(default_factory=dict)
-    # this process is one rank of a multi-process job (MultiWorkerMirroredStrategy, ...):
-    # every collective of a step's graph ran (`_restore_collectives`)
-    multi_rank: bool = False
-
-    def model_id(self, key: str, name: str) -> int:
-        mid = self.model_ids.get(key)
-        if mid is None:
-            mid = len(self.model_ids) + 1
-            self.model_ids[key] = mid
-            self.models[mid] = ModelInfo(model_id=mid, name=name, graph_key=key)
-        return mid
-
-    def next_index(self, model_id: int) -> int:
-        n = self.iteration_counts.get(model_id, 0) + 1
-        self.iteration_counts[model_id] = n
-        return n
-
-    def thread_id(self, line_name: str) -> int:
-        """A stable, OS-like id per TF thread (TF ids are 64-bit hashes, not tids)."""
-        tid = self.thread_ids.get(line_name)
-        if tid is None:
-            tid = (self.pid + 1 + len(self.thread_ids)) & 0x7FFFFFFF
-            self.thread_ids[line_name] = tid
-        return tid
-
-
-@dataclass
-class GraphRegistry:
-    """Static graph maps by key (filled by the step hooks, read by the converter)."""
-
-    graphs: dict[str, StaticGraph] = field(default_factory=dict)
 
 
 def _interval_events(starts: list[int], events: list[Event], lo: int, hi: int) -> list[Event]:
@@ -243,7 +186,7 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
                     op = OpRun(name=ev.name, tf_type=ev.tf_type, start_ns=ev.start,
                                end_ns=max(ev.end, ev.start), thread_id=tid)
                     if seq is None:
-                        _attach_shapes(op, None, state)
+                        attach_shapes(op, None, state)
                         chunk.single_ops.append(op)
                         dropped_unknown += 1
                     else:
@@ -291,15 +234,15 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
             ops, compiled = _expand_compiled(ops, static, key)
             expanded_clusters += compiled
             for op in ops:
-                _attach_shapes(op, static, state, key)
-            restored = _restore_collectives(ops, static, state, key,
-                                            (marker.start, marker.end))
+                attach_shapes(op, static, state, key)
+            restored = restore_collectives(ops, static, state, key,
+                                           (marker.start, marker.end))
             lo = bisect.bisect_left(batches, (marker.start, -1))
             hi = bisect.bisect_right(batches, (marker.end, 1 << 62))
-            batch = _step_batch(static, [b for _, b in batches[lo:hi]], state, key)
+            batch = step_batch(static, [b for _, b in batches[lo:hi]], state, key)
             if batch:
                 for op in ops:
-                    _with_batch(op, batch, state)
+                    with_batch(op, batch, state)
             if restored:
                 restored_collectives += restored
                 ops.sort(key=lambda o: (o.start_ns, o.name))
@@ -313,13 +256,13 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
                         input_wait_ns=_wait_in(waits, s_, e_),
                         agent_before_ns=0 if k_ else rec.agent_before_ns))
                 if ops and (not rec.traced_now or key not in state.sub_schedules):
-                    state.sub_schedules[key] = [_schedule(o_, s_, e_, static)
+                    state.sub_schedules[key] = [sampled_schedule(o_, s_, e_, static)
                                                 for s_, e_, o_ in parts]
                 if ops and mid not in state.fp_bp_done:
-                    _fp_bp(state.models[mid], ops, static, fp_point, bp_point, chunk)
+                    learn_model(state.models[mid], ops, static, fp_point, bp_point, chunk)
                     state.fp_bp_done.add(mid)
                 if batch:
-                    _model_batch(state.models[mid], batch, state)
+                    model_batch(state.models[mid], batch, state)
                 continue
             it = Iteration(model_id=mid, index=state.next_index(mid), start_ns=start,
                            end_ns=end, thread_id=rec.thread_id, ops=ops,
@@ -331,23 +274,23 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
                      o.inputs, o.outputs, o.fused_ops, o.device_id, o.eager) for o in ops],
                     static.version if static is not None else 0, it.input_wait_ns)
             if ops and mid not in state.fp_bp_done:
-                _fp_bp(state.models[mid], ops, static, fp_point, bp_point, chunk)
+                learn_model(state.models[mid], ops, static, fp_point, bp_point, chunk)
                 state.fp_bp_done.add(mid)
             if batch:
-                _model_batch(state.models[mid], batch, state)
+                model_batch(state.models[mid], batch, state)
         elif rec.sub_steps > 1:
-            _replay_split(chunk, state, key, mid, rec, static)
+            replay_split(chunk, state, key, mid, rec, static)
             continue
         else:
             sched = state.schedules.get(key)
             it = Iteration(model_id=mid, index=state.next_index(mid), start_ns=rec.start_ns,
                            end_ns=max(rec.end_ns, rec.start_ns), thread_id=rec.thread_id,
-                           replayed=True, ops=_replay(sched, rec),
-                           input_wait_ns=_replay_wait(sched, rec),
+                           replayed=True, ops=replay(sched, rec),
+                           input_wait_ns=replay_wait(sched, rec),
                            agent_before_ns=rec.agent_before_ns)
             if static is not None and sched is not None and sched.version != static.version:
                 for op in it.ops:  # shapes improved since the sample (TF1 shape run)
-                    _attach_shapes(op, static, state, key)
+                    attach_shapes(op, static, state, key)
         chunk.iterations.append(it)
     for mid in used_models:
         chunk.models[mid] = state.models[mid]
@@ -355,8 +298,8 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
         chunk.notes.append(f"{expanded_clusters} executions of XLA-compiled functions were "
                            "replaced by their graph's ops (costed as GE compiles the TF graph; "
                            "their host times inside the cluster are not measured)")
-    unknown = sum(1 for it in chunk.iterations for o in it.ops if _has_unknown(o)) + \
-        sum(1 for o in chunk.single_ops if _has_unknown(o))
+    unknown = sum(1 for it in chunk.iterations for o in it.ops if has_unknown(o)) + \
+        sum(1 for o in chunk.single_ops if has_unknown(o))
     if unknown:
         chunk.notes.append(f"{unknown} op executions keep unknown (-1) dimensions: each such "
                            "dimension is costed as 32 elements (docs/device-model.md 3)")
@@ -365,154 +308,6 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
                            "were restored from the graph (timed like their replica siblings, or "
                            "from the model's last schedule when all were missing)")
     return chunk
-
-
-COLLECTIVE_TYPES = ("CollectiveReduceV2", "CollectiveReduceV3", "CollectiveAllToAllV2",
-                    "CollectiveAllToAllV3", "CollectiveGatherV2", "CollectiveBcastSendV2",
-                    "CollectiveBcastRecvV2", "CollectiveReduce", "CollectiveGather",
-                    "NcclAllReduce")
-
-
-def _restore_collectives(ops: list[OpRun], static: StaticGraph | None, state: ConverterState,
-                         key: str, marker: tuple[int, int] | None = None) -> int:
-    """Add the collective ops a traced step must have run but TF's tracer did not record.
-
-    TF 2.21 runs collectives on `collective_ops/*` threads and its host tracer drops some of
-    those events (seen: about 1 in 6 with 2 replicas, with and without sampling).  A step
-    of a replicated graph cannot finish without every replica's collective, so a collective
-    of the static graph that shares its scope with an observed one but is missing is put
-    back, timed like the observed siblings (a ring all-reduce ends on all ranks together)."""
-    if static is None:
-        return 0
-    seen = [o for o in ops if o.tf_type in COLLECTIVE_TYPES]
-    if not seen:
-        added = _restore_unseen_collectives(ops, static, state, key, marker)
-    else:
-        scopes = {o.name.rsplit("/", 1)[0] for o in seen}
-        start = min(o.start_ns for o in seen)
-        end = max(o.end_ns for o in seen)
-        added = 0
-        for name, sop in _missing_collectives(ops, static):
-            if name.rsplit("/", 1)[0] in scopes:
-                _put_back(ops, name, sop.type, start, end, seen[0].thread_id, static, state,
-                          key)
-                added += 1
-    if state.multi_rank:
-        added += _restore_rank_collectives(ops, static, state, key, marker)
-    return added
-
-
-_CONDITIONAL = re.compile(r"/(cond|then|else|body)(_\d+)?/")
-
-
-def _restore_rank_collectives(ops: list[OpRun], static: StaticGraph, state: ConverterState,
-                              key: str, marker: tuple[int, int] | None) -> int:
-    """One process per rank (MultiWorkerMirroredStrategy): the other ranks cannot finish a
-    step's collective without this rank, so every collective of the step's graph outside a
-    conditional or loop body ran here, e.g. the root-level all-reduce of
-    `strategy.reduce(...)` whose scope has no observed op.  A missing one is put back at its
-    place in the model's last schedule (scaled to this step), else just before the first
-    observed op that consumes it, else just after the last observed op."""
-    if not ops:
-        return 0
-    observed = list(ops)
-    sched = state.schedules.get(key)
-    prior = {op[0]: (op[2], op[3]) for op in sched.ops if op[1] in COLLECTIVE_TYPES} \
-        if sched is not None and marker is not None else {}
-    added = 0
-    for name, sop in _missing_collectives(observed, static):
-        if _CONDITIONAL.search(name):
-            continue
-        if name in prior:
-            start, end = _at_prior_place(prior[name], marker, sched.duration)
-        else:
-            users = [o.start_ns for o in observed
-                     if name in getattr(static.ops.get(o.name), "producers", ())]
-            if users:
-                end = min(users)
-                start = max((o.end_ns for o in observed if o.end_ns <= end), default=end)
-            else:
-                start = end = max(o.end_ns for o in observed)
-        _put_back(ops, name, sop.type, start, end, observed[0].thread_id, static, state, key)
-        added += 1
-    return added
-
-
-def _at_prior_place(prior: tuple[int, int], marker: tuple[int, int], duration: int
-                    ) -> tuple[int, int]:
-    """A collective's (start, end) at its place in the model's last schedule, scaled to the
-    step marked by `marker`."""
-    t0, t1 = marker
-    scale = max(t1 - t0, 1) / duration
-    s, e = prior
-    return t0 + int(s * scale), t0 + int(max(e, s) * scale)
-
-
-def _missing_collectives(ops: list[OpRun], static: StaticGraph) -> list[tuple[str, StaticOp]]:
-    names = {o.name for o in ops}
-    return [(name, sop) for name, sop in static.ops.items()
-            if sop.type in COLLECTIVE_TYPES and name not in names]
-
-
-def _put_back(ops: list[OpRun], name: str, tf_type: str, start: int, end: int, thread: int,
-              static: StaticGraph, state: ConverterState, key: str) -> None:
-    op = OpRun(name=name, tf_type=tf_type, start_ns=start, end_ns=end, thread_id=thread)
-    _attach_shapes(op, static, state, key)
-    ops.append(op)
-
-
-def _restore_unseen_collectives(ops: list[OpRun], static: StaticGraph, state: ConverterState,
-                                key: str, marker: tuple[int, int] | None) -> int:
-    """The tracer dropped *every* collective of a traced step (each replica's is lost about
-    1 time in 6, so all of them in some steps: a step without its AllReduce in CI).  A
-    collective of the static graph whose scope has observed ops is put back: at its place in
-    the model's last schedule (scaled to this step), else just before the first observed op
-    of its scope (the ops that consume the reduced gradients), after the op ending last
-    before that."""
-    if not ops:
-        return 0
-    observed = list(ops)  # anchors: the observed ops only, not the ones put back
-    sched = state.schedules.get(key)
-    prior = {op[0]: (op[2], op[3]) for op in sched.ops if op[1] in COLLECTIVE_TYPES} \
-        if sched is not None and marker is not None else {}
-    added = 0
-    for name, sop in _missing_collectives(observed, static):
-        scope = name.rsplit("/", 1)[0] + "/"
-        in_scope = [o for o in observed if o.name.startswith(scope)]
-        if not in_scope:
-            continue
-        if name in prior:
-            start, end = _at_prior_place(prior[name], marker, sched.duration)
-        else:
-            end = min(o.start_ns for o in in_scope)
-            start = max((o.end_ns for o in observed if o.end_ns <= end), default=end)
-        _put_back(ops, name, sop.type, start, end, in_scope[0].thread_id, static, state, key)
-        added += 1
-    return added
-
-
-def _attach_shapes(op: OpRun, static: StaticGraph | None, state: ConverterState,
-                   key: str = "") -> None:
-    version = static.version if static is not None else 0
-    shape = resolve(static, op.name, op.tf_type,
-                    state.shape_caches.setdefault(f"{key}@{version}", {}))
-    if shape is not None:
-        op.inputs, op.outputs, op.fused_ops = shape.inputs, shape.outputs, shape.fused_ops
-    # replica = the op's placement; else MirroredStrategy's `replica_N/` scope; else device 0
-    dev = shape.device if shape is not None else -1
-    if dev < 0:
-        dev = replica_of_name(op.name)
-    op.device_id = max(dev, 0)
-
-
-def _replay(schedule: Schedule | None, rec: ExecRecord) -> list[OpRun]:
-    if schedule is None:
-        return []
-    t0 = rec.start_ns
-    scale = max(rec.end_ns - t0, 1) / schedule.duration
-    return [OpRun(name, typ, t0 + int(s * scale), t0 + int(max(e, s) * scale), tid, ins, outs,
-                  fused, dev, eager)
-            for name, typ, s, e, tid, ins, outs, fused, dev, eager in schedule.ops]
 
 
 # executor plumbing of a graph walk: no op of its own on the device or the host
@@ -546,81 +341,6 @@ def _expand_compiled(ops: list[OpRun], static: StaticGraph | None, key: str
     return out, clusters
 
 
-def _has_unknown(op: OpRun) -> bool:
-    return any(d < 0 for t in op.inputs + op.outputs for d in t.shape)
-
-
-def _dtype_size(dtype: str) -> int | None:
-    """Bytes per element of a dense dtype (strings and handles have no fixed size here)."""
-    return None if dtype in ("string", "resource", "variant") else DTYPE_BYTES.get(dtype)
-
-
-def _step_batch(static: StaticGraph | None, sizes: list[int], state: ConverterState,
-                key: str) -> int | None:
-    """The batch size a step really received, when its graph left it unknown (Keras traces
-    the batch dimension as -1): the bytes of the element TF's iterator delivered
-    (`IteratorGetNextOp::DoCompute` element_size) = batch x the bytes of one sample of the
-    graph's input tensors (exactly one unknown dimension each).  None if it cannot tell."""
-    if static is None or not sizes:
-        return None
-    feeds = [t for name in static.inputs if (op := static.ops.get(name)) is not None
-             and op.type in DATA_SOURCES for t in op.outputs
-             if t.dtype not in ("resource", "variant")]
-    unknown = [t for t in feeds if any(d < 0 for d in t.shape)]
-    if not unknown or any(sum(d < 0 for d in t.shape) != 1 for t in unknown):
-        return None
-    per_sample = fixed = 0
-    for t in feeds:
-        size = _dtype_size(t.dtype)
-        if size is None:
-            return None
-        n = size
-        for d in t.shape:
-            n *= d if d >= 0 else 1
-        if t in unknown:
-            per_sample += n
-        else:
-            fixed += n
-    for size in sizes:
-        batch, rest = divmod(size - fixed, per_sample) if per_sample else (0, 1)
-        if rest == 0 and batch > 0:
-            state.batches[key] = batch
-            return batch
-    return None
-
-
-def _model_batch(model: ModelInfo, batch: int, state: ConverterState) -> None:
-    """The model's host<->device copies with the real batch (after `_transfers`)."""
-    probe = OpRun("", "", 0, 0, 0, model.feeds, model.fetches)
-    _with_batch(probe, batch, state)
-    model.feeds, model.fetches = probe.inputs, probe.outputs
-
-
-def _with_batch(op: OpRun, batch: int, state: ConverterState) -> None:
-    """Unknown dimensions of a step's op = the batch its input delivered (documented rule,
-    docs/collect.md: Keras / tf.data leave only the batch dimension unknown)."""
-    if not _has_unknown(op):
-        return
-    k = (op.inputs, op.outputs, batch)
-    hit = state.batch_shapes.get(k)
-    if hit is None:
-        def fix(specs: tuple[TensorSpec, ...]) -> tuple[TensorSpec, ...]:
-            return tuple(TensorSpec(tuple(batch if d < 0 else d for d in t.shape), t.dtype,
-                                    t.format) if any(d < 0 for d in t.shape) else t
-                         for t in specs)
-        hit = state.batch_shapes[k] = (fix(op.inputs), fix(op.outputs))
-    op.inputs, op.outputs = hit
-
-
-def _replay_wait(schedule: Schedule | None, rec: ExecRecord) -> int:
-    """Input wait of a replayed step: the sampled step's, scaled to this step's length like
-    its ops (the tracer is off, so the wait itself is not measured)."""
-    if schedule is None or not schedule.input_wait:
-        return 0
-    scale = max(rec.end_ns - rec.start_ns, 1) / schedule.duration
-    return min(int(schedule.input_wait * scale), max(rec.end_ns - rec.start_ns, 0))
-
-
 def _wait_in(waits: list[tuple[int, int]], start: int, end: int) -> int:
     """Input wait inside [start, end]: the union of the GetNext spans (`waits`, sorted by
     start), clipped to it.  A GetNext that began before the step is found by going back
@@ -644,95 +364,6 @@ def _input_waits(waits: list[tuple[int, int]], markers: dict[int, Event]) -> dic
     if not waits:
         return {}
     return {seq: w for seq, m in markers.items() if (w := _wait_in(waits, m.start, m.end))}
-
-
-def _fp_bp(model: ModelInfo, ops: list[OpRun], static: StaticGraph | None, fp_point: str,
-           bp_point: str, chunk: CaptureChunk) -> None:
-    """FP/BP ops of a model (step-trace-and-advice.md 4); project mapping in docs/collect.md."""
-    if static is not None:
-        model.op_order = dict(static.order)
-        model.producers = data_edges(static)
-    names = {o.name for o in ops}
-    if fp_point:
-        if fp_point in names or any(fp_point in o.fused_ops for o in ops):
-            model.fp_op = fp_point
-        else:
-            chunk.notes.append("First forward op name can't be found in graph for training "
-                               f"trace. ({fp_point!r}, model {model.name})")
-    if bp_point:
-        if bp_point in names or any(bp_point in o.fused_ops for o in ops):
-            model.bp_op = bp_point
-        else:
-            chunk.notes.append("Last backward op name can't be found in graph for training "
-                               f"trace. ({bp_point!r}, model {model.name})")
-    if static is None:
-        return
-    _transfers(model, static)
-    order = static.order
-    big = len(order) + 1
-    # runtime names of ops in lowered While/If bodies carry `/_<N>/`: static names without
-    static_name = {o.name: lowered_name(o.name) for o in ops}
-    if not fp_point:
-        feeds = _data_consumers(static)
-        cands = [o for o in ops if (static_name[o.name] in feeds or
-                 any(f in feeds for f in o.fused_ops)) and not _host_only(o.tf_type)]
-        if cands:
-            model.fp_op = min(cands, key=lambda o: order.get(static_name[o.name], big)).name
-    if not bp_point:
-        grads = [o for o in ops if ("gradient" in o.name) and static_name[o.name] in order]
-        if grads:
-            model.bp_op = max(grads, key=lambda o: order[static_name[o.name]]).name
-
-
-def _transfers(model: ModelInfo, static: StaticGraph) -> None:
-    """Host<->device copies of a step (docs/device-model.md 5.1): feeds = outputs of the graph's
-    data sources, except a called body's arguments (they repeat their caller's source);
-    fetches = the top-level graph's return values."""
-    calls = {n + "/" for n, op in static.ops.items()
-             if op.type in CALL_OPS or op.type in CONTROL_FLOW_OPS}
-    feeds = []
-    for name in sorted(static.inputs, key=lambda n: static.order.get(n, 0)):
-        op = static.ops.get(name)
-        if op is None or (op.type not in DATA_SOURCES
-                          and any(name.startswith(c) for c in calls)):
-            continue
-        feeds.extend(op.outputs)
-    model.feeds = tuple(feeds)
-    fetches = [t for t in static.outputs if t.dtype != "variant"]
-    if any(t.dtype == "variant" for t in static.outputs):
-        # Keras 3 returns its logs wrapped in an Optional (a variant handle): what is copied
-        # back are the values the top-level OptionalFromValue ops wrap
-        for name, op in static.ops.items():
-            if op.type == "OptionalFromValue" and not any(name.startswith(c) for c in calls):
-                fetches.extend(t for t in op.inputs if t.dtype not in ("resource", "variant"))
-    model.fetches = tuple(fetches)
-
-
-# data-handling ops that read the input but launch no device task (FP must be a compute op)
-_HOST_DATA_OPS = frozenset({"Identity", "Shape", "ShapeN", "Size", "Rank", "StridedSlice"})
-
-
-def _host_only(tf_type: str) -> bool:
-    return tf_type in _HOST_DATA_OPS or tf_type.startswith(("Optional", "Iterator"))
-
-
-def _data_consumers(static: StaticGraph) -> set[str]:
-    """Ops reading the graph's input data (directly or through untraced host ops)."""
-    sources = set(static.inputs)
-    out: set[str] = set()
-    passthrough = {"Identity", "Cast", "Reshape", "ExpandDims", "Squeeze", "OptionalGetValue",
-                   "OptionalFromValue"}
-    for _ in range(3):
-        grew = False
-        for name, op in static.ops.items():
-            if any(p in sources for p in op.producers):
-                if op.type in passthrough and name not in sources:
-                    sources.add(name)
-                    grew = True
-                out.add(name)
-        if not grew:
-            break
-    return out
 
 
 # --- steps_per_execution > 1 (Keras multi-step calls) ----------------------------------------
@@ -769,33 +400,3 @@ def split_steps(ops: list[OpRun], iter_of: dict[int, int], start: int, end: int
         parts[i].append(op)
     ends = bounds[1:] + [end]
     return [(bounds[i], max(ends[i], bounds[i] + 1), parts[i]) for i in range(len(ks))]
-
-
-def _schedule(ops: list[OpRun], start: int, end: int, static: StaticGraph | None) -> Schedule:
-    return Schedule(max(end - start, 1), [
-        (o.name, o.tf_type, o.start_ns - start, o.end_ns - start, o.thread_id, o.inputs,
-         o.outputs, o.fused_ops, o.device_id, o.eager) for o in ops],
-        static.version if static is not None else 0)
-
-
-def _replay_split(chunk: CaptureChunk, state: ConverterState, key: str, mid: int,
-                  rec: ExecRecord, static: StaticGraph | None) -> None:
-    """An unsampled multi-step call: `rec.sub_steps` Iterations of equal length over the
-    call's measured time; step i replays step i of the last sampled call (its later steps
-    replay that call's second step, which is in steady state; no sampled split yet: the
-    whole-call schedule is used for each step)."""
-    subs = state.sub_schedules.get(key) or \
-        ([state.schedules[key]] if key in state.schedules else [])
-    n = rec.sub_steps
-    t0, t1 = rec.start_ns, max(rec.end_ns, rec.start_ns + n)
-    for i in range(n):
-        s_ = t0 + (t1 - t0) * i // n
-        e_ = t0 + (t1 - t0) * (i + 1) // n
-        sched = subs[i] if i < len(subs) else (subs[min(1, len(subs) - 1)] if subs else None)
-        sub_rec = ExecRecord(seq=rec.seq, kind=rec.kind, name=rec.name, fn_name=rec.fn_name,
-                             model_key=rec.model_key, static_key=rec.static_key,
-                             start_ns=s_, end_ns=e_, thread_id=rec.thread_id)
-        chunk.iterations.append(Iteration(
-            model_id=mid, index=state.next_index(mid), start_ns=s_, end_ns=e_,
-            thread_id=rec.thread_id, replayed=True, ops=_replay(sched, sub_rec),
-            agent_before_ns=0 if i else rec.agent_before_ns))

@@ -70,7 +70,8 @@ class Profiler:
 
     def __enter__(self) -> "Profiler":
         global _ACTIVE
-        from msprof_cli.collect.agent import AGENT, warn
+        from msprof_cli.collect.agent import AGENT
+        from msprof_cli.collect.diagnostics import warn
 
         with _LOCK:
             if _ACTIVE is not None:

@@ -15,6 +15,7 @@ order of the first captured iteration when the order is unknown):
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -24,6 +25,7 @@ from msprof_cli.device import op_map
 FP_NOT_FOUND = "First forward op name can't be found in graph for training trace."
 BP_NOT_FOUND = "Last backward op name can't be found in graph for training trace."
 WEIGHT_UPDATE_GE = {"Assign", "AssignAdd", "AssignSub"}
+_REPLICA_SCOPE = re.compile(r"(?<![^/])replica_\d+/")
 
 
 @dataclass(frozen=True)
@@ -102,3 +104,16 @@ def _auto_bp(device_ops: list[tuple[str, str]]) -> str | None:
         if op_map.is_optimizer_type(tf_type) and i > 0:
             return device_ops[i - 1][0]
     return device_ops[-1][0]
+
+
+def replica_counterpart(name: str | None, names: set[str]) -> str | None:
+    """`name` if this device runs it, else this device's op that differs from it only by the
+    `replica_N/` scope tf.distribute gives replica N's copy of each op (None if none): with
+    several devices each gets the FP/BP of its own ops (`Device._resolve_fp_bp`)."""
+    if name is None or name in names:
+        return name
+    key = _REPLICA_SCOPE.sub("", name)
+    for other in names:
+        if _REPLICA_SCOPE.sub("", other) == key:
+            return other
+    return None

@@ -1,0 +1,64 @@
+"""Unsampled executions replay the op schedule of the last sampled execution of the same
+graph (tensorflow-capture.md 13): `sampled_schedule` records a traced step's ops relative to
+its start, `replay` lays them out again over an unsampled step's measured span (scaled),
+`replay_wait` scales its input wait, and `replay_split` cuts an unsampled multi-step call
+(Keras `steps_per_execution > 1`) into its steps.
+"""
+from __future__ import annotations
+
+from msprof_cli.capture import CaptureChunk, Iteration, OpRun
+from msprof_cli.collect.converter_state import ConverterState, Schedule
+from msprof_cli.collect.records import ExecRecord
+from msprof_cli.collect.tf_graphs import StaticGraph
+
+
+def replay(schedule: Schedule | None, rec: ExecRecord) -> list[OpRun]:
+    """The ops of an unsampled step: the sampled schedule's, scaled onto its measured span."""
+    if schedule is None:
+        return []
+    t0 = rec.start_ns
+    scale = max(rec.end_ns - t0, 1) / schedule.duration
+    return [OpRun(name, typ, t0 + int(s * scale), t0 + int(max(e, s) * scale), tid, ins, outs,
+                  fused, dev, eager)
+            for name, typ, s, e, tid, ins, outs, fused, dev, eager in schedule.ops]
+
+
+def replay_wait(schedule: Schedule | None, rec: ExecRecord) -> int:
+    """Input wait of a replayed step: the sampled step's, scaled to this step's length like
+    its ops (the tracer is off, so the wait itself is not measured)."""
+    if schedule is None or not schedule.input_wait:
+        return 0
+    scale = max(rec.end_ns - rec.start_ns, 1) / schedule.duration
+    return min(int(schedule.input_wait * scale), max(rec.end_ns - rec.start_ns, 0))
+
+
+def sampled_schedule(ops: list[OpRun], start: int, end: int, static: StaticGraph | None
+                     ) -> Schedule:
+    """The op schedule of a sampled step [start, end] (one step of a multi-step call)."""
+    return Schedule(max(end - start, 1), [
+        (o.name, o.tf_type, o.start_ns - start, o.end_ns - start, o.thread_id, o.inputs,
+         o.outputs, o.fused_ops, o.device_id, o.eager) for o in ops],
+        static.version if static is not None else 0)
+
+
+def replay_split(chunk: CaptureChunk, state: ConverterState, key: str, mid: int,
+                 rec: ExecRecord, static: StaticGraph | None) -> None:
+    """An unsampled multi-step call: `rec.sub_steps` Iterations of equal length over the
+    call's measured time; step i replays step i of the last sampled call (its later steps
+    replay that call's second step, which is in steady state; no sampled split yet: the
+    whole-call schedule is used for each step)."""
+    subs = state.sub_schedules.get(key) or \
+        ([state.schedules[key]] if key in state.schedules else [])
+    n = rec.sub_steps
+    t0, t1 = rec.start_ns, max(rec.end_ns, rec.start_ns + n)
+    for i in range(n):
+        s_ = t0 + (t1 - t0) * i // n
+        e_ = t0 + (t1 - t0) * (i + 1) // n
+        sched = subs[i] if i < len(subs) else (subs[min(1, len(subs) - 1)] if subs else None)
+        sub_rec = ExecRecord(seq=rec.seq, kind=rec.kind, name=rec.name, fn_name=rec.fn_name,
+                             model_key=rec.model_key, static_key=rec.static_key,
+                             start_ns=s_, end_ns=e_, thread_id=rec.thread_id)
+        chunk.iterations.append(Iteration(
+            model_id=mid, index=state.next_index(mid), start_ns=s_, end_ns=e_,
+            thread_id=rec.thread_id, replayed=True, ops=replay(sched, sub_rec),
+            agent_before_ns=0 if i else rec.agent_before_ns))

@@ -1,0 +1,337 @@
+"""One device's share of a chunk scheduled on its streams (docs/device-model.md 5, 6, 7).
+
+`schedule_device` turns the chunk's launched ops of one emulated device into scheduled
+streams (scheduler.py): AI Core kernels and the step-trace markers on the compute stream,
+AI CPU tasks, the collectives on the HCCL stream (one task per step of a collective when
+HCCL data is written: `hccl_steps`), and the input / output copies on the memcpy streams.
+It owns GE's cross-stream order (an AI CPU / HCCL task waits for the compute-stream task
+launched before it; the iteration-end markers wait for every stream) and the placement of
+the step-trace tags (model start / end, FP, BP, iteration end, the Reduce pairs around each
+all-reduce).
+
+The functions read the `Device`'s public state (options, devices, models, signatures, HCCL
+ranks) and change only the device's stream state (`DeviceDir.state`); the records of what
+they scheduled are written by stream_records.py.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from msprof_cli.device import memcpy as MC
+from msprof_cli.device import op_map
+from msprof_cli.device import scheduler as S
+from msprof_cli.device.chunk import ChunkCtx, DeviceDir, kind_lut
+from msprof_cli.device.host_records import hccl_step_plan
+
+if TYPE_CHECKING:  # annotations only: device.py imports this module
+    from msprof_cli.device.device import Device
+
+# step-trace tag ids of ts_track rptType 10 (docs/device-model.md 7)
+TAG_MODEL_START, TAG_MODEL_END, TAG_FP, TAG_BP, TAG_ITER_END = 0, 1, 2, 3, 4
+TAG_REDUCE_BASE = 10000
+# the stream each launched kind of op runs on
+_STREAM_LUT = kind_lut({op_map.KIND_AI_CORE: S.COMPUTE_STREAM,
+                        op_map.KIND_AI_CPU: S.AICPU_STREAM,
+                        op_map.KIND_HCCL: S.HCCL_STREAM})
+
+
+def schedule_device(device: Device, ctx: ChunkCtx, dd: DeviceDir
+                    ) -> tuple[dict[int, S.ScheduledStream], list[S.ScheduledStream],
+                               dict[str, np.ndarray] | None] | None:
+    """Schedule this device's tasks of the chunk on its streams (state updated)."""
+    ops, iters, win, kind = ctx.ops, ctx.iters, ctx.win, ctx.kind
+    cfg = device.config
+    clk = dd.state.clock
+    trace = cfg.training_trace
+    rows = np.flatnonzero((ops.device_id == dd.device_id) & (kind != op_map.KIND_NONE))
+    # iterations that this device takes part in (markers); empty iterations -> first device
+    it_rows = np.unique(ops.iter_row[(ops.device_id == dd.device_id) & (ops.iter_row >= 0)])
+    if len(iters) and dd.device_id == min(device.devices):
+        have_ops = np.zeros(len(iters), bool)
+        have_ops[ops.iter_row[ops.iter_row >= 0]] = True
+        it_rows = np.union1d(it_rows, np.flatnonzero(~have_ops))
+    if len(rows) == 0 and (len(it_rows) == 0 or not trace):
+        return None
+    tt = win.track_ts[rows]
+    ready = clk.ticks(tt + S.LAUNCH_LATENCY_NS)
+    dur = ctx.cost.dur_ticks[ops.sig[rows]]
+    stream = _STREAM_LUT[kind[rows]]
+    op_iter = ops.iter_row[rows]
+    n_it = len(iters)
+    copies = _memcpy_tasks(device, ctx, dd, it_rows)
+    h2d = None
+    if copies is not None and len(copies["h2d_it"]):
+        # input copy first: every task of the iteration waits for its batch (GE: the
+        # model's first task waits on the copy's event)
+        plan = S.StreamPlan()
+        plan.add(op_row=-1, order_ns=copies["h2d_ts"], sub=0,
+                 ready=clk.ticks(copies["h2d_ts"] + S.LAUNCH_LATENCY_NS),
+                 dur=copies["h2d_dur"], gap=S.TASK_GAP_TICKS, tag=-1,
+                 iter_row=copies["h2d_it"])
+        h2d = S.schedule(plan, dd.state, MC.H2D_STREAM)
+        h2d_end = np.full(n_it, S.NEVER, np.int64)
+        h2d_end[h2d.iter_row] = h2d.end
+        inn = op_iter >= 0
+        ready = ready.copy()
+        ready[inn] = np.maximum(ready[inn], h2d_end[op_iter[inn]])
+
+    # Cross-stream order (GE's event record/wait): an AI CPU / HCCL task waits for the
+    # compute-stream task launched just before it (its producer), and the iteration-end
+    # markers wait for the other streams.  Pass A schedules the compute stream on a
+    # scratch copy of its state to learn the producers' end times.
+    comp = dd.state.stream(S.COMPUTE_STREAM)
+    saved = (comp.counter, comp.free_tick)
+    no_end = np.full(n_it, S.NEVER, np.int64)
+    trial = S.schedule(_compute_plan(device, ctx, clk, it_rows, rows, tt, ready, dur, stream,
+                                     op_iter, no_end, {}, dd.device_id),
+                       dd.state, S.COMPUTE_STREAM)
+    comp.counter, comp.free_tick = saved
+    k_ops = trial.op_row >= 0
+    k_order, k_end = trial.order_ns[k_ops], trial.end[k_ops]
+    # Pass B: the AI CPU / HCCL streams wait for their producers, then the compute stream
+    # (whose end markers wait for those streams).  The trial compute schedule does not
+    # have those waits, so a producer can really end later than the trial says (the
+    # iteration before waited for a long collective): then a second round uses the
+    # producers of the first round's compute schedule, so an AI CPU / HCCL task (and its
+    # Reduce markers) never runs before its iteration's start marker.
+    sids = (S.AICPU_STREAM, S.HCCL_STREAM, S.COMPUTE_STREAM)
+    saved_all = {sid: (st.counter, st.free_tick) if (st := dd.state.streams.get(sid))
+                 else None for sid in sids}
+    for round_ in range(2):
+        if round_:  # the streams as they were before the first round
+            for sid, was in saved_all.items():
+                if was is None:
+                    dd.state.streams.pop(sid, None)
+                else:
+                    st = dd.state.streams[sid]
+                    st.counter, st.free_tick = was
+        scheduled, other_end = _side_and_compute(
+            device, ctx, dd, clk, it_rows, rows, tt, ready, dur, stream, op_iter, k_order, k_end,
+            trace, n_it)
+        comp_sch = scheduled.get(S.COMPUTE_STREAM)
+        side = [scheduled[sid] for sid in (S.AICPU_STREAM, S.HCCL_STREAM)
+                if sid in scheduled]
+        if round_ or comp_sch is None or not side:
+            break
+        k_ops = comp_sch.op_row >= 0
+        new_end = comp_sch.end[k_ops]
+        if np.array_equal(new_end, k_end) or len(new_end) != len(k_end):
+            break  # the trial was right: nothing to redo
+        k_order, k_end = comp_sch.order_ns[k_ops], np.maximum(k_end, new_end)
+    memcpy: list[S.ScheduledStream] = [h2d] if h2d is not None else []
+    if copies is not None and len(copies["d2h_it"]):
+        # output copy after the iteration's last task on every stream
+        last = other_end.copy()
+        comp = scheduled.get(S.COMPUTE_STREAM)
+        if comp is not None:
+            sel = comp.iter_row >= 0
+            np.maximum.at(last, comp.iter_row[sel], comp.end[sel])
+        it = copies["d2h_it"]
+        plan = S.StreamPlan()
+        plan.add(op_row=-1, order_ns=copies["d2h_ts"], sub=0,
+                 ready=np.maximum(clk.ticks(copies["d2h_ts"] + S.LAUNCH_LATENCY_NS),
+                                  last[it]),
+                 dur=copies["d2h_dur"], gap=S.TASK_GAP_TICKS, tag=-1, iter_row=it)
+        memcpy.append(S.schedule(plan, dd.state, MC.D2H_STREAM))
+    return scheduled, memcpy, copies
+
+
+def _side_and_compute(device: Device, ctx: ChunkCtx, dd: DeviceDir, clk: S.DeviceClock,
+                      it_rows: np.ndarray, rows: np.ndarray, tt: np.ndarray,
+                      ready: np.ndarray, dur: np.ndarray, stream: np.ndarray,
+                      op_iter: np.ndarray, k_order: np.ndarray, k_end: np.ndarray,
+                      trace: bool, n_it: int
+                      ) -> tuple[dict[int, S.ScheduledStream], np.ndarray]:
+    """AI CPU / HCCL streams after their producers (`k_order`/`k_end`: launch times and
+    end ticks of the compute-stream tasks), then the compute stream."""
+    scheduled: dict[int, S.ScheduledStream] = {}
+    for sid in (S.AICPU_STREAM, S.HCCL_STREAM):
+        m = stream == sid
+        dep = ready[m].copy()
+        if len(k_order) and m.any():
+            pos = np.searchsorted(k_order, tt[m], side="left") - 1
+            has = pos >= 0
+            dep[has] = np.maximum(dep[has], k_end[pos[has]] + S.EVENT_WAIT_TICKS)
+        plan = S.StreamPlan()
+        if sid == S.HCCL_STREAM and hccl_steps_on(device) and m.any():
+            # one task per step of the collective (hccl_step_plan), back to back, the
+            # op's duration split evenly: HCCL launches each step as its own task
+            steps, _ = hccl_steps(device, ctx, rows[m], dd.device_id)
+            rep = np.repeat(np.arange(int(m.sum())), steps)
+            k = np.arange(len(rep)) - np.repeat(np.cumsum(steps) - steps, steps)
+            d, n = dur[m][rep], steps[rep]
+            plan.add(op_row=rows[m][rep], order_ns=tt[m][rep], sub=0, ready=dep[rep],
+                     dur=np.maximum(d * (k + 1) // n - d * k // n, 1),
+                     gap=np.where(k == 0, S.TASK_GAP_TICKS, 0), tag=-1,
+                     iter_row=op_iter[m][rep])
+        else:
+            plan.add(op_row=rows[m], order_ns=tt[m], sub=0, ready=dep, dur=dur[m],
+                     gap=S.TASK_GAP_TICKS, tag=-1, iter_row=op_iter[m])
+        if sid == S.HCCL_STREAM and trace:
+            _reduce_markers(plan, ctx, rows[m], tt[m], dep, op_iter[m])
+        if plan.op_row:
+            scheduled[sid] = S.schedule(plan, dd.state, sid)
+    other_end = np.full(n_it, S.NEVER, np.int64)
+    op_end = {}
+    for sch in scheduled.values():
+        sel = sch.iter_row >= 0
+        if n_it and sel.any():
+            np.maximum.at(other_end, sch.iter_row[sel], sch.end[sel])
+        for r, e in zip(sch.op_row[sch.op_row >= 0].tolist(),
+                        sch.end[sch.op_row >= 0].tolist()):
+            op_end[r] = e
+    plan = _compute_plan(device, ctx, clk, it_rows, rows, tt, ready, dur, stream, op_iter,
+                         other_end, op_end, dd.device_id)
+    if plan.op_row:
+        scheduled[S.COMPUTE_STREAM] = S.schedule(plan, dd.state, S.COMPUTE_STREAM)
+    return scheduled, other_end
+
+
+def _memcpy_tasks(device: Device, ctx: ChunkCtx, dd: DeviceDir, it_rows: np.ndarray
+                  ) -> dict[str, np.ndarray] | None:
+    """Input / output copies of this device's iterations (device/memcpy.py): iteration
+    rows, task_track times (middle of the GE InputCopy / OutputCopy API), durations."""
+    if ctx.copies is None or not len(it_rows):
+        return None
+    ops, iters = ctx.ops, ctx.iters
+    n_it = len(iters)
+    ib, ie, iok, ob, oe, ook = ctx.copies
+    feed, fetch, known = MC.model_bytes(device.models, iters.model_id)
+    # devices per iteration: the batch is split over the replicas
+    inn = ops.iter_row >= 0
+    # distinct (iteration, device) pairs as one int64 key each (np.unique with axis=1
+    # sorts void records: ~10x slower, it was 5 % of a loop-heavy model's collect)
+    dev = ops.device_id[inn].astype(np.int64)
+    if len(dev):
+        dev = dev - dev.min()
+    span = int(dev.max()) + 1 if len(dev) else 1
+    pairs_it = np.unique(ops.iter_row[inn].astype(np.int64) * span + dev) // span
+    n_dev = np.maximum(np.bincount(pairs_it, minlength=n_it), 1)
+    # fallback: outputs of this device's data-source ops of the step
+    src = MC.source_bytes_per_sig(device.sigs, ctx.sig["bytes_out"])[ops.sig]
+    mine = inn & (ops.device_id == dd.device_id) & (src > 0)
+    seen = np.zeros(n_it, np.int64)
+    np.add.at(seen, ops.iter_row[mine], src[mine])
+    hb = np.where(known, -(-feed // n_dev), seen)  # bytes per iteration (ceil split)
+    db = -(-fetch // n_dev)
+    tick = dd.state.clock.tick_ns
+    h = it_rows[(hb[it_rows] > 0) & iok[it_rows]]
+    d = it_rows[(db[it_rows] > 0) & ook[it_rows]]
+    # the input copy is issued at the end of InputCopy (which may span a wait for the
+    # batch: time_model.py), the output copy in the middle of OutputCopy
+    return {"h2d_it": h, "h2d_ts": ie[h] - np.minimum(1_000, (ie[h] - ib[h]) // 2),
+            "h2d_dur": MC.duration_ticks(hb[h], tick), "h2d_bytes": hb[h],
+            "d2h_it": d, "d2h_ts": ob[d] + (oe[d] - ob[d]) // 2,
+            "d2h_dur": MC.duration_ticks(db[d], tick), "d2h_bytes": db[d]}
+
+
+def _compute_plan(device: Device, ctx: ChunkCtx, clk: S.DeviceClock, it_rows: np.ndarray,
+                  rows: np.ndarray, tt: np.ndarray, ready: np.ndarray, dur: np.ndarray,
+                  stream: np.ndarray, op_iter: np.ndarray, other_end: np.ndarray,
+                  op_end: dict[int, int], dev: int) -> S.StreamPlan:
+    """AI Core kernels + step-trace markers of the compute stream."""
+    m = stream == S.COMPUTE_STREAM
+    plan = S.StreamPlan()
+    plan.add(op_row=rows[m], order_ns=tt[m], sub=0, ready=ready[m], dur=dur[m],
+             gap=S.TASK_GAP_TICKS, tag=-1, iter_row=op_iter[m])
+    if device.config.training_trace and len(it_rows):
+        _step_markers(plan, ctx, clk, it_rows, rows, tt, ready, op_iter, other_end,
+                      op_end, dev)
+    return plan
+
+
+def _reduce_markers(plan: S.StreamPlan, ctx: ChunkCtx, rows: np.ndarray,
+                    tt: np.ndarray, ready: np.ndarray, op_iter: np.ndarray) -> None:
+    ar = ctx.sig["allreduce"][ctx.ops.sig[rows]] & (op_iter >= 0)
+    if not ar.any():
+        return
+    r, t, rd, it = rows[ar], tt[ar], ready[ar], op_iter[ar]
+    order = np.lexsort((t, it))
+    r, t, rd, it = r[order], t[order], rd[order], it[order]
+    first = np.r_[0, np.flatnonzero(np.diff(it)) + 1]
+    k = np.arange(len(it)) - np.repeat(first, np.diff(np.r_[first, len(it)]))
+    plan.add(op_row=-1, order_ns=t, sub=-1, ready=rd, dur=0, gap=S.MARKER_GAP_TICKS,
+             tag=TAG_REDUCE_BASE + 2 * k, iter_row=it)
+    plan.add(op_row=-1, order_ns=t, sub=1, ready=rd, dur=0, gap=0,
+             tag=TAG_REDUCE_BASE + 2 * k + 1, iter_row=it)
+
+
+def _step_markers(plan: S.StreamPlan, ctx: ChunkCtx, clk: S.DeviceClock,
+                  it_rows: np.ndarray, rows: np.ndarray, tt: np.ndarray,
+                  ready: np.ndarray, op_iter: np.ndarray, other_end: np.ndarray,
+                  op_end: dict[int, int], dev: int) -> None:
+    lat = S.LAUNCH_LATENCY_NS
+    me_b = ctx.me_begin[it_rows]
+    plan.add(op_row=-1, order_ns=me_b, sub=-2, ready=clk.ticks(me_b + lat), dur=0,
+             gap=S.MARKER_GAP_TICKS, tag=TAG_MODEL_START, iter_row=it_rows)
+    # last launch of each iteration on this device
+    last = ctx.me_begin.copy()
+    inn = op_iter >= 0
+    if inn.any():
+        np.maximum.at(last, op_iter[inn], tt[inn])
+    last_it = last[it_rows]
+    end_ready = np.maximum(clk.ticks(last_it + lat), other_end[it_rows])
+    # the end markers are launched before the next iteration's model start: a launch
+    # pushed past it (launch windows serialise a thread behind a long collective, whose
+    # host span can outlast the step) must not put the next iteration's start marker
+    # ahead of this one's end on the stream -- the iterations would overlap and the
+    # step trace lose this one's FP/BP/Reduce markers (seen in CI: Reduce N/A)
+    starts = np.sort(ctx.me_begin)
+    nxt = np.searchsorted(starts, me_b, side="right")
+    has_next = nxt < len(starts)
+    next_b = np.where(has_next, starts[np.minimum(nxt, len(starts) - 1)], last_it + 1)
+    last_it = np.maximum(np.minimum(last_it, next_b - 1), me_b)
+    names = ctx.ops.name_idx[rows]
+    for tag, name_of_iter, sub in ((TAG_FP, ctx.fp_name[dev], -1),
+                                   (TAG_BP, ctx.bp_name[dev], 1)):
+        hit = inn & (names == name_of_iter[np.maximum(op_iter, 0)]) & \
+            (name_of_iter[np.maximum(op_iter, 0)] >= 0)
+        idx = np.flatnonzero(hit)
+        if not len(idx):
+            continue
+        order = np.lexsort((tt[idx], op_iter[idx]))
+        idx = idx[order]
+        its = op_iter[idx]
+        if tag == TAG_FP:
+            pick = idx[np.r_[0, np.flatnonzero(np.diff(its)) + 1]]
+        else:
+            pick = idx[np.r_[np.flatnonzero(np.diff(its)), len(its) - 1]]
+        rd = ready[pick].copy()
+        if tag == TAG_BP:  # after the bp op even when it runs on another stream
+            rd = np.maximum(rd, [op_end.get(int(r), S.NEVER) for r in rows[pick]])
+        plan.add(op_row=-1, order_ns=tt[pick], sub=sub, ready=rd, dur=0,
+                 gap=S.MARKER_GAP_TICKS, tag=tag, iter_row=op_iter[pick])
+    plan.add(op_row=-1, order_ns=last_it, sub=2, ready=end_ready, dur=0,
+             gap=S.MARKER_GAP_TICKS, tag=TAG_ITER_END, iter_row=it_rows)
+    plan.add(op_row=-1, order_ns=last_it, sub=3, ready=end_ready, dur=0,
+             gap=S.MARKER_GAP_TICKS, tag=TAG_MODEL_END, iter_row=it_rows)
+
+
+def hccl_steps_on(device: Device) -> bool:
+    """HCCL data is written (hccl on, several ranks): each collective runs as its steps."""
+    return bool(device.config.hccl) and device.config.task_time != "off" \
+        and device.hccl_ranks() > 1
+
+
+def hccl_steps(device: Device, ctx: ChunkCtx, rows: np.ndarray, device_id: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Per op row, its number of steps on this rank (`host_records.hccl_step_plan`), and
+    per step (the rows' steps in order) (reduce step, role, remote rank, data bytes)."""
+    n = device.hccl_ranks()
+    rank = device.hccl_rank(device_id)
+    uniq, plan_of = np.unique(ctx.ops.sig[rows], return_inverse=True)
+    plans = [hccl_step_plan(device.sigs.ge_type[sg], device.sigs.tf_type[sg],
+                            bool(ctx.sig["allreduce"][sg]), rank, n,
+                            float(ctx.sig["bytes_in"][sg]), float(ctx.sig["bytes_out"][sg]))
+             for sg in uniq.tolist()]
+    width = max([len(pl) for pl in plans] + [1])
+    table = np.zeros((len(plans), width, 4), np.int64)
+    for i, pl in enumerate(plans):
+        table[i, :len(pl)] = pl
+    steps = np.maximum(np.array([len(pl) for pl in plans], np.int64), 1)[plan_of] \
+        if len(plans) else np.zeros(0, np.int64)
+    task = np.repeat(np.arange(len(rows)), steps)
+    k = np.arange(len(task)) - np.repeat(np.cumsum(steps) - steps, steps)
+    return steps, table[plan_of[task], k]
