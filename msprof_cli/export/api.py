@@ -25,8 +25,8 @@ from .decode.dataset import load_prof
 from .decode.windows import NotWindowable, check_selection, device_ids
 from .derive.selection import ModelChoice, check_args
 from .layouts import db as db_output
-from .layouts.legacy import Advice
 from .outputs import timeline_index
+from .outputs.tables import Advice
 from .plan import Plan, plan_devices, plan_export
 from .runtime.memory import release, tune_allocator
 from .runtime.parallel import usable_cores

@@ -8,7 +8,7 @@ import sys
 
 from msprof_cli.textsafety import escape_controls
 
-from ..layouts.legacy import Advice
+from .tables import Advice
 
 
 def print_advice(items: list[Advice], mode: str = "brief") -> None:

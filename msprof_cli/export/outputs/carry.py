@@ -1,45 +1,32 @@
-"""The outputs both text layouts write window by window (plan.py), and what they carry
-across a cut.
+"""What the outputs carry across a cut, and the helpers several outputs share.
 
-Every text output is written from a plan: each window is decoded, its rows appended to the
-open outputs and dropped before the next one, so memory is bounded by the window (a plan of
-one window is the whole collection: the same code, one pass).  The per-task CSVs
-(op_summary, task_time, aicpu) are appended in time order; op_statistic keeps exact
-per-window aggregates; api_statistic, fusion_op and the step-trace outputs are computed once
-from small global inputs; the msprof json events of a window all sort before the next
-window's (windows are cut where nothing crosses, see windows.py), so each window's sorted
-events are appended to the open slices.
-
-Two things cross a cut and are carried: the wait time of a window's first op_summary row
-(the previous row's end), and the Overlap Analysis ``Free`` gap between the last computing
-interval of one window and the first of the next.  The events from that gap's start on are
+Every output is written from a plan (pipeline.py): each window is decoded, its rows appended
+to the open outputs and dropped before the next one, so memory is bounded by the window.
+The msprof json events of a window all sort before the next window's (windows are cut
+where nothing crosses, see decode/windows.py), so each window's sorted events are appended
+to the open slices -- except the Overlap Analysis ``Free`` gap between the last computing
+interval of one window and the first of the next: the events from that gap's start on are
 held back (rendered) until the next computing start is known, then written with the Free
-event in its sorted place (`WindowTimeline`).
-
-The layouts (legacy.py, mindstudio.py) are drivers over these: the state of their open
-outputs, one `window(k)` per window (its jobs run in forked workers while the next window
-is decoded), `finish()`.  l2_cache records carry no time: they are read in chunks at the end
-(`Plan.l2_chunks`).
+event in its sorted place (`WindowTimeline`).  Also here: a window's HCCL data
+(`window_comm`), what is kept of the first window (`slim_first`), the msprof json metadata
+(`msprof_meta`), l2_cache (read in chunks at the end, `Plan.l2_chunks`) and fusion_op's rows.
 """
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..decode.data import HostData, ProfData
 from ..decode.quiet import INT64_MAX, INT64_MIN
-from ..derive import advice_table as OT
 from ..derive import fusion as F
 from ..derive.communication import device_comm
 from ..derive.stack import model_names
 from ..fmt import ts_sort_key
 from ..plan import Plan
-from ..runtime.parallel import run_jobs
 from ..sinks import writers as W
-from ..sinks.streams import CsvStream, JsonStream
+from ..sinks.streams import JsonStream
 from . import comm_layer as CL
 from . import overlap_layer as OV
 from . import summaries as S
@@ -47,14 +34,14 @@ from . import timeline as T
 from . import trace as TR
 
 
-def _plus(t: int, sign: int = 1, margin: int = 1000) -> int:
+def plus_margin(t: int, sign: int = 1, margin: int = 1000) -> int:
     """t +- margin ns, the open ends of the first and last window kept open."""
     if t in (INT64_MIN, INT64_MAX):
         return t
     return t + sign * margin
 
 
-def _restrict(layer: TR.Layer, lo: float, hi: float) -> TR.Layer:
+def restrict_layer(layer: TR.Layer, lo: float, hi: float) -> TR.Layer:
     """The events of a global layer whose key lies in [lo, hi) (no metadata)."""
     if len(layer) == 0:
         return TR.Layer()
@@ -156,150 +143,6 @@ def _merged_last_end(start: np.ndarray, end: np.ndarray) -> int:
     return int(e[-1])
 
 
-def timeline_window(run, k: int, devs: list[tuple], apis: pd.DataFrame) -> None:
-    """Window k's msprof json layers, in timeline.msprof_layers order, appended to
-    `run.timelines` (one WindowTimeline per device), and its step_trace json events to
-    `run.step_outs` (one output per device) -- `run`: a windowed export.  `devs`: per device
-    (device, tasks, rows, iterations, models, comm, lanes): what the layout exports of the
-    window, every model of its step-trace lanes, its HCCL data of the window (or None) on the
-    Communication `lanes` of the whole export.
-
-    Each device's timeline is the analysis's per-device file (device_N/timeline): its own
-    layers plus the whole CANN layer; the mindstudio merge (MsprofOutputSummary.
-    _insert_json_data / FileSliceHelper._pretreat_json_data) appends the device files one
-    after the other and drops a CANN event (name with ``@``) whose connection_id is not 0
-    and already seen -- so a later device keeps only the CANN events of connection_id 0
-    (project: msproftx stays with the first device)."""
-    plan, sw, app_pid = run.plan, run.switches, run.app_pid
-    lo_key = -np.inf if k == 0 else float(ts_sort_key(np.array([plan.cuts[k]]))[0])
-    hi_key = np.inf if k == len(plan) - 1 else \
-        float(ts_sort_key(np.array([plan.cuts[k + 1]]))[0])
-    # mindstudio: msproftx is the host dir's own file in the analysis, merged after the
-    # device files (`run.tx_out` keeps its events until then); legacy: a layer of msprof json
-    tx_out = getattr(run, "tx_out", None)
-    if tx_out is not None and run.tx_layer is not None and TR.layer_on("tx", sw):
-        tx = _restrict(run.tx_layer, lo_key, hi_key)
-        if len(tx):
-            stream = TR.EventStream([tx])
-            for chunk in stream.chunks(0, len(stream), W.EVENT_CHUNK):
-                tx_out.write(chunk)
-    slot = {kind: (at[0] if isinstance(at, list) else at)
-            for kind, at in TR.layer_slots(1).items()}  # one device's layer positions
-    cann = later_cann = TR.Layer()
-    if TR.layer_on("cann", sw):
-        cann = T.cann_layer(apis, app_pid)
-        if len(devs) > 1 and len(apis):
-            later_cann = T.cann_layer(
-                apis[apis["connection_id"].to_numpy(np.int64) == 0], app_pid)
-    for j, (d, tasks, rows, its, models, comm, lanes) in enumerate(devs):
-        layers = [TR.Layer()] * slot["size"]
-        # the iterations that may have an event in the window's key range: [start, end]
-        # meets the window widened by 1 µs (a float key spans up to 0.25 µs)
-        near = its[(its["step_start_ns"].to_numpy(np.int64) < _plus(plan.cuts[k + 1]))
-                   & (its["step_end_ns"].to_numpy(np.int64) >= _plus(plan.cuts[k], -1))]
-        step = _restrict(T.step_layer(d, near, app_pid, models), lo_key, hi_key)
-        if TR.layer_on("step", sw):
-            layers[slot["step"]] = step
-        if len(step):  # step_trace json: the step layer alone
-            stream = TR.EventStream([step])
-            for chunk in stream.chunks(0, len(stream), W.EVENT_CHUNK):
-                run.step_outs[j].write(chunk)
-        if TR.layer_on("hardware", sw):
-            layers[slot["hardware"]] = T.hardware_layer(
-                d, tasks, app_pid, getattr(run, "analysis_memcpy", False))
-        if TR.layer_on("flow", sw) and run.use_flow:
-            layers[slot["flow"]] = T.flow_layer(d, tasks, app_pid,
-                                                getattr(run, "analysis_memcpy", False))
-        if comm is not None and TR.layer_on("comm", sw):
-            layers[slot["comm"]] = CL.communication_layer(d, comm, app_pid, lanes)
-        # Computing: the op_summary rows -- none without them (no host data: the analysis
-        # has no op summary db, PipelineOverlapViewer.get_timeline_data)
-        busy_rows = rows if d.has_host_ops else rows.iloc[:0]
-        if d.comm_ops is not None and len(busy_rows):  # not the collectives' own rows
-            busy_rows = busy_rows[busy_rows["task_type"].to_numpy(object)
-                                  != S.COMM_TASK_TYPE]
-        if TR.layer_on("overlap", sw):
-            layers[slot["overlap"]] = OV.overlap_layer(d, busy_rows, app_pid, comm,
-                                                      run.overlap_sorts[j])
-        layers[slot["cann"]] = cann if j == 0 else later_cann
-        if j == 0 and tx_out is None and run.tx_layer is not None and TR.layer_on("tx", sw):
-            layers[slot["tx"]] = _restrict(run.tx_layer, lo_key, hi_key)
-        busy = (busy_rows["start_local"].to_numpy(np.int64),
-                busy_rows["end_local"].to_numpy(np.int64)) \
-            if TR.layer_on("overlap", sw) and len(busy_rows) \
-            else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-        run.timelines[j].window(layers, [busy])
-    if not devs:  # a host dir alone: the CANN (and msproftx) layers
-        layers = [TR.Layer()] * slot["size"]
-        layers[slot["cann"]] = cann
-        if tx_out is None and run.tx_layer is not None and TR.layer_on("tx", sw):
-            layers[slot["tx"]] = _restrict(run.tx_layer, lo_key, hi_key)
-        run.timelines[0].window(layers, [])
-
-
-# the per-task CSVs of a window (write_task_rows), and how a one-window plan splits them
-# between two jobs (the op_summary rows are ~60 % of the rendering)
-TASK_ROW_STEMS = ("task_time", "op_summary", "aicpu")
-# mindstudio: the ts memcpy tasks' task_time rows of a device, kept until its other rows of
-# every window are written (the analysis writes them after those)
-MEMCPY_ROWS = "task_time_memcpy"
-TASK_ROW_JOBS = (("op_summary", "aicpu"), ("task_time",))
-
-
-def write_task_rows(csv: dict[str, CsvStream], d, tasks: pd.DataFrame, rows,
-                    prev_op: tuple[int, int] | None, device_col: str | None = None,
-                    rules=None, op_header: list[str] | None = None,
-                    stems: tuple[str, ...] = TASK_ROW_STEMS,
-                    analysis: bool = False) -> pd.DataFrame | None:
-    """A window's task_time, op_summary and aicpu rows appended to `csv` (streams opened by
-    the export process), in chunks of CHUNK_ROWS; the wait time of the first op_summary row
-    is the gap after `prev_op` (start, duration of the last row of the windows before).
-    `device_col`: a leading Device_id column (mindstudio); `rules`: an advice.RuleState fed
-    with the op_summary rows as written (legacy); `op_header`: the op_summary columns of
-    the file (devices without some PMU columns: N/A there); `stems`: only these outputs
-    (a one-window plan writes op_summary and task_time in two jobs); `analysis`
-    (mindstudio): the ts memcpy tasks' task_time rows after the window's others and the aicpu
-    Node as the analysis makes them (summaries.task_time_memcpy, summaries.aicpu).  Returns
-    the op_statistic aggregates (None without op_summary)."""
-    def put(stem: str, part: pd.DataFrame) -> None:
-        if device_col is not None:
-            part.insert(0, "Device_id", device_col)
-        csv[stem].write(part)
-
-    if "task_time" in stems:
-        copies, tasks_tt = None, tasks
-        if analysis:
-            mc = ~S.not_memcpy(tasks)
-            if mc.any():
-                copies, tasks_tt = tasks[mc], tasks[~mc]
-        for lo in range(0, len(tasks_tt), W.CHUNK_ROWS):
-            put("task_time", S.task_time(d, tasks_tt.iloc[lo:lo + W.CHUNK_ROWS])[1])
-        if copies is not None:  # after the device's other rows (mindstudio defers them)
-            put(MEMCPY_ROWS if MEMCPY_ROWS in csv else "task_time",
-                S.task_time_memcpy(d, copies)[1])
-        del tasks_tt, copies
-    if "op_summary" not in stems:
-        return None
-    if d.has_host_ops and len(rows):
-        start = rows["start_local"].to_numpy(np.int64)
-        for lo in range(0, len(rows), W.CHUNK_ROWS):
-            hi = min(lo + W.CHUNK_ROWS, len(rows))
-            part = S.op_summary(d, rows, lo, hi)[1]
-            if lo == 0 and prev_op is not None:  # the wait after the last window
-                gap = max(int(start[0]) - prev_op[0] - prev_op[1], 0)
-                part.iloc[0, part.columns.get_loc("Task Wait Time(us)")] = \
-                    S.dur_str(np.array([gap]))[0]
-            if rules is not None:
-                rules.add(OT.OpTable.from_summary(part, d.rd.ai_core_num, start[lo:hi]))
-            if op_header is not None and len(part.columns) != len(op_header):
-                part = part.reindex(columns=op_header, fill_value="N/A")
-            put("op_summary", part)
-    a = S.aicpu(d, tasks, analysis=analysis)
-    if a is not None:
-        put("aicpu", a[1])
-    return S.op_statistic_agg(rows) if d.has_node_info and len(rows) else None
-
-
 class L2Names:
     """The op name of each (stream, task) pair of the exported tasks: its first task's
     (summaries.l2_names over the windows so far)."""
@@ -349,33 +192,6 @@ def window_fusion_rows(plan: Plan, first: ProfData, model_apis: list[pd.DataFram
                                                    apis=models),
                      devices=first.devices, log=first.log)
     return F.fusion_rows(scope, model_names(scope))
-
-
-def close_json_streams(outs: list[tuple[str, JsonStream, list[str]]]
-                       ) -> list[tuple[str, list[Path]]]:
-    """Close the Chrome-trace streams ``(stem, stream, metadata)``: every slice's final file
-    is a job of its own (parallel.run_jobs: the copies of the bodies -- a third of the
-    output bytes at 10M tasks -- share the cores).  Returns each stem's files; on failure
-    the streams' temporary files are left to the caller's discard."""
-    jobs = [st.close_jobs(head) for _, st, head in outs]
-    results = iter(run_jobs([j for js in jobs for j in js]))
-    return [(stem, [p for _ in js for p in next(results)]) for (stem, _, _), js
-            in zip(outs, jobs)]
-
-
-def drive(run, n: int, on_window, finish) -> list[Path]:
-    """Run the `n` windows of a windowed export, then `finish()`; on any failure the
-    running jobs are stopped and every temporary output removed (`run.discard`)."""
-    try:
-        for k in range(n):
-            run.window(k)
-            if on_window is not None:
-                on_window(k)
-        run.collect()
-        return finish()
-    except BaseException:
-        run.discard()
-        raise
 
 
 def slim_first(data: ProfData) -> ProfData:
