@@ -190,7 +190,8 @@ class _MindstudioExport:
                                        self.app_pid).meta for d in data.devices]
         tx = X.markers(data)
         if len(tx):  # msprof_tx json, and msprof json's last layer (if switched on)
-            self.tx_layer = X.tx_layer(tx, self.app_pid, X.process_name(data))
+            self.tx_layer = X.tx_layer(tx, self.app_pid, X.process_name(data),
+                                       X.collection_begin_ns(data))
 
     def window(self, k: int) -> None:
         data = self.plan.load(k)
@@ -346,9 +347,10 @@ class _MindstudioExport:
                            step_meta, overlap, comm_meta, self.overlap_sorts, tx_last=True)
         written: list[Path] = []
         timelines: list[str] = []
-        if self.tx_layer is not None:  # msprof_tx json: the msproftx layer alone (small)
-            written += _single_layer(self.name("msprof_tx", "json"), self.tx_layer,
-                                     self.json_slice_events)
+        if self.tx_layer is not None:  # msprof_tx json: the msproftx layer alone (small),
+            # every marker (msprof json's: those since the collection began)
+            written += _single_layer(self.name("msprof_tx", "json"), X.tx_layer(
+                X.markers(first), self.app_pid, X.process_name(first)), self.json_slice_events)
             timelines.append("msprof_tx")
         outs = [("msprof", self.msprof, meta),
                 ("step_trace", self.step_json, [m for sm in self.step_meta for m in sm])]
@@ -435,7 +437,7 @@ class _MindstudioExport:
             if rows and sum(len(r) for r in rows)]))
         tx = X.markers(first)
         if len(tx):
-            emit("msprof_tx", with_device(self.host_dev, X.tx_table(tx, merged=True)))
+            emit("msprof_tx", X.tx_table(tx, merged=True))  # Device_id host
         return out
 
     def _every_device(self, table: S.Table) -> S.Table | None:
