@@ -228,10 +228,12 @@ def test_cross_checks(full_prof: Path) -> None:
     assert fz["Model Name"] == "sequential" and fz["Model ID"] == "1"
     assert fz["Original Ops"] == ("sequential/conv2d/Conv2D;sequential/conv2d/BiasAdd;"
                                   "sequential/conv2d/Relu")
-    # msprof_tx: both markers, domain resolved
+    # msprof_tx: both markers; the range (a MarkEx record) with its domain resolved and its
+    # mark id, the mark (a Mark record) with category and payload but neither (N/A)
     tx = rows(full_prof, "msprof_tx", SUFFIX6)
     assert [r["message"] for r in tx] == ["epoch", "step 2"]
-    assert {r["domain"] for r in tx} == {"default"} and tx[1]["event_type"] == "marker"
+    assert [(r["domain"], r["mark_id"], r["category"]) for r in tx] == [
+        ("default", "0", "N/A"), ("N/A", "N/A", "0")] and tx[1]["event_type"] == "marker"
     assert np.all([r["Start_time(us)"].endswith("\t") for r in tx])
 
 

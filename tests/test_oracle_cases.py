@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 
 from msprof_cli.export.api import run_export
-from msprof_cli.export.outputs import timeline as T
 from tests.corpus import build as corpus
 
 EXPECTED_TAR = Path(__file__).resolve().parent / "oracle" / "expected.tar.xz"
@@ -45,14 +44,17 @@ CASES = {
 # collections of the 4 oracle scripts (shared/golden/ORACLE-CASES.md flags) and of
 # examples/keras_cnn.py (default flags) by the device writer of issue 15 §1 (2026-12-02):
 # AI CPU tasks in ts_track rptType 12 + DATA_PREPROCESS.AICPU, ts memcpy with its three
-# states, each HCCL step a task with its hccl_info -- nothing removed before the exports
+# states, each HCCL step a task with its hccl_info -- nothing removed before the exports;
+# and of tests/oracle/tx_mlp.py (`--msproftx on`): msproftx Marks and MarkEx ranges from two
+# threads, some recorded before the collection began
 FRESH = ("fresh_eager", "fresh_keras_bn", "fresh_tf1_aicpu", "fresh_mirrored_hccl",
-         "fresh_keras_cnn")
+         "fresh_keras_cnn", "fresh_tx_mlp")
 CASES.update({c: (c, None) for c in FRESH})
 # the same raw dirs exported in windows of 300 device tasks (the windowed export of big PROF
 # dirs, export/decode/windows.py): the same files as the whole export's
 WINDOWED = {"fresh_keras_bn_w300": "fresh_keras_bn",
-            "fresh_mirrored_hccl_w300": "fresh_mirrored_hccl"}
+            "fresh_mirrored_hccl_w300": "fresh_mirrored_hccl",
+            "fresh_tx_mlp_w300": "fresh_tx_mlp"}
 CASES.update({c: (src, "w300") for c, src in WINDOWED.items()})
 
 # Exception 1 -- raw data of the frozen corpus, not the export: records the collector wrote
@@ -64,11 +66,6 @@ RAW_UNREAD = ("aicpu.data", "ts_track rptType 11", "hccl_info")
 # Exception 2 -- kept, the real tool is plainly wrong: step_trace rows of an iteration without
 # AllReduce data are shorter than the header (a ragged CSV, RFC 4180 2.4); ours prints N/A.
 RAGGED = {"step_trace"}
-# Exception 3 -- open (not fixed yet, listed in the report of issue 15): msproftx.  The
-# analysis writes Device_id "host" and N/A for the fields a range / marker does not carry,
-# no mark_id arg, and an "MsTx_{id}" flow start; its files and events are left out here.
-OPEN_FILES = {"msprof_tx.csv", "msprof_tx.json"}
-TX_SORT, HOST_SLOT = 6, 31
 
 
 def _drop_unread(prof: Path) -> None:
@@ -168,11 +165,6 @@ def _events(p: Path) -> list[dict]:
 
 def compare_json(stem: str, real: Path, ours: Path) -> tuple[int, int, list[str]]:
     er, eo = _events(real), _events(ours)
-    if stem == "msprof.json":  # exception 3: the msproftx layer
-        tx = {e["pid"] for e in er + eo if e.get("ph") == "M" and e.get("name") == "process_sort_index"
-              and e["args"].get("sort_index") == TX_SORT}
-        er = [e for e in er if e.get("pid") not in tx or e.get("ph") == "M"]
-        eo = [e for e in eo if e.get("pid") not in tx or e.get("ph") == "M"]
     n = max(len(er), len(eo))
     equal = sum(a == b for a, b in zip(er, eo))
     bad = [f"{stem} event {i}: real {a} ours {b}" for i, (a, b) in enumerate(zip(er, eo))
@@ -186,11 +178,10 @@ def compare_json(stem: str, real: Path, ours: Path) -> tuple[int, int, list[str]
 def test_mindstudio_export_equals_the_real_analysis(raw, expected, case, tmp_path):
     ours = _ours(raw, case, tmp_path)
     real = {f.name: f for f in (expected / WINDOWED.get(case, case)).iterdir()}
-    assert sorted(set(real) - OPEN_FILES) == sorted(set(ours) - OPEN_FILES), \
-        "the same files"
+    assert sorted(real) == sorted(ours), "the same files"
     cells = equal = 0
     bad: list[str] = []
-    for name in sorted(set(real) - OPEN_FILES):
+    for name in sorted(real):
         cmp = compare_csv if name.endswith(".csv") else compare_json
         c, e, b = cmp(name.rsplit(".", 1)[0] if name.endswith(".csv") else name,
                       real[name], ours[name])

@@ -144,9 +144,11 @@ class MindstudioExport(Export):
         self.step_meta = [T.step_layer(d, d.iterations.drop_duplicates("model_id"),
                                        self.app_pid).meta for d in data.devices]
         self.tx = X.markers(data)
-        if len(self.tx):  # msprof_tx json, and msprof json's last layer (if switched on)
-            self.tx_layer = self.tx_layer_all = X.tx_layer(self.tx, self.app_pid,
-                                                           X.process_name(data))
+        if len(self.tx):  # msprof json's last layer (if switched on): the markers since the
+            # collection began; msprof_tx json: every marker
+            self.tx_layer = X.tx_layer(self.tx, self.app_pid, X.process_name(data),
+                                       X.collection_begin_ns(data))
+            self.tx_layer_all = X.tx_layer(self.tx, self.app_pid, X.process_name(data))
         self.outputs = self.table(op_header)
 
     def table(self, op_header: list[str]) -> list[Output]:

@@ -124,8 +124,8 @@ class _Device:
 
 
 class MsprofTxCsv(Output):
-    """msprof_tx summary: the msproftx markers (mindstudio, `merged`: with the PROF's first
-    device's number and the analysis's columns)."""
+    """msprof_tx summary: the msproftx markers (mindstudio, `merged`: the analysis's
+    columns, Device_id ``host``)."""
 
     stem = "msprof_tx"
 
@@ -136,8 +136,7 @@ class MsprofTxCsv(Output):
         if self.merged:
             if not len(run.tx):
                 return []
-            return run.emit(self.stem, with_device(run.host_dev,
-                                                     X.tx_table(run.tx, merged=True)))
+            return run.emit(self.stem, X.tx_table(run.tx, merged=True))
         return run.emit(self.stem, X.tx_table(run.tx))
 
 
