@@ -97,6 +97,21 @@ class Export:
     tables), and `outputs`, the layout's table of outputs."""
 
     jobs: tuple[str, ...] = ()  # the job names in submission order
+    # what the outputs read of the run (set by the layout; the first window fixes most)
+    analysis_memcpy: bool = False  # ts memcpy tasks as the real analysis shows them
+    app_pid: int = 0
+    switches: dict[str, bool]  # the --reports layer switches
+    use_flow: bool = False  # HostToDevice flows (host API rows exist)
+    dev_ids: list[int]  # the devices, in export order (j)
+    overlap_sorts: list[int]  # per device: its Overlap Analysis sort index
+    first: ProfData | None = None  # what is kept of the first window (carry.slim_first)
+    iterations: list[pd.DataFrame]  # per device: the exported iterations
+    step_meta: list[list[str]]  # per device: its Step Trace metadata
+    tx: pd.DataFrame  # the msproftx markers
+    tx_layer: object = None  # msprof json's msproftx layer (None: none or switched off)
+    tx_layer_all: object = None  # msprof_tx json's
+    rows_end: int | None = None  # no rows at or after it (a legacy selection's end)
+    model_filter: int | None = None  # fusion_op's model (legacy selection)
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
