@@ -629,14 +629,14 @@ def test_a_failing_db_window_leaves_nothing(big, tmp_path, monkeypatch):
     prof = tmp_path / big.name
     shutil.copytree(big, prof)
     calls = []
-    real = WDB._side_file
+    real = WDB.side_file
 
     def side(path, cols):
         calls.append(path)
         if len(calls) == 3:
             raise OSError(28, "No space left on device")
         return real(path, cols)
-    monkeypatch.setattr(WDB, "_side_file", side)
+    monkeypatch.setattr(WDB, "side_file", side)
     monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "1")  # the counter lives in this process
     with pytest.raises(ExportError, match="disk .or quota. is full"):
         run_export(prof, type_="db", quiet=True)

@@ -33,9 +33,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..outputs import trace as TR
 from ..decode.data import ProfData
 from ..fmt import int_str, ts_sort_key, us_str
+from ..outputs import trace as TR
 from ..outputs.summaries import stamp
 
 SORT_APP = 6

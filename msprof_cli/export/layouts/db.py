@@ -5,7 +5,7 @@ What crosses windows, and how:
 
 * STRING_IDS are numbered in first-seen order over whole columns (db.StringIds), device by
   device, column by column.  A window cannot know the final numbers, so each column has a
-  *slot* of its own (`_Slots`: its distinct texts in first-seen order, the windows coming
+  *slot* of its own (`Slots`: its distinct texts in first-seen order, the windows coming
   in row order), the window's rows carry slot-local codes, and the final numbering is made
   at the end -- the slots in the order the rows intern them (CANN_API names by their first
   record, the API table's order) -- and applied while the rows go into the db.
@@ -39,89 +39,55 @@ from ..derive.selection import ALL
 from ..outputs import db_tables as DB
 from ..outputs.carry import slim_first, window_comm
 from ..outputs.overlap_layer import merge_intervals, overlap_intervals
+from ..pipeline import Export, Output, Window, drive
 from ..plan import Plan
 from ..runtime.memory import release
 from ..runtime.parallel import JobPool
 from ..sinks.writers import FILE_MODE, output_dir, write_error
-
-SIDE_SCHEMA = {  # side tables: the db columns (codes for texts) + the device where missing
-    "TASK": DB.SCHEMA["TASK"],
-    "COMPUTE_TASK_INFO": DB.SCHEMA["COMPUTE_TASK_INFO"] + [("dev", "INTEGER")],
-    "TASK_PMU_INFO": DB.SCHEMA["TASK_PMU_INFO"] + [("dev", "INTEGER")],
-    "OVERLAP_ANALYSIS": [("deviceId", "INTEGER"), ("startNs", "NUMERIC"),
-                         ("endNs", "NUMERIC"), ("type", "INTEGER")],
-    "COMMUNICATION_OP": DB.SCHEMA["COMMUNICATION_OP"],
-    "CANN_API": DB.SCHEMA["CANN_API"],
-}
-
-
-# How side rows become db rows, for both strategies (SQL copy of side files, numpy insert of
-# a held window): per table, the column that tells the device ("dev": its index j, else its
-# device id), the columns mapped through a slot's final STRING_IDS, and the column that gets
-# the device's numbering base ("tasks": globalTaskId, "ops": opId).
-SIDE_ROWS: dict[str, tuple[str, dict[str, str], tuple[str, str]]] = {
-    "TASK": ("deviceId", {"taskType": "taskType"}, ("globalTaskId", "tasks")),
-    "COMPUTE_TASK_INFO": ("dev", {
-        "name": "op_name", "taskType": "task_type", "opType": "op_type",
-        "inputFormats": "in_formats", "inputDataTypes": "in_types", "inputShapes": "in_shapes",
-        "outputFormats": "out_formats", "outputDataTypes": "out_types",
-        "outputShapes": "out_shapes", "opState": "op_state", "hf32Eligible": "hf32"},
-        ("globalTaskId", "tasks")),
-    "TASK_PMU_INFO": ("dev", {"name": "pmu"}, ("globalTaskId", "tasks")),
-    "COMMUNICATION_OP": ("deviceId", {"opName": "comm_name", "opType": "comm_type"},
-                         ("opId", "ops")),
-}
-
-
-class _Slots:
-    """First-seen texts per slot (a column of one device, or CANN_API's names)."""
-
-    def __init__(self) -> None:
-        self.slots: dict[tuple, dict[str, int]] = {}
-
-    def column(self, key: tuple, values) -> np.ndarray:
-        """Slot-local codes of `values` (as db.StringIds.column: missing -> N/A)."""
-        s = pd.Series(np.asarray(values, dtype=object)).fillna(NA)
-        if len(s) == 0:
-            return np.zeros(0, dtype=np.int64)
-        slot = self.slots.setdefault(key, {})
-        codes, uniq = pd.factorize(s)
-        lut = np.array([slot.setdefault(str(u), len(slot)) for u in uniq], dtype=np.int64)
-        return lut[codes]
-
-    def texts(self, key: tuple) -> list[str]:
-        return list(self.slots.get(key, {}))
+from .db_sides import SIDE_ROWS, SIDE_SCHEMA, Slots, map_name, side_file
 
 
 def export_db(plan: Plan, on_window=None) -> list[Path]:
     """``PROF_X/msprof_{ts}.db`` of every device of `plan`, window by window (a one-window
-    plan: the whole decode)."""
-    run = _DbWindows(plan)
+    plan: the whole decode), through the one pipeline (pipeline.drive): the layout is one
+    output, the db file."""
+    run = DbExport(plan)
     try:
-        for k in range(len(plan)):
-            run.window(k)
-            if on_window is not None:
-                on_window(k)
-        return run.finish()
+        return drive(run, on_window)
     except BaseException as exc:
-        run.discard()
         if isinstance(exc, sqlite3.OperationalError):
-            raise ExportError(f"cannot write {run.path}: SQLite said: {exc}. No partial "
+            raise ExportError(f"cannot write {run.db.path}: SQLite said: {exc}. No partial "
                               f"database was left under that name; the raw data is "
                               f"unchanged.") from None
         if isinstance(exc, OSError):
-            raise write_error(run.path, exc) from None
+            raise write_error(run.db.path, exc) from None
         raise
 
 
-class _DbWindows:
+class DbExport(Export):
+    """The db layout: its table is one output, the database file."""
+
+    def __init__(self, plan: Plan) -> None:
+        super().__init__(plan)
+        self.db = DbFile(plan)
+        self.outputs = [self.db]
+
+    def window(self, k: int, data: ProfData) -> Window:
+        return Window(k, data, [], data.host.apis)
+
+
+class DbFile(Output):
+    """``msprof_{ts}.db``: fed in the export process (it runs its own side-file jobs)."""
+
+    stem = "msprof_db"
+
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.path = DB.db_path(plan.prof)
         output_dir(self.path.parent)
         self.tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}."
                                        f"{secrets.token_hex(4)}")
-        self.slots = _Slots()
+        self.slots = Slots()
         self.cann_first: dict[str, int] = {}  # CANN_API name -> its first connection id
         self.sides: list[Path] = []
         self.pool = JobPool()
@@ -150,8 +116,8 @@ class _DbWindows:
                 pass
 
     # -- a window ---------------------------------------------------------------------
-    def window(self, k: int) -> None:
-        data = self.plan.load(k)
+    def feed(self, run: Export, w: Window) -> None:
+        k, data = w.k, w.data
         if self.first is None:
             self._start(data)
         lo, hi = self.plan.bounds(k)
@@ -176,7 +142,7 @@ class _DbWindows:
         self.sides.append(side)
         if self.first is None:  # what the end needs of it: control info, iterations, markers
             self.first = slim_first(data)
-        del data, apis
+        del data, apis, w
         self.plan.release()
         if len(self.plan) == 1:  # one window: its rows go straight into the db at the end
             self.sides.pop()
@@ -187,7 +153,7 @@ class _DbWindows:
         del tables
         # one window's rows wait at most: the worker binds them while this process decodes
         self.pool.wait_below(2)
-        self.pool.submit(lambda side=side, cols=cols: _side_file(side, cols))
+        self.pool.submit(lambda side=side, cols=cols: side_file(side, cols))
         del cols
         release()
 
@@ -255,7 +221,7 @@ class _DbWindows:
         return [g, idx, values, np.full(len(g), j)]
 
     # -- the end ----------------------------------------------------------------------
-    def finish(self) -> list[Path]:
+    def close(self, run: Export) -> list[Path]:
         self.pool.results()
         first = self.first
         ids = self._string_ids(first)
@@ -329,13 +295,13 @@ class _DbWindows:
         maps = self.maps
         n = len(self.dev_ids)
         for key, lut in maps.items():
-            name = _map_name(key)
+            name = map_name(key)
             conn.execute(f"CREATE TEMP TABLE {name} (code INTEGER PRIMARY KEY, id INTEGER)")
             conn.executemany(f"INSERT INTO {name} VALUES (?, ?)",
                              list(enumerate(lut.tolist())))
 
         def m(key: tuple, col: str) -> str:
-            return f"(SELECT id FROM {_map_name(key)} WHERE code = {col})"
+            return f"(SELECT id FROM {map_name(key)} WHERE code = {col})"
 
         bases = np.cumsum([0] + self.tasks[:-1]).tolist()
         op_bases = np.cumsum([0] + self.ops[:-1]).tolist()
@@ -494,20 +460,3 @@ class _DbWindows:
             conn.execute("DETACH DATABASE side")
 
 
-def _map_name(key: tuple) -> str:
-    return "map_" + "_".join(str(x) for x in key)
-
-
-def _side_file(side: Path, cols: dict[str, list[np.ndarray]]) -> Path:
-    conn = DB.connect_new(side)
-    try:
-        conn.execute("PRAGMA journal_mode=OFF")
-        conn.execute("PRAGMA synchronous=OFF")
-        conn.execute("BEGIN")
-        for table, c in cols.items():
-            DB.create_table(conn, table, SIDE_SCHEMA[table])
-            DB.insert_rows(conn, table, c)
-        conn.execute("COMMIT")
-    finally:
-        conn.close()
-    return side
