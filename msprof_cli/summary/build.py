@@ -210,6 +210,17 @@ def assemble(acc: DeviceAcc, names: dict[int, str], samp: dict) -> M.DeviceSumma
                            links=_link_rows(acc))
 
 
+def _note(dev, rows: int) -> str | None:
+    """Why a one-window summary of a device with `rows` op_summary rows has no advice (None:
+    it has one)."""
+    if not dev.has_host_ops or rows == 0:
+        return "no op_summary rows (no host task data)"
+    if rows > ADVICE_MAX_ROWS:
+        return (f"{rows} op rows: the advice is left to msprof export "
+                f"(prof_rule_{dev.device_id}.json)")
+    return None
+
+
 def _advice(acc: DeviceAcc, dev) -> None:
     """The export's brief advice over the device's op_summary rows (one-window plans up to
     ADVICE_MAX_ROWS rows: the rules read the op_summary text)."""
@@ -219,12 +230,9 @@ def _advice(acc: DeviceAcc, dev) -> None:
     from msprof_cli.export.outputs import summaries as S
 
     rows = S.op_rows(dev)
-    if not dev.has_host_ops or len(rows) == 0:
-        acc.advice_note = "no op_summary rows (no host task data)"
-        return
-    if len(rows) > ADVICE_MAX_ROWS:
-        acc.advice_note = (f"{len(rows)} op rows: the advice is left to msprof export "
-                           f"(prof_rule_{acc.device_id}.json)")
+    note = _note(dev, len(rows))
+    if note is not None:
+        acc.advice_note = note
         return
     state = A.RuleState(dev.rd.ai_core_num)
     start = rows["start_local"].to_numpy(np.int64)
@@ -249,11 +257,76 @@ def _collection(prof: Path, rd) -> M.Collection:
                         options=options if isinstance(options, dict) else {})
 
 
-def build(path: Path, max_steps: int = M.MAX_STEPS) -> M.Summary:
-    """The summary of a PROF dir, or of every PROF dir under a job dir (`max_steps`: the
-    per-iteration series kept per model; the cluster analysis keeps every step)."""
-    from msprof_cli.export.plan import plan_export
+def _acc(accs: dict[int, DeviceAcc], prof: Path, dev, max_steps: int) -> DeviceAcc:
+    acc = accs.get(dev.device_id)
+    if acc is None:
+        rank = dev.rd.info.get("rank_id", -1)
+        rank = rank if isinstance(rank, int) else -1
+        acc = accs[dev.device_id] = DeviceAcc(prof.name, dev.device_id, rank,
+                                              max_steps=max_steps)
+    return acc
+
+
+Reduced = tuple[dict[int, DeviceAcc], dict[int, str], object, list[str]]
+
+
+def _reduce_plan(prof: Path, plan, max_steps: int) -> Reduced:
+    """The devices of `prof` reduced window by window from the export's decode: (per device
+    its accumulator, the model names, the first device's result dir, the warnings)."""
     from msprof_cli.export.derive.stack import model_names
+
+    accs: dict[int, DeviceAcc] = {}
+    names: dict[int, str] = {}
+    rd0 = None
+    for k in range(len(plan)):
+        data = plan.load(k)
+        if k == 0:
+            names = model_names(data)
+            rd0 = data.host.rd
+        for dev in data.devices:
+            if k == 0 and dev is data.devices[0]:
+                rd0 = dev.rd  # the chip and options of the first device
+            acc = _acc(accs, prof, dev, max_steps)
+            reduce_window(acc, dev, data)
+            if plan.whole:
+                _advice(acc, dev)
+            elif k == 0:
+                acc.advice_note = "windowed export: the advice is left to msprof export"
+    return accs, names, rd0, plan.warnings()
+
+
+def _reduce_own(prof: Path, max_steps: int, force: bool = False) -> Reduced | None:
+    """The devices of `prof` reduced from the summary's own decode (summary.decode), as
+    `_reduce_plan` does from the export's one window; None when a device has an advice to
+    compute (it reads the export's whole task table), unless `force` (tests: the advice is
+    then left out)."""
+    from msprof_cli.export.derive.stack import model_names
+
+    from . import decode as D
+
+    data, shapes = D.load(prof)
+    accs: dict[int, DeviceAcc] = {}
+    for dev in data.devices:
+        note = _note(dev, D.op_row_count(dev))
+        if note is None and not force:
+            return None
+        acc = _acc(accs, prof, dev, max_steps)
+        conn = dev.tasks["connection_id"].to_numpy(np.int64)
+        reduce_window(acc, dev, data, lambda rows: shapes.of(conn[rows]))
+        acc.advice_note = note or "the advice needs the export's decode"
+    rd0 = data.devices[0].rd if data.devices else data.host.rd
+    return accs, model_names(data), rd0, list(data.log.warnings)
+
+
+def build(path: Path, max_steps: int = M.MAX_STEPS, *, decode: str = "auto") -> M.Summary:
+    """The summary of a PROF dir, or of every PROF dir under a job dir (`max_steps`: the
+    per-iteration series kept per model; the cluster analysis keeps every step).
+    `decode` of a one-window plan: "auto" (the summary's own above ADVICE_MAX_ROWS tasks a
+    device), "export" (always the export's), "summary" (the summary's whenever the PROF dir
+    has a host and a device dir, without advice: tests compare the two)."""
+    from msprof_cli.export.plan import plan_export
+
+    from .decode import light_decodable
 
     profs = profdir.locate(Path(path))
     summary = M.Summary(source=str(path), made_by=__version__,
@@ -262,29 +335,15 @@ def build(path: Path, max_steps: int = M.MAX_STEPS) -> M.Summary:
         profdir.check_no_links(prof)
         profdir.check_has_result_dirs(prof)
         plan = plan_export(prof)
-        accs: dict[int, DeviceAcc] = {}
-        names: dict[int, str] = {}
-        rd0 = None
-        for k in range(len(plan)):
-            data = plan.load(k)
-            if k == 0:
-                names = model_names(data)
-                rd0 = data.host.rd
-            for dev in data.devices:
-                if k == 0 and dev is data.devices[0]:
-                    rd0 = dev.rd  # the chip and options of the first device
-                acc = accs.get(dev.device_id)
-                if acc is None:
-                    rank = dev.rd.info.get("rank_id", -1)
-                    rank = rank if isinstance(rank, int) else -1
-                    acc = accs[dev.device_id] = DeviceAcc(prof.name, dev.device_id, rank,
-                                                          max_steps=max_steps)
-                reduce_window(acc, dev, data)
-                if plan.whole:
-                    _advice(acc, dev)
-                elif k == 0:
-                    acc.advice_note = "windowed export: the advice is left to msprof export"
-        summary.warnings += [f"{prof.name}: {w}" for w in plan.warnings()]
+        reduced = None
+        if plan.whole and decode != "export" and light_decodable(
+                prof, -1 if decode == "summary" else ADVICE_MAX_ROWS):
+            reduced = _reduce_own(prof, max_steps, force=decode == "summary")
+        if reduced is None:
+            reduced = _reduce_plan(prof, plan, max_steps)
+        accs, names, rd0, warnings = reduced
+        del reduced
+        summary.warnings += [f"{prof.name}: {w}" for w in warnings]
         samp = sampling.read(prof)
         if not summary.collection.chip:
             summary.collection = _collection(prof, rd0)

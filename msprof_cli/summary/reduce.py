@@ -16,6 +16,7 @@ Choices (docs/summary.md):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -29,6 +30,9 @@ PIPE_EVENTS = {"cube": 0xA, "vector": 0x8, "scalar": 0x9, "mte1": 0xB, "mte2": 0
                "mte3": 0xD}  # PipeUtilization counters (export-files.md §6)
 HCCL = "HCCL"
 MEMCPY_SOURCE = "memcpy"
+# task rows -> their (input shapes, output shapes): the task table's columns, or the
+# summary decode's lookup of the launches (summary.decode.Shapes)
+ShapesOf = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 # -- per window reductions -------------------------------------------------------------------
 @dataclass
@@ -129,7 +133,7 @@ def _links(acc: DeviceAcc, dev, data) -> None:
 
 
 def _op_groups(t: pd.DataFrame, sel: np.ndarray, model: np.ndarray, it_row: np.ndarray,
-               start: np.ndarray, kind: np.ndarray) -> pd.DataFrame:
+               start: np.ndarray, kind: np.ndarray, shapes: ShapesOf) -> pd.DataFrame:
     """Per (model, op name, OP Type, Task Type, kind) of the tasks `sel` (in start order):
     task count, summed duration, the smallest position within a step, the first shapes.
     Each text column is factorized once and the groups are integer keys (a groupby on five
@@ -155,20 +159,25 @@ def _op_groups(t: pd.DataFrame, sel: np.ndarray, model: np.ndarray, it_row: np.n
     by = np.argsort(inv, kind="stable")
     bounds = np.flatnonzero(np.r_[True, inv[by][1:] != inv[by][:-1]])
     dur = t["dur_ns"].to_numpy(np.int64)[sel]
+    in_shapes, out_shapes = shapes(sel[first_idx])
     return pd.DataFrame({
         **{name: uniq[codes[first_idx]] if len(first_idx) else uniq[:0]
            for name, (codes, uniq) in uniques.items()},
         "count": np.bincount(inv, minlength=len(ukey)).astype(np.int64),
         "dur": np.bincount(inv, weights=dur, minlength=len(ukey)).astype(np.int64),
         "pos": np.minimum.reduceat(pos[by], bounds) if len(bounds) else np.zeros(0, np.int64),
-        "in_shapes": t["in_shapes"].to_numpy(object)[sel][first_idx],
-        "out_shapes": t["out_shapes"].to_numpy(object)[sel][first_idx]})
+        "in_shapes": in_shapes, "out_shapes": out_shapes})
 
 
-def reduce_window(acc: DeviceAcc, dev, data=None) -> None:
+def reduce_window(acc: DeviceAcc, dev, data=None, shapes: ShapesOf | None = None) -> None:
     """Add one window of a device (export.dataset.DeviceData of `data`, a ProfData) to its
-    accumulator."""
+    accumulator (`shapes`: where the shapes of task rows come from, by default the task
+    table's in_shapes / out_shapes)."""
     t = dev.tasks
+    if shapes is None:
+        def shapes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return (t["in_shapes"].to_numpy(object)[rows],
+                    t["out_shapes"].to_numpy(object)[rows])
     its = dev.iterations.reset_index(drop=True)
     acc.tasks += len(t)
     comm = _comm(acc, dev, data, its) if data is not None else I.EMPTY
@@ -209,7 +218,7 @@ def reduce_window(acc: DeviceAcc, dev, data=None) -> None:
     # tasks of a model outside its iterations are not counted per step (before the first
     # step's start: graph loading); tasks outside every model are the "outside" entry
     keep = ~in_model | (it_row >= 0)
-    acc.ops.append(_op_groups(t, np.flatnonzero(keep), model, it_row, start, kind))
+    acc.ops.append(_op_groups(t, np.flatnonzero(keep), model, it_row, start, kind, shapes))
     if dev.pmu_events and "pmu_ok" in t:
         ok = t["pmu_ok"].to_numpy(bool) & keep
         if ok.any():
