@@ -373,3 +373,47 @@ def test_big_dirs_take_the_summary_decode(all_cases, monkeypatch) -> None:
     want = M.to_dict(B.build(prof, decode="export"))
     assert "op rows: the advice is left to msprof export" in want["devices"][0]["advice_note"]
     assert M.to_dict(B.build(prof)) == want and calls == [prof, prof]
+
+
+@pytest.mark.parametrize("far", [False, True])  # far: span times too far apart for one key
+def test_spans_find_is_enclose(far) -> None:
+    import pandas as pd
+
+    from msprof_cli.export.decode.dataset import enclose
+    from msprof_cli.summary.joins import Spans
+
+    rng = np.random.default_rng(5)
+    n = 3000
+    spans = pd.DataFrame({"thread_id": rng.integers(0, 4, n), "begin_ns": rng.integers(0, 400, n)})
+    spans["end_ns"] = spans["begin_ns"] + rng.integers(0, 25, n)  # ties, nesting, overlaps
+    spans["row"] = np.arange(n)
+    rec = pd.DataFrame({"thread_id": rng.integers(0, 5, 8000),
+                        "ts_ns": rng.integers(-5, 440, 8000)})
+    rec.loc[0, "ts_ns"] = -(1 << 62)
+    rec.loc[1, "ts_ns"] = 1 << 62
+    if far:
+        spans.loc[7, ["begin_ns", "end_ns"]] = [1 << 61, (1 << 61) + 9]
+        rec.loc[2, ["thread_id", "ts_ns"]] = [spans.loc[7, "thread_id"], (1 << 61) + 3]
+    want = enclose(rec, spans, "ts_ns", ["row"])["row"].to_numpy(np.float64)
+    got = Spans.of(spans).find(rec["thread_id"].to_numpy(), rec["ts_ns"].to_numpy())
+    assert np.array_equal(got, np.where(np.isnan(want), -1, want).astype(np.int64))
+
+
+def test_match_is_the_occurrence_merge() -> None:
+    import pandas as pd
+
+    from msprof_cli.summary.joins import match
+
+    rng = np.random.default_rng(7)
+    left = pd.DataFrame({"a": rng.integers(0, 5, 5000), "b": rng.integers(0, 7, 5000)})
+    right = pd.DataFrame({"a": rng.integers(0, 6, 4000), "b": rng.integers(0, 7, 4000)})
+    for f in (left, right):
+        f["occ"] = f.groupby(["a", "b"], sort=False).cumcount()
+    right["row"] = np.arange(len(right))
+    want = left.merge(right, how="left", on=["a", "b", "occ"])["row"].fillna(-1)
+    got = match((left["a"].to_numpy(), left["b"].to_numpy()),
+                (right["a"].to_numpy(), right["b"].to_numpy()))
+    assert np.array_equal(got, want.to_numpy(np.int64))
+    neg = match((left["a"].to_numpy() - 3, left["b"].to_numpy()),  # not packable: ngroup
+                (right["a"].to_numpy() - 3, right["b"].to_numpy()))
+    assert np.array_equal(neg, got)

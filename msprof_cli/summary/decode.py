@@ -31,7 +31,7 @@ from msprof_cli.export.decode.comm_ops import comm_ops
 from msprof_cli.export.decode.control_info import NO_MODEL, ResultDirInfo, read_result_dir
 from msprof_cli.export.decode.data import (DROPPED_GE_TYPES, HARDWARE_OP_TYPES, KERNEL_RT_TYPES,
                                            DeviceData, HostData, ProfData)
-from msprof_cli.export.decode.dataset import device_iterations, enclose, host_batches
+from msprof_cli.export.decode.dataset import device_iterations, host_batches
 from msprof_cli.export.decode.device import DeviceTables, decode_device
 from msprof_cli.export.decode.host import (NA, HostTables, decode_host, decode_tensors, resolve,
                                            type_names, unique_rows)
@@ -41,6 +41,9 @@ from msprof_cli.export.outputs.summaries import not_memcpy
 from msprof_cli.export.runtime.memory import release
 from msprof_cli.raw import layouts as L
 from msprof_cli.raw.profdir import result_dirs
+
+from .intervals import merged
+from .joins import Spans, match
 
 PMU_COLS = ["total_cycles"] + [f"pmu_{k}" for k in range(8)]
 
@@ -67,49 +70,6 @@ def light_decodable(prof: Path, above: int) -> bool:
         and all(hwts_tasks(rd) > above for rd in devs)
 
 
-# -- integer-key joins -----------------------------------------------------------------------
-def group_codes(*cols: np.ndarray) -> np.ndarray:
-    """One int64 code per distinct tuple of the int64 columns (equal tuples, equal codes)."""
-    n = len(cols[0])
-    if n == 0:
-        return np.zeros(0, np.int64)
-    if all(c.min() >= 0 for c in cols):
-        bits = [max(int(c.max()).bit_length(), 1) for c in cols]
-        if sum(bits) <= 62:  # packed: the tuple itself
-            key = np.zeros(n, np.int64)
-            for c, b in zip(cols, bits):
-                key = (key << b) | c
-            return key
-    return pd.DataFrame({i: c for i, c in enumerate(cols)}).groupby(
-        list(range(len(cols))), sort=False).ngroup().to_numpy(np.int64)
-
-
-def occurrences(group: np.ndarray) -> np.ndarray:
-    """Per row, its rank among the earlier rows of its group (groupby.cumcount)."""
-    order = np.argsort(group, kind="stable")
-    g = group[order]
-    first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.zeros(0, np.int64)
-    occ = np.empty(len(g), np.int64)
-    occ[order] = np.arange(len(g)) - np.repeat(first, np.diff(np.r_[first, len(g)]))
-    return occ
-
-
-def match(left: tuple[np.ndarray, ...], right: tuple[np.ndarray, ...]) -> np.ndarray:
-    """Per left row, the right row with equal key columns (unique on the right), or -1:
-    the row map of ``left.merge(right, how="left", on=key)``."""
-    n = len(left[0])
-    if n == 0 or len(right[0]) == 0:
-        return np.full(n, -1, np.int64)
-    both = group_codes(*(np.concatenate([a, b]) for a, b in zip(left, right)))
-    return pd.Index(both[n:]).get_indexer(both[:n]).astype(np.int64)
-
-
-def _int(values: np.ndarray, fill: int) -> np.ndarray:
-    """A float payload of `enclose` (NaN: no span) as int64, NaN -> `fill`."""
-    v = np.asarray(values, np.float64)
-    return np.where(np.isnan(v), fill, v).astype(np.int64)
-
-
 # -- host -----------------------------------------------------------------------------------
 @dataclass
 class Launches:
@@ -118,67 +78,93 @@ class Launches:
     basic info row of its launch (-1: none)."""
 
     cols: dict[str, np.ndarray]
+    rt_names: np.ndarray
     nb_row: np.ndarray
     op_name_hash: np.ndarray
     op_type_hash: np.ndarray
     ge_type: np.ndarray
 
 
-def launches(host: HostTables) -> Launches:
-    """dataset.launch_info's values, on columns."""
+@dataclass
+class Nodes:
+    """The node launches (LEVEL_NODE APIs) of the host: connection id, begin, end per row
+    and their `Spans`."""
+
+    cid: np.ndarray
+    begin: np.ndarray
+    end: np.ndarray
+    spans: Spans
+
+    @classmethod
+    def of(cls, apis: pd.DataFrame) -> "Nodes":
+        nodes = apis[apis["level"].to_numpy() == L.LEVEL_NODE]
+        return cls(nodes["connection_id"].to_numpy(np.int64),
+                   nodes["begin_ns"].to_numpy(np.int64), nodes["end_ns"].to_numpy(np.int64),
+                   Spans.of(nodes))
+
+    def launch(self, thread: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        """The connection id of the launch enclosing each record (dataset.enclose), -1."""
+        row = self.spans.find(thread, ts)
+        return np.where(row >= 0, self.cid[np.maximum(row, 0)] if len(self.cid) else -1, -1)
+
+
+def launches(host: HostTables, nodes: Nodes) -> Launches:
+    """dataset.launch_info's values, on columns (the runtime type as a code into
+    `rt_names`)."""
     tt = host.task_track
-    rt_name = type_names(np.full(len(tt), L.LEVEL_RUNTIME), tt["rt_type"].to_numpy(),
-                         host.types)
-    is_flip = rt_name == "FLIP_TASK"
-    flips = tt[is_flip][["ts_ns", "stream_id", "task_id", "device_id"]]
-    keep = ~is_flip & (rt_name != "MAINTENANCE")
-    tt = tt[keep].reset_index(drop=True)
+    rt_types, rt_code = np.unique(tt["rt_type"].to_numpy(np.int64), return_inverse=True)
+    rt_names = type_names(np.full(len(rt_types), L.LEVEL_RUNTIME), rt_types, host.types)
+    flip = np.isin(rt_code, np.flatnonzero(rt_names == "FLIP_TASK"))
+    keep = ~flip & ~np.isin(rt_code, np.flatnonzero(rt_names == "MAINTENANCE"))
+    cols = {c: tt[c].to_numpy()[keep] for c in ("thread_id", "ts_ns", "device_id",
+                                                "stream_id", "task_id", "kernel_name")}
+    cols["rt_code"] = rt_code[keep]
+    cols["launch"] = nodes.launch(cols["thread_id"], cols["ts_ns"])
     apis = host.apis
-    level = apis["level"].to_numpy()
-    nodes = apis[level == L.LEVEL_NODE]
-    models = apis[(level == L.LEVEL_MODEL) & (apis["type"].to_numpy() == L.MODEL_EXECUTE)]
-    models = models.assign(model_id=models["item_id"].astype(np.int64))
-    cols = {c: tt[c].to_numpy() for c in ("thread_id", "ts_ns", "device_id", "stream_id",
-                                          "task_id", "kernel_name")}
-    cols["rt_name"] = rt_name[keep]
-    cols["launch"] = _int(enclose(tt, nodes, "ts_ns", ["connection_id"])["connection_id"], -1)
-    cols["model"] = _int(enclose(tt, models, "ts_ns", ["model_id"])["model_id"], NO_MODEL)
-    cols["batch"] = host_batches(tt, flips)
+    models = apis[(apis["level"].to_numpy() == L.LEVEL_MODEL)
+                  & (apis["type"].to_numpy() == L.MODEL_EXECUTE)]
+    row = Spans.of(models).find(cols["thread_id"], cols["ts_ns"])
+    # the model id as launch_info's enclose gives it (through float64)
+    mid = models["item_id"].to_numpy().astype(np.int64).astype(np.float64).astype(np.int64)
+    cols["model"] = np.where(row >= 0, mid[np.maximum(row, 0)] if len(mid) else 0, NO_MODEL)
+    flips = tt[flip][["ts_ns", "stream_id", "task_id", "device_id"]]
+    cols["batch"] = host_batches(pd.DataFrame(
+        {c: cols[c] for c in ("ts_ns", "stream_id", "task_id", "device_id")}), flips)
     nb = host.node_basic
-    nb_cid = _int(enclose(nb, nodes, "ts_ns", ["connection_id"])["connection_id"], -1)
-    # the last node_basic_info record inside each launch
+    nb_cid = nodes.launch(nb["thread_id"].to_numpy(np.int64), nb["ts_ns"].to_numpy(np.int64))
+    # the last node_basic_info record inside each launch (connection ids: API record
+    # numbers, a table of them is as long as the API table)
     rows = np.flatnonzero(nb_cid >= 0)
-    cid = nb_cid[rows]
-    last = rows[len(cid) - 1 - np.unique(cid[::-1], return_index=True)[1]]
-    at = pd.Index(nb_cid[last]).get_indexer(cols["launch"]) if len(last) \
-        else np.full(len(tt), -1)
-    nb_row = np.where((cols["launch"] >= 0) & (at >= 0), last[np.maximum(at, 0)]
-                      if len(last) else -1, -1).astype(np.int64)
-    return Launches(cols, nb_row, nb["op_name_hash"].to_numpy(np.uint64),
+    size = max(int(nb_cid.max(initial=-1)), int(cols["launch"].max(initial=-1))) + 1
+    last = np.full(size, -1, np.int64)
+    np.maximum.at(last, nb_cid[rows], rows)
+    launch = cols["launch"]
+    nb_row = np.where(launch >= 0, last[np.maximum(launch, 0)], -1) if size \
+        else np.full(len(launch), -1, np.int64)
+    return Launches(cols, rt_names, nb_row, nb["op_name_hash"].to_numpy(np.uint64),
                     nb["op_type_hash"].to_numpy(np.uint64), nb["ge_type"].to_numpy(np.int64))
 
 
 @dataclass
 class Shapes:
-    """The input / output shapes of launches, decoded when asked for: per launch that
-    holds tensor_info records, the record (or the group of records of one op with more
-    than 5 tensors) that dataset.tensors_by_launch keeps -- the last one of its rows."""
+    """The input / output shapes of launches, decoded when asked for: of the tensor_info
+    rows inside a launch (export.host.decode_tensors: a record, or one row for the records
+    of an op with more than 5 tensors, after the single records), the last one, as
+    dataset.tensors_by_launch keeps it."""
 
     data_dir: Path | None
-    launch: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    rep: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # record or ~gid
-    gid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per record
-    multi: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # per record
+    nodes: Nodes | None = None
+    ts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per record
+    thread: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    op: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     whole: pd.DataFrame | None = None  # tensors_by_launch itself (damaged tensor_info)
 
     def of(self, conn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(in_shapes, out_shapes) of launches `conn` (-1: none) as attach_tensors gives."""
         conn = np.asarray(conn, np.int64)
         ins, outs = obj_full(len(conn), NA), obj_full(len(conn), NA)
-        if self.whole is not None:
-            tens = self.whole
-        else:
-            tens = self._decode(np.unique(conn[conn >= 0]))
+        tens = self.whole if self.whole is not None else \
+            self._decode(np.unique(conn[conn >= 0]))
         if tens is None or len(tens) == 0:
             return ins, outs
         at = pd.Index(tens["launch_cid"].to_numpy(np.int64)).get_indexer(conn)
@@ -188,78 +174,105 @@ class Shapes:
             col[pd.isna(col)] = NA
         return ins, outs
 
-    def _decode(self, conn: np.ndarray) -> pd.DataFrame | None:
-        """tensors_by_launch rows (launch_cid, in_shapes, out_shapes) of launches `conn`."""
-        if self.data_dir is None or len(self.launch) == 0 or len(conn) == 0:
+    def _decode(self, asked: np.ndarray) -> pd.DataFrame | None:
+        """tensors_by_launch rows (launch_cid, in_shapes, out_shapes) of launches `asked`."""
+        nd = self.nodes
+        if self.data_dir is None or nd is None or len(self.ts) == 0 or len(asked) == 0:
             return None
-        pos = pd.Index(self.launch).get_indexer(conn)
-        conn, rep = conn[pos >= 0], self.rep[pos[pos >= 0]]
-        single = rep[rep >= 0]
-        groups = ~rep[rep < 0]
-        recs = np.union1d(single, np.flatnonzero(self.multi & np.isin(self.gid, groups)))
-        t = decode_tensors(self.data_dir, DecodeLog(), select=recs.astype(np.int64))
-        # decode_tensors: the single records in order, then one row per group in order of
-        # its first record: row of each asked launch
-        n_single = len(recs) - int(self.multi[recs].sum())
-        row_of_rec = pd.Index(recs[~self.multi[recs]]).get_indexer(single)
-        sel_groups = np.unique(self.gid[recs[self.multi[recs]]])  # ascending gid: that order
-        row_of_grp = n_single + np.searchsorted(sel_groups, groups)
-        rows = np.empty(len(conn), np.int64)
-        rows[rep >= 0], rows[rep < 0] = row_of_rec, row_of_grp
-        return pd.DataFrame({"launch_cid": conn,
+        at = pd.Index(nd.cid).get_indexer(asked)
+        at = at[at >= 0]
+        # the records in the time of an asked launch (any thread), then exactly: those
+        # whose launch is asked
+        ms, me = merged(nd.begin[at], nd.end[at] + 1)
+        k = np.searchsorted(ms, self.ts, side="right") - 1
+        cand = np.flatnonzero((k >= 0) & (self.ts < me[np.maximum(k, 0)]))
+        cid = nd.launch(self.thread[cand], self.ts[cand])
+        keep = np.isin(cid, asked)
+        cand, cid = cand[keep], cid[keep]
+        if len(cand) == 0:
+            return None
+        # decode_tensors' rows: records of equal (time, thread, op) form one row after the
+        # single records, in order of their first record (a launch holds all of a group)
+        gid, _ = unique_rows(np.stack([self.ts[cand], self.thread[cand], self.op[cand]], 1))
+        multi = np.bincount(gid)[gid] > 1
+        order = np.where(multi, len(self.ts) + gid, cand)
+        by = np.lexsort((order, cid))
+        last = by[np.r_[cid[by][1:] != cid[by][:-1], True]]
+        chosen = np.isin(gid, gid[last])  # the records of the kept rows
+        t = decode_tensors(self.data_dir, DecodeLog(), select=cand[chosen])
+        # the kept rows in decode_tensors' order: singles by record, then groups by gid
+        single = ~multi[last]
+        n_single = int((chosen & ~multi).sum())
+        rows = np.empty(len(last), np.int64)
+        rows[single] = np.searchsorted(cand[chosen & ~multi], cand[last[single]])
+        groups = np.unique(gid[chosen & multi])
+        rows[~single] = n_single + np.searchsorted(groups, gid[last[~single]])
+        return pd.DataFrame({"launch_cid": cid[last],
                              "in_shapes": t["in_shapes"].to_numpy(object)[rows],
                              "out_shapes": t["out_shapes"].to_numpy(object)[rows]})
 
 
-def tensor_index(data_dir: Path, apis: pd.DataFrame, log: DecodeLog) -> Shapes:
-    """`Shapes` of the host's tensor_info: its records' thread and time enclosed in the node
-    launches (the warnings of its files are the decode's)."""
+def tensor_index(data_dir: Path, apis: pd.DataFrame, nodes: Nodes, log: DecodeLog
+                 ) -> Shapes:
+    """`Shapes` of the host's tensor_info: the time, thread and op of its records (the
+    warnings of its files are the decode's)."""
     before = log.bad_records
     c = host_records(data_dir, "tensor_info", log, ["thread_id", "timestamp", "op_name"])
-    n = len(c["thread_id"])
-    if n == 0:
+    if len(c["thread_id"]) == 0:
         return Shapes(None)
     if log.bad_records != before:  # records skipped: record numbers no longer positions
         from msprof_cli.export.decode.dataset import tensors_by_launch
 
         tens = tensors_by_launch(decode_tensors(data_dir, DecodeLog()), apis)
         return Shapes(data_dir, whole=tens)
-    rec = pd.DataFrame({"thread_id": c["thread_id"].astype(np.int64),
-                        "ts_ns": c["timestamp"].astype(np.int64)})
-    key3 = np.stack([rec["ts_ns"].to_numpy(), rec["thread_id"].to_numpy(),
-                     c["op_name"].view(np.int64)], axis=1)
-    gid, _ = unique_rows(key3)  # decode_tensors' groups (numbered by first record)
-    del key3
-    multi = np.bincount(gid)[gid] > 1
-    nodes = apis[apis["level"].to_numpy() == L.LEVEL_NODE]
-    cid = _int(enclose(rec, nodes, "ts_ns", ["connection_id"])["connection_id"], -1)
-    # decode_tensors' row order: single records in file order, then the groups by gid; the
-    # last row of a launch is kept (tensors_by_launch's drop_duplicates keep="last")
-    order_key = np.where(multi, n + gid, np.arange(n))
-    rows = np.flatnonzero(cid >= 0)
-    by = rows[np.lexsort((order_key[rows], cid[rows]))]
-    last = np.r_[cid[by][1:] != cid[by][:-1], True] if len(by) else np.zeros(0, bool)
-    keep = by[last]
-    rep = np.where(multi[keep], ~gid[keep], keep)
-    return Shapes(data_dir, cid[keep], rep, gid, multi)
+    return Shapes(data_dir, nodes, c["timestamp"].astype(np.int64),
+                  c["thread_id"].astype(np.int64), c["op_name"].view(np.int64))
 
 
 # -- device ---------------------------------------------------------------------------------
+class Text:
+    """A text column of n rows built as codes into its names (N/A where nothing is put),
+    given as a pandas Categorical: the values of the export's object column, and the
+    reduction groups on the codes."""
+
+    def __init__(self, n: int) -> None:
+        self.codes = np.zeros(n, np.int32)
+        self.names: list[np.ndarray] = [np.array([NA], object)]
+        self.size = 1
+
+    def put(self, rows: np.ndarray, codes: np.ndarray, names: np.ndarray) -> None:
+        self.codes[rows] = self.size + codes
+        self.names.append(np.asarray(names, object))
+        self.size += len(names)
+
+    def put_resolved(self, rows: np.ndarray, values: np.ndarray, table: dict) -> None:
+        """`rows` get export.host.resolve(values, table)."""
+        codes, uniq = pd.factorize(np.asarray(values, np.uint64))
+        self.put(rows, codes, resolve(uniq, table))
+
+    def column(self) -> pd.Categorical:
+        codes, cats = pd.factorize(np.concatenate(self.names))  # equal names: one category
+        return pd.Categorical.from_codes(codes[self.codes].astype(np.int32),
+                                         categories=pd.Index(cats, dtype=object))
+
+
 def device_data(rd: ResultDirInfo, dev: DeviceTables, host: HostData,
                 lt: Launches | None) -> DeviceData:
     """dataset.build_device's columns that the summary reads (`lt`: the host's launches,
-    None without host task data)."""
+    None without host task data); the text columns as Categoricals."""
     tasks = dev.tasks
     off = np.int64(rd.offset_ns)
     start = tasks["start_ns"].to_numpy(np.int64) + off
     keep = start >= rd.begin_local_ns
-    t = {c: tasks[c].to_numpy(np.int64)[keep] for c in ("stream_id", "task_id", "batch_id",
-                                                         "start_ns", "end_ns")}
-    src = tasks["source"].to_numpy(object)[keep]
+    every = bool(keep.all())
+    t = {c: tasks[c].to_numpy(np.int64) if every else tasks[c].to_numpy(np.int64)[keep]
+         for c in ("stream_id", "task_id", "batch_id", "start_ns", "end_ns")}
+    src = tasks["source"].to_numpy(object)
+    src = src if every else src[keep]
     n = len(src)
     ht = host.tables
     has_host = lt is not None
-    op_name, op_type, ge, rt_name = (obj_full(n, NA) for _ in range(4))
+    op_name, op_type, ge, rt = Text(n), Text(n), Text(n), Text(n)
     model_id = np.full(n, NO_MODEL, np.int64)
     conn = np.full(n, -1, np.int64)
     tt_thread = np.zeros(n, np.int64)
@@ -269,44 +282,54 @@ def device_data(rd: ResultDirInfo, dev: DeviceTables, host: HostData,
         hc = lt.cols
         mine = np.flatnonzero(hc["device_id"] == (rd.device_id or 0))
         mine = mine[np.argsort(hc["ts_ns"][mine], kind="stable")]
-        hkey = (hc["stream_id"][mine], hc["task_id"][mine], hc["batch"][mine])
-        dkey = (t["stream_id"], t["task_id"], t["batch_id"])
-        at = match((*dkey, occurrences(group_codes(*dkey))),
-                   (*hkey, occurrences(group_codes(*hkey))))
+        at = match((t["stream_id"], t["task_id"], t["batch_id"]),
+                   (hc["stream_id"][mine], hc["task_id"][mine], hc["batch"][mine]))
         known = at >= 0
-        row = mine[at[known]]  # task_track row of each known task
-        nbr = np.full(n, -1, np.int64)
-        nbr[known] = lt.nb_row[row]
+        kr = np.flatnonzero(known)
+        row = mine[at[kr]]  # task_track row of each known task
+        nbr = lt.nb_row[row]
         has_nb = nbr >= 0
-        src_hash = np.zeros(n, np.uint64)
-        src_hash[known] = hc["kernel_name"][row]
-        src_hash[has_nb] = lt.op_name_hash[nbr[has_nb]]
-        op_name[known] = resolve(src_hash[known], ht.hashes)
-        op_type[has_nb] = resolve(lt.op_type_hash[nbr[has_nb]], ht.hashes)
-        ge[has_nb] = resolve(lt.ge_type[nbr[has_nb]].astype(np.uint64), L.GE_TASK_TYPES)
-        rt_name[known] = hc["rt_name"][row]
-        model_id[known] = hc["model"][row]
-        conn[known] = hc["launch"][row]
-        tt_thread[known] = hc["thread_id"][row]
-        tt_ts[known] = hc["ts_ns"][row]
-    ge = np.where((src == "aicpu") & (ge == NA), "AI_CPU", ge)
+        nb_rows, nbr = kr[has_nb], nbr[has_nb]
+        src_hash = hc["kernel_name"][row].astype(np.uint64)
+        src_hash[has_nb] = lt.op_name_hash[nbr]
+        op_name.put_resolved(kr, src_hash, ht.hashes)
+        op_type.put_resolved(nb_rows, lt.op_type_hash[nbr], ht.hashes)
+        ge.put_resolved(nb_rows, lt.ge_type[nbr], L.GE_TASK_TYPES)
+        rt.put(kr, hc["rt_code"][row], lt.rt_names)
+        model_id[kr] = hc["model"][row]
+        conn[kr] = hc["launch"][row]
+        tt_thread[kr] = hc["thread_id"][row]
+        tt_ts[kr] = hc["ts_ns"][row]
+    task_type = ge.column()
+    cats = np.asarray(task_type.categories, object)
+    if "AI_CPU" not in cats:  # AI CPU tasks of aicpu.data are AI_CPU without node info
+        task_type = task_type.add_categories(["AI_CPU"])
+        cats = np.asarray(task_type.categories, object)
+    tcode = task_type.codes.copy()
+    tcode[(src == "aicpu") & (cats[tcode] == NA)] = int(np.flatnonzero(cats == "AI_CPU")[0])
+    task_type = pd.Categorical.from_codes(tcode, dtype=task_type.dtype)
+    rt_type = rt.column()
+    rcat = np.asarray(rt_type.categories, object)
+    # the steps of a collective: dataset.build_device's comm_step, per runtime type name
+    step_rt = (rcat != NA) & ~np.isin(rcat, list(KERNEL_RT_TYPES)) \
+        & ~np.char.startswith(rcat.astype(str), "KERNEL_")
+    comm_step = (cats[tcode] == "HCCL") & step_rt[rt_type.codes]
     out = pd.DataFrame({
         "stream_id": t["stream_id"], "task_id": t["task_id"], "batch_id": t["batch_id"],
         "start_local": t["start_ns"] + off, "end_local": t["end_ns"] + off,
         "dur_ns": t["end_ns"] - t["start_ns"], "source": src, "host_known": known,
-        "op_name": op_name, "op_type": op_type, "task_type": ge, "rt_type": rt_name,
-        "model_id": model_id, "connection_id": conn, "tt_thread": tt_thread,
-        "tt_local": tt_ts + np.int64(host.rd.offset_ns if host.rd else 0)})
-    rt = out["rt_type"].to_numpy(object)
-    out["comm_step"] = (ge == "HCCL") & (rt != NA) & ~np.isin(rt, list(KERNEL_RT_TYPES)) \
-        & ~np.char.startswith(rt.astype(str), "KERNEL_")
+        "op_name": op_name.column(), "op_type": op_type.column(), "task_type": task_type,
+        "rt_type": rt_type, "model_id": model_id, "connection_id": conn,
+        "tt_thread": tt_thread,
+        "tt_local": tt_ts + np.int64(host.rd.offset_ns if host.rd else 0),
+        "comm_step": comm_step}, copy=False)
     if not out["start_local"].is_monotonic_increasing:
         out = out.sort_values("start_local", kind="stable", ignore_index=True)
     _pmu(out, dev.pmu)
     d = DeviceData(rd=rd, tasks=out, iterations=device_iterations(rd, dev.steps),
                    has_host_ops=has_host, has_node_info=has_host and len(ht.node_basic) > 0,
                    pmu_events=rd.pmu_events if dev.pmu is not None else [])
-    if out["comm_step"].any():
+    if comm_step.any():
         d.comm_ops = comm_ops(d, host)
     return d
 
@@ -321,9 +344,9 @@ def _pmu(out: pd.DataFrame, pmu: pd.DataFrame | None) -> None:
                               & ~out["task_type"].isin(list(HARDWARE_OP_TYPES)).to_numpy())
         key = (out["stream_id"].to_numpy(np.int64)[cand],
                out["task_id"].to_numpy(np.int64)[cand])
-        at = match((*key, occurrences(group_codes(*key))),
-                   (pmu["stream_id"].to_numpy(np.int64), pmu["task_id"].to_numpy(np.int64),
-                    pmu["occ"].to_numpy(np.int64)))
+        # the aicore records' occurrences are theirs in record order (pmu["occ"])
+        at = match(key, (pmu["stream_id"].to_numpy(np.int64),
+                         pmu["task_id"].to_numpy(np.int64)))
         rows, at = cand[at >= 0], at[at >= 0]
         for name in PMU_COLS:
             v = np.zeros(n, np.int64)
@@ -345,11 +368,12 @@ def load(prof: Path) -> tuple[ProfData, Shapes]:
     host_rd = next(i for i in infos if i.device_id is None)
     post = DecodeLog()
     tables = decode_host(host_rd.data_dir, log, post, tensors=False)
-    shapes = tensor_index(host_rd.data_dir, tables.apis, log)
+    nodes = Nodes.of(tables.apis)
+    shapes = tensor_index(host_rd.data_dir, tables.apis, nodes, log)
     log.merge(post)
     host = HostData(rd=host_rd, tables=tables, apis=pd.DataFrame())
     has_host = len(tables.task_track) > 0 and bool(tables.types)
-    lt = launches(tables) if has_host else None
+    lt = launches(tables, nodes) if has_host else None
     tables.task_track = tables.task_track.iloc[:0]
     release()
     devices = []

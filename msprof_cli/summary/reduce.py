@@ -30,6 +30,7 @@ PIPE_EVENTS = {"cube": 0xA, "vector": 0x8, "scalar": 0x9, "mte1": 0xB, "mte2": 0
                "mte3": 0xD}  # PipeUtilization counters (export-files.md §6)
 HCCL = "HCCL"
 MEMCPY_SOURCE = "memcpy"
+KINDS = np.array(["memcpy", "comm", "op"], dtype=object)  # a task's kind, by its code
 # task rows -> their (input shapes, output shapes): the task table's columns, or the
 # summary decode's lookup of the launches (summary.decode.Shapes)
 ShapesOf = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -132,21 +133,30 @@ def _links(acc: DeviceAcc, dev, data) -> None:
                      .reset_index())
 
 
+def _factorize(col: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """pd.factorize of a text column's values at `rows` (codes by first appearance, the
+    distinct values as objects); a categorical column (summary.decode) by its codes."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cc = col.cat.codes.to_numpy()[rows]
+        if len(cc) == 0 or cc.min() >= 0:  # no missing values
+            codes, u = pd.factorize(cc)
+            return codes, np.asarray(col.cat.categories, dtype=object)[u]
+    return pd.factorize(col.to_numpy(object)[rows])
+
+
 def _op_groups(t: pd.DataFrame, sel: np.ndarray, model: np.ndarray, it_row: np.ndarray,
                start: np.ndarray, kind: np.ndarray, shapes: ShapesOf) -> pd.DataFrame:
     """Per (model, op name, OP Type, Task Type, kind) of the tasks `sel` (in start order):
     task count, summed duration, the smallest position within a step, the first shapes.
     Each text column is factorized once and the groups are integer keys (a groupby on five
-    object columns was most of the summary's time at 1M tasks)."""
-    cols = {"model_id": model[sel], "op_name": t["op_name"].to_numpy(object)[sel],
-            "op_type": t["op_type"].to_numpy(object)[sel],
-            "task_type": t["task_type"].to_numpy(object)[sel], "kind": kind[sel]}
+    object columns was most of the summary's time at 1M tasks).  `kind`: codes into KINDS."""
+    codes, u = pd.factorize(kind[sel])
+    uniques = {"model_id": pd.factorize(model[sel]),
+               **{c: _factorize(t[c], sel) for c in ("op_name", "op_type", "task_type")},
+               "kind": (codes, KINDS[u])}
     key = np.zeros(len(sel), np.int64)
-    uniques = {}
-    for name, values in cols.items():
-        codes, uniq = pd.factorize(values)
+    for codes, uniq in uniques.values():
         key = key * max(len(uniq), 1) + codes
-        uniques[name] = (codes, uniq)
     # position within the step: rank in start order among the tasks of the same (model, step)
     step_key = uniques["model_id"][0].astype(np.int64) * (int(it_row.max(initial=-1)) + 2) \
         + it_row[sel] + 1
@@ -195,9 +205,9 @@ def reduce_window(acc: DeviceAcc, dev, data=None, shapes: ShapesOf | None = None
     ms, me = merged(start, end)
     acc.busy_total += int((me - ms).sum())
     src = t["source"].to_numpy(object)
-    hccl = t["task_type"].to_numpy(object) == HCCL
-    kind = np.where(src == MEMCPY_SOURCE, "memcpy", np.where(hccl, "comm", "op"))
-    is_op = kind == "op"
+    hccl = (t["task_type"] == HCCL).to_numpy(bool)
+    kind = np.where(src == MEMCPY_SOURCE, 0, np.where(hccl, 1, 2))  # codes into KINDS
+    is_op = kind == 2
     compute = merged(start[is_op], end[is_op])
     both = I.intersect(compute, comm)
     for k, (a, b) in enumerate((compute, comm, both)):
@@ -222,12 +232,15 @@ def reduce_window(acc: DeviceAcc, dev, data=None, shapes: ShapesOf | None = None
     if dev.pmu_events and "pmu_ok" in t:
         ok = t["pmu_ok"].to_numpy(bool) & keep
         if ok.any():
-            cols = {"model_id": model[ok], "op_type": t["op_type"].to_numpy(object)[ok],
+            types, names = _factorize(t["op_type"], np.flatnonzero(ok))
+            cols = {"model_id": model[ok], "op_type": types,
                     "dur": t["dur_ns"].to_numpy(np.int64)[ok],
                     "cycles": t["total_cycles"].to_numpy(np.float64)[ok]}
             for k, e in enumerate(dev.pmu_events[:8]):
                 if e in PIPE_EVENTS.values() and f"pmu_{k}" in t:
                     cols[f"e{e}"] = t[f"pmu_{k}"].to_numpy(np.float64)[ok]
-            acc.pipes.append(pd.DataFrame(cols).groupby(["model_id", "op_type"], sort=False)
-                             .sum().reset_index())
+            g = pd.DataFrame(cols).groupby(["model_id", "op_type"], sort=False).sum() \
+                .reset_index()
+            g["op_type"] = names[g["op_type"].to_numpy()]
+            acc.pipes.append(g)
         acc.pmu_events = list(dev.pmu_events)
