@@ -4,20 +4,24 @@ The export's decode (export.dataset.load_prof) builds every column every output 
 six tensor columns of every task (tensor_info decoded and joined in a worker: ~2 s of CPU
 at 1M tasks), HF32, OP State, block dim, the analysis's float durations, the named API
 table...  The summary reads a few of them, and the shapes of one task per op only.  This
-decode runs the same decoders (export.host, export.device) and the same joins
-(dataset.enclose, host_batches, comm_ops, steptrace) and builds the same values of the
-columns the summary reads -- stream, start, end, duration, source, op name / type, GE task
-type, runtime type, model, launch, PMU counters -- but:
+decode runs the same decoders (export.host, export.device, export.steptrace through
+dataset.device_iterations, dataset.host_batches, dataset.comm_ops) and builds the same
+values of the columns the summary reads -- stream, start, end, duration, source, op name /
+type, GE task type, runtime type, model, launch, PMU counters -- but:
 
-* the task_track <-> device task join (stream, task, batch, occurrence) is made on integer
-  keys (occurrences by a stable sort, the match by a hash index), not on frames;
-* tensor_info is not decoded: `Shapes` indexes its records by launch (thread and time
-  only) and decodes the records of the launches whose shapes are asked for (the first
-  task of each op), through export.host.decode_tensors itself.
+* the joins are made on integer columns (summary.joins): dataset.enclose as a search on
+  (thread, begin) keys, the task_track <-> device task and the PMU joins on (group,
+  occurrence) by sorting, not on frames;
+* tensor_info is not decoded: `Shapes` reads the time, thread and op of its records and
+  decodes the records of the launches whose shapes are asked for (the first task of each
+  op) through export.host.decode_tensors itself;
+* the text columns are Categoricals (their values are the export's strings): the
+  reduction groups them by code.
 
 It is used for the one-window plans of big PROF dirs (`light_decodable`), where the
 summary leaves the advice to `msprof export`.  That it gives the export's values is a test
-(tests/test_summary.py compares the summaries of both decodes on the frozen corpus).
+(tests/test_summary.py compares both decodes column by column and their summaries on the
+frozen corpus).
 """
 from __future__ import annotations
 
