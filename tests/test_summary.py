@@ -280,3 +280,140 @@ def test_help_stays_light() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.stdout.strip() == "[]", r.stdout + r.stderr
     assert re.search(r"summary\s+Summarise", msprof("--help").stdout)
+
+
+# -- the summary's own decode (summary/decode.py) against the export's --------------------------
+@pytest.fixture(scope="module")
+def all_cases(tmp_path_factory) -> dict[str, Path]:
+    return corpus.unpack(tmp_path_factory.mktemp("sum_all"))
+
+
+def _without_advice(s: M.Summary) -> dict:
+    d = M.to_dict(s)
+    for dev in d["devices"]:
+        dev.pop("advice"), dev.pop("advice_note")
+    return d
+
+
+def test_the_summary_decode_gives_the_exports_summary(all_cases) -> None:
+    """Every corpus case summarised from the summary's decode equals its summary from the
+    export's (the advice aside: the summary decode is used where there is none)."""
+    from msprof_cli.summary.build import build
+
+    for name, prof in all_cases.items():
+        own = _without_advice(build(prof, decode="summary"))
+        assert own == _without_advice(build(prof, decode="export")), name
+
+
+def _same_decode(prof: Path):
+    import pandas as pd
+
+    from msprof_cli.export.decode.dataset import load_prof
+    from msprof_cli.export.outputs.summaries import op_rows
+    from msprof_cli.summary import decode as SD
+
+    full = load_prof(prof)
+    own, shapes = SD.load(prof)
+    assert own.log.warnings == full.log.warnings
+    assert [d.device_id for d in own.devices] == [d.device_id for d in full.devices]
+    for f, o in zip(full.devices, own.devices):
+        for c in o.tasks.columns:
+            assert pd.Series(o.tasks[c].to_numpy()).equals(
+                pd.Series(f.tasks[c].to_numpy())), (prof, f.device_id, c)
+        ins, outs = shapes.of(o.tasks["connection_id"].to_numpy())
+        assert (ins == f.tasks["in_shapes"].to_numpy(object)).all()
+        assert (outs == f.tasks["out_shapes"].to_numpy(object)).all()
+        assert o.iterations.equals(f.iterations)
+        assert (o.comm_ops is None) == (f.comm_ops is None)
+        assert o.comm_ops is None or o.comm_ops.equals(f.comm_ops)
+        assert SD.op_row_count(o) == len(op_rows(f))
+    return shapes
+
+
+@pytest.mark.parametrize("case", ["two_devices_hccl", "oracle_mirrored_hccl", "dynamic_shape",
+                                  "msproftx_aicpu_pmu", "damaged"])
+def test_the_summary_decode_gives_the_exports_columns(all_cases, case) -> None:
+    """Column by column, the task tables of both decodes, every task's shapes included."""
+    _same_decode(all_cases[case])
+
+
+def test_the_summary_decode_of_a_damaged_tensor_info(all_cases, tmp_path: Path) -> None:
+    """A tensor_info record with a bad magic number: record numbers are no longer positions,
+    the shapes come from the whole tensor_info decode (and equal the export's)."""
+    import shutil
+
+    from msprof_cli.raw import layouts as L
+
+    prof = tmp_path / all_cases["two_devices_hccl"].name
+    shutil.copytree(all_cases["two_devices_hccl"], prof)
+    f = sorted((prof / "host" / "data").glob("*tensor_info*"))[0]
+    rec = np.memmap(f, dtype=L.HOST_DTYPES["tensor_info"], mode="r+")
+    rec["magic"][3] = 0
+    rec.flush()
+    del rec
+    assert _same_decode(prof).whole is not None
+
+
+def test_big_dirs_take_the_summary_decode(all_cases, monkeypatch) -> None:
+    """Above ADVICE_MAX_ROWS tasks a device the summary decodes on its own (the same
+    summary, advice note included); a device with an advice to compute (fewer op rows than
+    tasks) goes back to the export's decode."""
+    from msprof_cli.summary import build as B
+    from msprof_cli.summary import decode as SD
+
+    calls = []
+    load = SD.load
+    monkeypatch.setattr(SD, "load", lambda prof: calls.append(prof) or load(prof))
+    prof = all_cases["two_devices_hccl"]
+    want = M.to_dict(B.build(prof))
+    assert not calls and want["devices"][0]["advice"]
+    monkeypatch.setattr(SD, "light_decodable", lambda prof, above: True)
+    assert M.to_dict(B.build(prof)) == want and calls == [prof]  # the advice: export's
+    monkeypatch.setattr(B, "ADVICE_MAX_ROWS", 50)
+    want = M.to_dict(B.build(prof, decode="export"))
+    assert "op rows: the advice is left to msprof export" in want["devices"][0]["advice_note"]
+    assert M.to_dict(B.build(prof)) == want and calls == [prof, prof]
+
+
+@pytest.mark.parametrize("far", [False, True])  # far: span times too far apart for one key
+def test_spans_find_is_enclose(far) -> None:
+    import pandas as pd
+
+    from msprof_cli.export.decode.dataset import enclose
+    from msprof_cli.summary.joins import Spans
+
+    rng = np.random.default_rng(5)
+    n = 3000
+    spans = pd.DataFrame({"thread_id": rng.integers(0, 4, n), "begin_ns": rng.integers(0, 400, n)})
+    spans["end_ns"] = spans["begin_ns"] + rng.integers(0, 25, n)  # ties, nesting, overlaps
+    spans["row"] = np.arange(n)
+    rec = pd.DataFrame({"thread_id": rng.integers(0, 5, 8000),
+                        "ts_ns": rng.integers(-5, 440, 8000)})
+    rec.loc[0, "ts_ns"] = -(1 << 62)
+    rec.loc[1, "ts_ns"] = 1 << 62
+    if far:
+        spans.loc[7, ["begin_ns", "end_ns"]] = [1 << 61, (1 << 61) + 9]
+        rec.loc[2, ["thread_id", "ts_ns"]] = [spans.loc[7, "thread_id"], (1 << 61) + 3]
+    want = enclose(rec, spans, "ts_ns", ["row"])["row"].to_numpy(np.float64)
+    got = Spans.of(spans).find(rec["thread_id"].to_numpy(), rec["ts_ns"].to_numpy())
+    assert np.array_equal(got, np.where(np.isnan(want), -1, want).astype(np.int64))
+
+
+def test_match_is_the_occurrence_merge() -> None:
+    import pandas as pd
+
+    from msprof_cli.summary.joins import match
+
+    rng = np.random.default_rng(7)
+    left = pd.DataFrame({"a": rng.integers(0, 5, 5000), "b": rng.integers(0, 7, 5000)})
+    right = pd.DataFrame({"a": rng.integers(0, 6, 4000), "b": rng.integers(0, 7, 4000)})
+    for f in (left, right):
+        f["occ"] = f.groupby(["a", "b"], sort=False).cumcount()
+    right["row"] = np.arange(len(right))
+    want = left.merge(right, how="left", on=["a", "b", "occ"])["row"].fillna(-1)
+    got = match((left["a"].to_numpy(), left["b"].to_numpy()),
+                (right["a"].to_numpy(), right["b"].to_numpy()))
+    assert np.array_equal(got, want.to_numpy(np.int64))
+    neg = match((left["a"].to_numpy() - 3, left["b"].to_numpy()),  # not packable: ngroup
+                (right["a"].to_numpy() - 3, right["b"].to_numpy()))
+    assert np.array_equal(neg, got)

@@ -1,25 +1,16 @@
-"""Build a `Summary` from raw data: the export's own plan and decode, reduced per window.
+"""Build a `Summary` from raw data: the export's plan and decode, reduced per window.
 
 The summary reads the same decoded model as `msprof export` (`export.plan`: one window for
 most PROF dirs, windows cut at quiet points for big ones), so its numbers are the export's.
-Each window is reduced to small frames (per model and op: task count and time; per op type:
-PMU cycles; per iteration: the device's busy time), which are added up at the end: memory is
-bounded by the distinct ops, not by the tasks.  No loop runs per task.
-
-Choices (docs/summary.md):
-* A task belongs to the iteration of its own model whose [start, end) holds its start; the
-  model's per-step numbers are its tasks' totals over those iterations / their count.
-* Tasks outside any model (eager ops, initialisation) form the "outside models" entry, with
-  totals instead of per-step numbers.
-* An op's `position` is the smallest, over the iterations, index of its first task within a
-  step (tasks of the step in start order, every stream).
-* The device busy share of a model is the union of *all* the device's task intervals inside
-  its iterations over their summed length: what the device did while the step ran.
+A one-window plan of a big PROF dir (every device above ADVICE_MAX_ROWS tasks, where the
+summary leaves the advice to `msprof export`) is decoded by the summary's own decode
+(summary.decode: the same decoders and joins, only the columns the summary reads).
+Each window is reduced to small frames (summary.reduce), which are added up at the end:
+memory is bounded by the distinct ops, not by the tasks.  No loop runs per task.
 """
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -30,14 +21,10 @@ from msprof_cli.raw import profdir, runinfo, sampling
 
 from . import intervals as I
 from . import model as M
-from .intervals import covered, merged
+from .intervals import covered, merged  # noqa: F401 (tests import them from here)
+from .reduce import NO_MODEL, PIPE_EVENTS, DeviceAcc, reduce_window
 
-NO_MODEL = 4294967295
 ADVICE_MAX_ROWS = 300_000  # above: no advice in the summary (msprof export writes it)
-PIPE_EVENTS = {"cube": 0xA, "vector": 0x8, "scalar": 0x9, "mte1": 0xB, "mte2": 0xC,
-               "mte3": 0xD}  # PipeUtilization counters (export-files.md §6)
-HCCL = "HCCL"
-MEMCPY_SOURCE = "memcpy"
 
 
 def stat(values_ns: np.ndarray) -> M.Stat | None:
@@ -53,200 +40,6 @@ def stat(values_ns: np.ndarray) -> M.Stat | None:
 def _r(x: float) -> float:
     """µs to the ns: the summary's numbers are exact for deterministic device times."""
     return round(float(x), 3)
-
-
-# -- per window reductions -------------------------------------------------------------------
-@dataclass
-class DeviceAcc:
-    """What the windows of one device add up to."""
-
-    prof: str
-    device_id: int
-    rank_id: int
-    ops: list[pd.DataFrame] = field(default_factory=list)
-    pipes: list[pd.DataFrame] = field(default_factory=list)
-    iterations: list[pd.DataFrame] = field(default_factory=list)
-    busy: list[pd.DataFrame] = field(default_factory=list)  # per iteration: busy, compute...
-    comm: list[pd.DataFrame] = field(default_factory=list)  # model_id, dur (HCCL op runs)
-    overlap: list[int] = field(default_factory=lambda: [0, 0, 0])  # compute, comm, both (ns)
-    bin_ns: int = 0  # the activity grid (set by the first window)
-    activity: dict[int, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
-    links: list[pd.DataFrame] = field(default_factory=list)  # hccl_info sends, per window
-    max_steps: int = M.MAX_STEPS
-    tasks: int = 0
-    first: int | None = None
-    last: int | None = None
-    busy_total: int = 0
-    pmu_events: list[int] = field(default_factory=list)
-    advice: list[str] = field(default_factory=list)
-    advice_note: str = ""
-
-
-def _iteration_of(tasks: pd.DataFrame, its: pd.DataFrame) -> np.ndarray:
-    """Per task, the row index (in `its`) of its own model's iteration holding its start;
-    -1 outside."""
-    out = np.full(len(tasks), -1, np.int64)
-    start = tasks["start_local"].to_numpy(np.int64)
-    model = tasks["model_id"].to_numpy(np.int64)
-    for m, grp in its.groupby("model_id", sort=False):  # a loop over models
-        g = grp.sort_values("step_start_ns")
-        s = g["step_start_ns"].to_numpy(np.int64)
-        e = g["step_end_ns"].to_numpy(np.int64)
-        sel = np.flatnonzero(model == int(m))
-        k = np.searchsorted(s, start[sel], side="right") - 1
-        ok = (k >= 0) & (start[sel] < e[np.maximum(k, 0)])
-        out[sel[ok]] = g.index.to_numpy()[k[ok]]
-    return out
-
-
-def _comm(acc: DeviceAcc, dev, data, its: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """The device's communication op executions (hccl_info, else its HCCL tasks: the
-    export's Communication rows), each in the iteration (of any model) holding its start."""
-    from msprof_cli.export.derive.communication import hccl_rows
-
-    rows = hccl_rows(dev, data)
-    if len(rows) == 0:
-        return I.EMPTY
-    start = rows["start_local"].to_numpy(np.int64)
-    model = np.full(len(rows), NO_MODEL, np.int64)
-    if len(its):
-        g = its.sort_values("step_start_ns")
-        s, e = g["step_start_ns"].to_numpy(np.int64), g["step_end_ns"].to_numpy(np.int64)
-        k = np.searchsorted(s, start, side="right") - 1
-        ok = (k >= 0) & (start < e[np.maximum(k, 0)])
-        model[ok] = g["model_id"].to_numpy(np.int64)[k[ok]]
-    acc.comm.append(pd.DataFrame({"model_id": model,
-                                  "dur": rows["dur_ns"].to_numpy(np.int64)}))
-    return merged(start, rows["end_local"].to_numpy(np.int64))
-
-
-def _activity(acc: DeviceAcc, stream: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
-    """Per stream, busy ns on a fine grid (the first window's span / 400, at least 1 µs);
-    rebinned to the minimap's bins at the end (a loop over streams)."""
-    if acc.bin_ns == 0:
-        acc.bin_ns = max(1000, int(end.max() - start.min()) // 400 + 1)
-    for sid in np.unique(stream).tolist():
-        sel = stream == sid
-        acc.activity.setdefault(int(sid), []).append(I.stream_bins(start[sel], end[sel],
-                                                                   acc.bin_ns))
-
-
-def _links(acc: DeviceAcc, dev, data) -> None:
-    """The device's hccl_info steps where it sends (role src), summed per op name and link."""
-    from msprof_cli.export.derive import hccl as H
-
-    h = H.hccl_records(data, dev)
-    if len(h) == 0:
-        return
-    h = h[h["role"].to_numpy(np.int64) == 1]
-    if len(h) == 0:
-        return
-    f = pd.DataFrame({
-        "op_name": h["op_name"].to_numpy(object),
-        "src": h["local_rank"].to_numpy(np.int64), "dst": h["remote_rank"].to_numpy(np.int64),
-        "transport": [H.TRANSPORT_TYPES.get(int(v), str(v)) for v in h["transport_type"]],
-        "link": [H.LINK_TYPES.get(int(v), str(v)) for v in h["link_type"]],
-        "bytes": h["data_size"].to_numpy(np.uint64).astype(np.int64),
-        "dur": h["dur_ns"].to_numpy(np.int64)})
-    acc.links.append(f.groupby(["op_name", "src", "dst", "transport", "link"], sort=False)
-                     .agg(count=("dur", "size"), bytes=("bytes", "sum"), dur=("dur", "sum"))
-                     .reset_index())
-
-
-def _op_groups(t: pd.DataFrame, sel: np.ndarray, model: np.ndarray, it_row: np.ndarray,
-               start: np.ndarray, kind: np.ndarray) -> pd.DataFrame:
-    """Per (model, op name, OP Type, Task Type, kind) of the tasks `sel` (in start order):
-    task count, summed duration, the smallest position within a step, the first shapes.
-    Each text column is factorized once and the groups are integer keys (a groupby on five
-    object columns was most of the summary's time at 1M tasks)."""
-    cols = {"model_id": model[sel], "op_name": t["op_name"].to_numpy(object)[sel],
-            "op_type": t["op_type"].to_numpy(object)[sel],
-            "task_type": t["task_type"].to_numpy(object)[sel], "kind": kind[sel]}
-    key = np.zeros(len(sel), np.int64)
-    uniques = {}
-    for name, values in cols.items():
-        codes, uniq = pd.factorize(values)
-        key = key * max(len(uniq), 1) + codes
-        uniques[name] = (codes, uniq)
-    # position within the step: rank in start order among the tasks of the same (model, step)
-    step_key = uniques["model_id"][0].astype(np.int64) * (int(it_row.max(initial=-1)) + 2) \
-        + it_row[sel] + 1
-    order = np.argsort(step_key, kind="stable")  # start order kept inside a step
-    sk = step_key[order]
-    first = np.flatnonzero(np.r_[True, sk[1:] != sk[:-1]])
-    pos = np.empty(len(sel), np.int64)
-    pos[order] = np.arange(len(sel)) - np.repeat(first, np.diff(np.r_[first, len(sel)]))
-    ukey, first_idx, inv = np.unique(key, return_index=True, return_inverse=True)
-    by = np.argsort(inv, kind="stable")
-    bounds = np.flatnonzero(np.r_[True, inv[by][1:] != inv[by][:-1]])
-    dur = t["dur_ns"].to_numpy(np.int64)[sel]
-    return pd.DataFrame({
-        **{name: uniq[codes[first_idx]] if len(first_idx) else uniq[:0]
-           for name, (codes, uniq) in uniques.items()},
-        "count": np.bincount(inv, minlength=len(ukey)).astype(np.int64),
-        "dur": np.bincount(inv, weights=dur, minlength=len(ukey)).astype(np.int64),
-        "pos": np.minimum.reduceat(pos[by], bounds) if len(bounds) else np.zeros(0, np.int64),
-        "in_shapes": t["in_shapes"].to_numpy(object)[sel][first_idx],
-        "out_shapes": t["out_shapes"].to_numpy(object)[sel][first_idx]})
-
-
-def reduce_window(acc: DeviceAcc, dev, data=None) -> None:
-    """Add one window of a device (export.dataset.DeviceData of `data`, a ProfData) to its
-    accumulator."""
-    t = dev.tasks
-    its = dev.iterations.reset_index(drop=True)
-    acc.tasks += len(t)
-    comm = _comm(acc, dev, data, its) if data is not None else I.EMPTY
-    if data is not None:
-        _links(acc, dev, data)
-    if len(its):
-        acc.iterations.append(its[["model_id", "iteration_id", "step_start_ns", "step_end_ns",
-                                   "fp_ns", "bp_ns", "data_aug_ns"]].copy())
-    if len(t) == 0:
-        return
-    start = t["start_local"].to_numpy(np.int64)
-    end = t["end_local"].to_numpy(np.int64)
-    acc.first = int(start.min()) if acc.first is None else min(acc.first, int(start.min()))
-    acc.last = int(end.max()) if acc.last is None else max(acc.last, int(end.max()))
-    ms, me = merged(start, end)
-    acc.busy_total += int((me - ms).sum())
-    src = t["source"].to_numpy(object)
-    hccl = t["task_type"].to_numpy(object) == HCCL
-    kind = np.where(src == MEMCPY_SOURCE, "memcpy", np.where(hccl, "comm", "op"))
-    is_op = kind == "op"
-    compute = merged(start[is_op], end[is_op])
-    both = I.intersect(compute, comm)
-    for k, (a, b) in enumerate((compute, comm, both)):
-        acc.overlap[k] += int((b - a).sum())
-    if len(its):
-        a = its["step_start_ns"].to_numpy(np.int64)
-        b = its["step_end_ns"].to_numpy(np.int64)
-        comm_in = covered(*comm, a, b)
-        acc.busy.append(pd.DataFrame({
-            "model_id": its["model_id"].to_numpy(np.int64),
-            "iteration_id": its["iteration_id"].to_numpy(np.int64),
-            "busy_ns": covered(ms, me, a, b), "compute_ns": covered(*compute, a, b),
-            "comm_ns": comm_in, "exposed_ns": comm_in - covered(*both, a, b)}))
-    _activity(acc, t["stream_id"].to_numpy(np.int64), start, end)
-    it_row = _iteration_of(t, its) if len(its) else np.full(len(t), -1, np.int64)
-    model = t["model_id"].to_numpy(np.int64)
-    in_model = model != NO_MODEL
-    # tasks of a model outside its iterations are not counted per step (before the first
-    # step's start: graph loading); tasks outside every model are the "outside" entry
-    keep = ~in_model | (it_row >= 0)
-    acc.ops.append(_op_groups(t, np.flatnonzero(keep), model, it_row, start, kind))
-    if dev.pmu_events and "pmu_ok" in t:
-        ok = t["pmu_ok"].to_numpy(bool) & keep
-        if ok.any():
-            cols = {"model_id": model[ok], "op_type": t["op_type"].to_numpy(object)[ok],
-                    "dur": t["dur_ns"].to_numpy(np.int64)[ok],
-                    "cycles": t["total_cycles"].to_numpy(np.float64)[ok]}
-            for k, e in enumerate(dev.pmu_events[:8]):
-                if e in PIPE_EVENTS.values() and f"pmu_{k}" in t:
-                    cols[f"e{e}"] = t[f"pmu_{k}"].to_numpy(np.float64)[ok]
-            acc.pipes.append(pd.DataFrame(cols).groupby(["model_id", "op_type"], sort=False)
-                             .sum().reset_index())
-        acc.pmu_events = list(dev.pmu_events)
 
 
 # -- assembling ------------------------------------------------------------------------------
@@ -417,6 +210,17 @@ def assemble(acc: DeviceAcc, names: dict[int, str], samp: dict) -> M.DeviceSumma
                            links=_link_rows(acc))
 
 
+def _note(dev, rows: int) -> str | None:
+    """Why a one-window summary of a device with `rows` op_summary rows has no advice (None:
+    it has one)."""
+    if not dev.has_host_ops or rows == 0:
+        return "no op_summary rows (no host task data)"
+    if rows > ADVICE_MAX_ROWS:
+        return (f"{rows} op rows: the advice is left to msprof export "
+                f"(prof_rule_{dev.device_id}.json)")
+    return None
+
+
 def _advice(acc: DeviceAcc, dev) -> None:
     """The export's brief advice over the device's op_summary rows (one-window plans up to
     ADVICE_MAX_ROWS rows: the rules read the op_summary text)."""
@@ -426,12 +230,9 @@ def _advice(acc: DeviceAcc, dev) -> None:
     from msprof_cli.export.outputs import summaries as S
 
     rows = S.op_rows(dev)
-    if not dev.has_host_ops or len(rows) == 0:
-        acc.advice_note = "no op_summary rows (no host task data)"
-        return
-    if len(rows) > ADVICE_MAX_ROWS:
-        acc.advice_note = (f"{len(rows)} op rows: the advice is left to msprof export "
-                           f"(prof_rule_{acc.device_id}.json)")
+    note = _note(dev, len(rows))
+    if note is not None:
+        acc.advice_note = note
         return
     state = A.RuleState(dev.rd.ai_core_num)
     start = rows["start_local"].to_numpy(np.int64)
@@ -456,11 +257,76 @@ def _collection(prof: Path, rd) -> M.Collection:
                         options=options if isinstance(options, dict) else {})
 
 
-def build(path: Path, max_steps: int = M.MAX_STEPS) -> M.Summary:
-    """The summary of a PROF dir, or of every PROF dir under a job dir (`max_steps`: the
-    per-iteration series kept per model; the cluster analysis keeps every step)."""
-    from msprof_cli.export.plan import plan_export
+def _acc(accs: dict[int, DeviceAcc], prof: Path, dev, max_steps: int) -> DeviceAcc:
+    acc = accs.get(dev.device_id)
+    if acc is None:
+        rank = dev.rd.info.get("rank_id", -1)
+        rank = rank if isinstance(rank, int) else -1
+        acc = accs[dev.device_id] = DeviceAcc(prof.name, dev.device_id, rank,
+                                              max_steps=max_steps)
+    return acc
+
+
+Reduced = tuple[dict[int, DeviceAcc], dict[int, str], object, list[str]]
+
+
+def _reduce_plan(prof: Path, plan, max_steps: int) -> Reduced:
+    """The devices of `prof` reduced window by window from the export's decode: (per device
+    its accumulator, the model names, the first device's result dir, the warnings)."""
     from msprof_cli.export.derive.stack import model_names
+
+    accs: dict[int, DeviceAcc] = {}
+    names: dict[int, str] = {}
+    rd0 = None
+    for k in range(len(plan)):
+        data = plan.load(k)
+        if k == 0:
+            names = model_names(data)
+            rd0 = data.host.rd
+        for dev in data.devices:
+            if k == 0 and dev is data.devices[0]:
+                rd0 = dev.rd  # the chip and options of the first device
+            acc = _acc(accs, prof, dev, max_steps)
+            reduce_window(acc, dev, data)
+            if plan.whole:
+                _advice(acc, dev)
+            elif k == 0:
+                acc.advice_note = "windowed export: the advice is left to msprof export"
+    return accs, names, rd0, plan.warnings()
+
+
+def _reduce_own(prof: Path, max_steps: int, force: bool = False) -> Reduced | None:
+    """The devices of `prof` reduced from the summary's own decode (summary.decode), as
+    `_reduce_plan` does from the export's one window; None when a device has an advice to
+    compute (it reads the export's whole task table), unless `force` (tests: the advice is
+    then left out)."""
+    from msprof_cli.export.derive.stack import model_names
+
+    from . import decode as D
+
+    data, shapes = D.load(prof)
+    accs: dict[int, DeviceAcc] = {}
+    for dev in data.devices:
+        note = _note(dev, D.op_row_count(dev))
+        if note is None and not force:
+            return None
+        acc = _acc(accs, prof, dev, max_steps)
+        conn = dev.tasks["connection_id"].to_numpy(np.int64)
+        reduce_window(acc, dev, data, lambda rows: shapes.of(conn[rows]))
+        acc.advice_note = note or "the advice needs the export's decode"
+    rd0 = data.devices[0].rd if data.devices else data.host.rd
+    return accs, model_names(data), rd0, list(data.log.warnings)
+
+
+def build(path: Path, max_steps: int = M.MAX_STEPS, *, decode: str = "auto") -> M.Summary:
+    """The summary of a PROF dir, or of every PROF dir under a job dir (`max_steps`: the
+    per-iteration series kept per model; the cluster analysis keeps every step).
+    `decode` of a one-window plan: "auto" (the summary's own above ADVICE_MAX_ROWS tasks a
+    device), "export" (always the export's), "summary" (the summary's whenever the PROF dir
+    has a host and a device dir, without advice: tests compare the two)."""
+    from msprof_cli.export.plan import plan_export
+
+    from .decode import light_decodable
 
     profs = profdir.locate(Path(path))
     summary = M.Summary(source=str(path), made_by=__version__,
@@ -469,29 +335,15 @@ def build(path: Path, max_steps: int = M.MAX_STEPS) -> M.Summary:
         profdir.check_no_links(prof)
         profdir.check_has_result_dirs(prof)
         plan = plan_export(prof)
-        accs: dict[int, DeviceAcc] = {}
-        names: dict[int, str] = {}
-        rd0 = None
-        for k in range(len(plan)):
-            data = plan.load(k)
-            if k == 0:
-                names = model_names(data)
-                rd0 = data.host.rd
-            for dev in data.devices:
-                if k == 0 and dev is data.devices[0]:
-                    rd0 = dev.rd  # the chip and options of the first device
-                acc = accs.get(dev.device_id)
-                if acc is None:
-                    rank = dev.rd.info.get("rank_id", -1)
-                    rank = rank if isinstance(rank, int) else -1
-                    acc = accs[dev.device_id] = DeviceAcc(prof.name, dev.device_id, rank,
-                                                          max_steps=max_steps)
-                reduce_window(acc, dev, data)
-                if plan.whole:
-                    _advice(acc, dev)
-                elif k == 0:
-                    acc.advice_note = "windowed export: the advice is left to msprof export"
-        summary.warnings += [f"{prof.name}: {w}" for w in plan.warnings()]
+        reduced = None
+        if plan.whole and decode != "export" and light_decodable(
+                prof, -1 if decode == "summary" else ADVICE_MAX_ROWS):
+            reduced = _reduce_own(prof, max_steps, force=decode == "summary")
+        if reduced is None:
+            reduced = _reduce_plan(prof, plan, max_steps)
+        accs, names, rd0, warnings = reduced
+        del reduced
+        summary.warnings += [f"{prof.name}: {w}" for w in warnings]
         samp = sampling.read(prof)
         if not summary.collection.chip:
             summary.collection = _collection(prof, rd0)
