@@ -143,3 +143,19 @@ def test_eager_ops_carry_shapes_and_costs_that_grow(tmp_path: Path) -> None:
     assert sorted(by_n) == [64, 256, 1024] and all(len(v) == 3 for v in by_n.values())
     # a 1024^3 matmul is 4,096x the work of a 64^3 one; small ones cost their prologue
     assert min(by_n[1024]) > 3 * max(by_n[64] + by_n[256])
+
+
+def test_gru_step_trace_fp_before_bp(tmp_path: Path) -> None:
+    """A Keras GRU: TF runs the backward loop's condition op (the collector's BP op) ahead of
+    the forward pass.  As on a 910, FP starts before BP ends in every iteration, and BP ends
+    after the backward loop's last task (docs/device-model.md 7)."""
+    prof = collect_export(tmp_path, "keras_gru.py")
+    steps = rows(prof, "step_trace")
+    assert len(steps) == 2
+    tasks = rows(prof, "op_summary")
+    for st in steps:
+        fp, bp, end = us(st["FP Start(us)"]), us(st["BP End(us)"]), us(st["Iteration End(us)"])
+        assert fp < bp <= end and us(st["FP to BP Time(us)"]) > 0, st
+        loop_ends = [us(t["Task Start Time(us)"]) + us(t["Task Duration(us)"]) for t in tasks
+                     if "while_grad/" in t["Op Name"] and fp < us(t["Task Start Time(us)"]) < end]
+        assert loop_ends and bp >= max(loop_ends) - 0.01, (st, max(loop_ends))

@@ -45,6 +45,9 @@ class ChunkCtx:
     me_end: np.ndarray
     fp_name: dict[int, np.ndarray]  # per device, per iteration: name idx of the fp op (-1)
     bp_name: dict[int, np.ndarray]
+    # per name idx (step_trace.NameClasses): the op's While loop (-1: none), backward op
+    name_loop: np.ndarray
+    name_backward: np.ndarray
     # GE InputCopy / OutputCopy spans per iteration (in_b, in_e, in_ok, out_b, out_e, out_ok);
     # None with task_time off (no copies, no memcpy tasks)
     copies: tuple[np.ndarray, ...] | None = None

@@ -41,7 +41,7 @@ from msprof_cli.device.host_records import HCCL_INFO_TYPE, RUNTIME_API_TYPES, la
 from msprof_cli.device.op_table import Interner, IterTable, OpTable, SignatureRegistry, \
     build_tables
 from msprof_cli.device.sample import write_sample_json
-from msprof_cli.device.step_trace import FpBp, replica_counterpart, resolve_fp_bp
+from msprof_cli.device.step_trace import FpBp, NameClasses, replica_counterpart, resolve_fp_bp
 from msprof_cli.device.stream_records import emit, emit_memcpy
 from msprof_cli.device.task_schedule import schedule_device
 from msprof_cli.device.ub_fusion import UbFuser
@@ -85,6 +85,7 @@ class Device:
         # "aicpu" / "hccl" -> op type -> tasks, over every emulated device
         self.uncollected: dict[str, Counter] = {"aicpu": Counter(), "hccl": Counter()}
         self.names = Interner()
+        self.name_classes = NameClasses()  # loop / backward per name (FP/BP markers)
         self.models: dict = {}
         self.fpbp: dict[int, FpBp] = {}  # per model: the choice of its lowest device
         self._fpbp_dev: dict[tuple[int, int], FpBp] = {}  # (model id, device id)
@@ -441,7 +442,9 @@ class Device:
             if self.fuser.alias:  # an FP/BP op UB-fused into a chain: the fused op's task
                 fp_name[dev] = self._fused_alias(ops, fp_name[dev])
                 bp_name[dev] = self._fused_alias(ops, bp_name[dev])
+        name_loop, name_backward = self.name_classes.of(self.names.items)
         return ChunkCtx(ops, iters, sig, cost, kind, win, me_begin, me_end, fp_name, bp_name,
+                        name_loop, name_backward,
                         copy_spans=copy_spans)
 
     def _fused_alias(self, ops: OpTable, name_of_iter: np.ndarray) -> np.ndarray:

@@ -12,12 +12,17 @@ order of the first captured iteration when the order is unknown):
   with the largest op id); else the last op under a `gradients/` / `gradient_tape/` name scope;
   else the op just before the first optimizer apply op; else the last device op (inference:
   GE uses the input of NetOutput).
+
+`loop_scope` / `is_backward` / `NameClasses` classify op names for the placement of the
+markers around the chosen ops (task_schedule.py; docs/device-model.md 7).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from typing import Callable
+
+import numpy as np
 
 from msprof_cli.capture import Iteration, ModelInfo
 from msprof_cli.device import op_map
@@ -26,6 +31,8 @@ FP_NOT_FOUND = "First forward op name can't be found in graph for training trace
 BP_NOT_FOUND = "Last backward op name can't be found in graph for training trace."
 WEIGHT_UPDATE_GE = {"Assign", "AssignAdd", "AssignSub"}
 _REPLICA_SCOPE = re.compile(r"(?<![^/])replica_\d+/")
+# TF's runtime name of an op in a lowered While's cond/body function: `{while op}/body/_N/...`
+_LOOP_PART = re.compile(r"/(?:body|cond)/_\d+/")
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,24 @@ class FpBp:
 
 def _is_gradient(name: str) -> bool:
     return any(part.startswith(("gradients", "gradient_tape")) for part in name.split("/"))
+
+
+def is_backward(name: str) -> bool:
+    """An op of the backward pass: under a `gradients` / `gradient_tape` name scope."""
+    return _is_gradient(name)
+
+
+def loop_scope(name: str) -> str | None:
+    """The outermost While loop an op runs in (the While op's name), None outside loops.
+
+    GE looks for the BP op from the NetOutput (or AllReduce) inwards, "descending into
+    subgraph outputs" (step-trace-and-advice.md 4.2): seen from the root graph the BP op of a
+    loop is the While node, whose last task is the loop's last task.  TF runs a loop's
+    counter and condition ops ahead of its data (they depend on no forward data), so the
+    host launch order -- the device's stream order -- puts the last execution of a loop's
+    condition op long before the loop ends, even before the forward pass's first op."""
+    m = _LOOP_PART.search(name)
+    return name[:m.start()] if m else None
 
 
 def resolve_fp_bp(model: ModelInfo | None, first_iteration: Iteration, *, fp_point: str,
@@ -117,3 +142,27 @@ def replica_counterpart(name: str | None, names: set[str]) -> str | None:
         if _REPLICA_SCOPE.sub("", other) == key:
             return other
     return None
+
+
+class NameClasses:
+    """Per interned op name (`Device.names`, append-only): its loop (`loop_scope`, numbered;
+    -1 outside loops) and whether it is a backward op (`is_backward`), for the placement of
+    the FP / BP markers (task_schedule.py).  Names seen before are not classified again."""
+
+    def __init__(self) -> None:
+        self._loop: list[int] = []
+        self._backward: list[bool] = []
+        self._loop_ids: dict[str, int] = {}
+        self._arrays = (np.zeros(0, np.int64), np.zeros(0, bool))
+
+    def of(self, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(loop id, backward flag) per name index of `names`."""
+        if len(names) == len(self._loop):
+            return self._arrays
+        for name in names[len(self._loop):]:
+            scope = loop_scope(name)
+            self._loop.append(-1 if scope is None else
+                              self._loop_ids.setdefault(scope, len(self._loop_ids)))
+            self._backward.append(is_backward(name))
+        self._arrays = (np.array(self._loop, np.int64), np.array(self._backward, bool))
+        return self._arrays

@@ -283,30 +283,84 @@ def _step_markers(plan: S.StreamPlan, ctx: ChunkCtx, clk: S.DeviceClock,
     has_next = nxt < len(starts)
     next_b = np.where(has_next, starts[np.minimum(nxt, len(starts) - 1)], last_it + 1)
     last_it = np.maximum(np.minimum(last_it, next_b - 1), me_b)
-    names = ctx.ops.name_idx[rows]
-    for tag, name_of_iter, sub in ((TAG_FP, ctx.fp_name[dev], -1),
-                                   (TAG_BP, ctx.bp_name[dev], 1)):
-        hit = inn & (names == name_of_iter[np.maximum(op_iter, 0)]) & \
-            (name_of_iter[np.maximum(op_iter, 0)] >= 0)
-        idx = np.flatnonzero(hit)
-        if not len(idx):
-            continue
-        order = np.lexsort((tt[idx], op_iter[idx]))
-        idx = idx[order]
-        its = op_iter[idx]
-        if tag == TAG_FP:
-            pick = idx[np.r_[0, np.flatnonzero(np.diff(its)) + 1]]
-        else:
-            pick = idx[np.r_[np.flatnonzero(np.diff(its)), len(its) - 1]]
-        rd = ready[pick].copy()
-        if tag == TAG_BP:  # after the bp op even when it runs on another stream
-            rd = np.maximum(rd, [op_end.get(int(r), S.NEVER) for r in rows[pick]])
-        plan.add(op_row=-1, order_ns=tt[pick], sub=sub, ready=rd, dur=0,
-                 gap=S.MARKER_GAP_TICKS, tag=tag, iter_row=op_iter[pick])
+    fp_pick, bp_pick, bp_wait = _fp_bp_anchors(ctx, rows, tt, op_iter, dev)
+    if len(fp_pick):
+        plan.add(op_row=-1, order_ns=tt[fp_pick], sub=-1, ready=ready[fp_pick], dur=0,
+                 gap=S.MARKER_GAP_TICKS, tag=TAG_FP, iter_row=op_iter[fp_pick])
+    if len(bp_pick):
+        # after the end of the anchor (and, for a loop, of all the loop's tasks) even when
+        # it runs on another stream: the AI CPU stream can lag behind the compute stream
+        ends = np.full(len(ctx.iters), S.NEVER, np.int64)
+        w = np.flatnonzero(bp_wait)
+        np.maximum.at(ends, op_iter[w], np.array([op_end.get(int(r), S.NEVER)
+                                                  for r in rows[w]], np.int64))
+        rd = np.maximum(ready[bp_pick], ends[op_iter[bp_pick]])
+        plan.add(op_row=-1, order_ns=tt[bp_pick], sub=1, ready=rd, dur=0,
+                 gap=S.MARKER_GAP_TICKS, tag=TAG_BP, iter_row=op_iter[bp_pick])
     plan.add(op_row=-1, order_ns=last_it, sub=2, ready=end_ready, dur=0,
              gap=S.MARKER_GAP_TICKS, tag=TAG_ITER_END, iter_row=it_rows)
     plan.add(op_row=-1, order_ns=last_it, sub=3, ready=end_ready, dur=0,
              gap=S.MARKER_GAP_TICKS, tag=TAG_MODEL_END, iter_row=it_rows)
+
+
+def _fp_bp_anchors(ctx: ChunkCtx, rows: np.ndarray, tt: np.ndarray, op_iter: np.ndarray,
+                   dev: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per iteration that has them (indices into `rows`): the task the FP marker goes just
+    before and the task the BP marker goes just after in launch order (docs/device-model.md
+    7), and a mask of `rows`: the tasks whose end the BP marker waits for.
+
+    FP: the first execution of the FP op.  BP: the last execution of the BP op; for a BP op
+    inside a While loop, the loop's last task, after the end of all its tasks (GE descends
+    from the root graph into the loop's outputs: `step_trace.loop_scope`).  On a real 910
+    the BP op depends on the FP op (GE takes it from NetOutput's / the last AllReduce's
+    inputs), so tag 2 always precedes tag 3.  If the anchor still precedes the FP op in an
+    iteration (an op that depends on no forward data, which TF ran ahead), BP moves to the
+    iteration's last backward task after the FP op, else (no backward task follows) just
+    after the FP op."""
+    names = ctx.ops.name_idx[rows]
+    it = np.maximum(op_iter, 0)
+    inn = op_iter >= 0
+    fp_of, bp_of = ctx.fp_name[dev][it], ctx.bp_name[dev][it]
+    fp_pick = _per_iteration(inn & (fp_of >= 0) & (names == fp_of), tt, op_iter, last=False)
+    row_loop = ctx.name_loop[names]
+    bp_loop = np.where(bp_of >= 0, ctx.name_loop[np.maximum(bp_of, 0)], -1)
+    bp_hit = inn & (bp_of >= 0) & ((names == bp_of) | ((bp_loop >= 0) & (row_loop == bp_loop)))
+    bp_pick = _per_iteration(bp_hit, tt, op_iter, last=True)
+    if not (len(fp_pick) and len(bp_pick)):
+        return fp_pick, bp_pick, bp_hit
+    n_it = len(ctx.iters)
+    fp_row = np.full(n_it, -1, np.int64)
+    fp_row[op_iter[fp_pick]] = fp_pick
+    f = fp_row[op_iter[bp_pick]]
+    early = (f >= 0) & (tt[bp_pick] < tt[np.maximum(f, 0)])
+    if early.any():
+        fp_t = np.full(n_it, np.iinfo(np.int64).max, np.int64)
+        fp_t[op_iter[fp_pick]] = tt[fp_pick]
+        after = inn & ctx.name_backward[names] & (tt >= fp_t[it]) & (fp_row[it] >= 0)
+        last_bwd = np.full(n_it, -1, np.int64)
+        pick = _per_iteration(after, tt, op_iter, last=True)
+        last_bwd[op_iter[pick]] = pick
+        its = op_iter[bp_pick[early]]
+        bp_pick = bp_pick.copy()
+        bp_pick[early] = np.where(last_bwd[its] >= 0, last_bwd[its], fp_row[its])
+        moved = np.zeros(n_it, bool)
+        moved[its] = True
+        bp_hit = bp_hit & ~moved[it]  # those wait for their new anchor only
+        bp_hit[bp_pick[early]] = True
+    return fp_pick, bp_pick, bp_hit
+
+
+def _per_iteration(hit: np.ndarray, tt: np.ndarray, op_iter: np.ndarray, *, last: bool
+                   ) -> np.ndarray:
+    """Per iteration with a hit: the index of its first (or last) hit in launch order."""
+    idx = np.flatnonzero(hit)
+    if not len(idx):
+        return idx
+    idx = idx[np.lexsort((tt[idx], op_iter[idx]))]
+    its = op_iter[idx]
+    if last:
+        return idx[np.r_[np.flatnonzero(np.diff(its)), len(its) - 1]]
+    return idx[np.r_[0, np.flatnonzero(np.diff(its)) + 1]]
 
 
 def hccl_steps_on(device: Device) -> bool:
