@@ -71,6 +71,8 @@ class LayerJson(TraceOutput):
     """A timeline of the legacy layout: its window events appended to `out` (one stream:
     rendered by parallel pieces for a one-window plan), its metadata at the end."""
 
+    needs_data = False  # written only when a window had its data (`any`)
+
     def __init__(self, out: JsonStream) -> None:
         self.out = out
         self.any = False  # a window had its data
@@ -88,6 +90,9 @@ class LayerJson(TraceOutput):
         return []
 
     def close_jobs(self, run: Export):
+        if self.needs_data and not self.any:
+            self.out.discard()
+            return []
         return self.out.close_jobs(self.meta(run))
 
     def discard(self) -> None:
@@ -135,6 +140,7 @@ class HcclJson(LayerJson):
 
 class AiStackTimeJson(LayerJson):
     stem, job = "ai_stack_time", HOST
+    needs_data = True
 
     def feed(self, run: Export, w) -> None:
         scope = scope_of(run, w)
@@ -145,15 +151,10 @@ class AiStackTimeJson(LayerJson):
     def meta(self, run: Export) -> list[str]:
         return stack.ai_stack_meta(run.app_pid)
 
-    def close_jobs(self, run: Export):
-        if not self.any:
-            self.out.discard()
-            return []
-        return super().close_jobs(run)
-
 
 class GeJson(LayerJson):
     stem, job = "ge", HOST
+    needs_data = True
 
     def __init__(self, out: JsonStream) -> None:
         super().__init__(out)
@@ -168,12 +169,6 @@ class GeJson(LayerJson):
 
     def meta(self, run: Export) -> list[str]:
         return stack.ge_meta(run.app_pid, self.threads)
-
-    def close_jobs(self, run: Export):
-        if not self.any:
-            self.out.discard()
-            return []
-        return super().close_jobs(run)
 
 
 class RuntimeApiJson(LayerJson):
