@@ -43,8 +43,9 @@ Discard = Callable[[list[Any]], None]
 
 
 # a one-window plan of at most this many device tasks runs its jobs in the export process
-# (docs/performance.md "Small exports": 50k tasks were faster in one process on 2 cores)
-IN_PROCESS_TASKS = 100_000
+# (docs/performance.md "Small exports": equal at 5k-20k tasks, forks cost 0.1 s on a tiny
+# dir and save 0.25 s at 50k when a core is free)
+IN_PROCESS_TASKS = 20_000
 _in_process = False  # set by `in_process` for the jobs of a small export
 
 
