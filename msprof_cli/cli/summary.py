@@ -54,7 +54,7 @@ def diff(base: Path, new: Path, fmt: str, out: Path | None) -> None:
 
 
 def _limit_options(fn):
-    from msprof_cli.summary.check import DEFAULTS
+    from msprof_cli.summary.limits import DEFAULTS
 
     for key in reversed(list(DEFAULTS)):
         fn = click.option(f"--max-{key}", key.replace("-", "_"), default=None,

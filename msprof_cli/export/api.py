@@ -24,7 +24,6 @@ from .decode.data import ProfData
 from .decode.dataset import load_prof
 from .decode.windows import NotWindowable, check_selection, device_ids
 from .derive.selection import ModelChoice, check_args
-from .layouts import db as db_output
 from .outputs import timeline_index
 from .outputs.tables import Advice
 from .plan import Plan, plan_devices, plan_export
@@ -395,6 +394,8 @@ def _export_text(prof: Path, result: ExportResult, layout: str,
 def _export_db(prof: Path, result: ExportResult, stage) -> list[Path]:
     """``--type db``: the database written from the plan of `prof` (plan.py), window by
     window or as one window."""
+    from .layouts import db as db_output  # sqlite3 and the db tables: only for --type db
+
     stage(f"Scanning {prof.name}")
     plan = plan_export(prof)
     release()

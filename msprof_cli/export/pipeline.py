@@ -19,6 +19,9 @@ the whole collection, the same code in one pass:
 * at the end every output is closed in table order; the Chrome traces' final files are
   written by jobs of their own, all traces at once (`TraceOutput.close_jobs`).
 
+A small plan (one window of at most `parallel.IN_PROCESS_TASKS` device tasks) runs all its
+jobs in the export process (`parallel.in_process`): the same bytes, without forks.
+
 An output that is fed in a job must not keep a reference to the run: it is pickled back.
 """
 from __future__ import annotations
@@ -33,7 +36,7 @@ from .decode.data import DeviceData, ProfData
 from .outputs.comm_layer import CommData
 from .plan import Plan
 from .runtime.memory import release
-from .runtime.parallel import JobPool, run_jobs
+from .runtime.parallel import JobPool, in_process, run_jobs
 
 
 @dataclass
@@ -204,30 +207,44 @@ def drive(run: Export, on_window: Callable[[int], None] | None = None) -> list[P
     """Every window of the run's plan through its outputs, then their final files; on any
     failure the running jobs are stopped and every temporary output removed."""
     try:
-        for k in range(len(run.plan)):
-            w = run.window(k, run.plan.load(k))  # while the previous window's jobs run
-            collect(run)  # the previous window's files are where this window continues
-            for out in run.outputs:
-                out.prepare(run, w)
-            groups: dict[str, list[int]] = {name: [] for name in run.jobs}
-            for i, out in enumerate(run.outputs):
-                job = run.job_of(out)
-                if job is None:
-                    out.feed(run, w)
-                else:
-                    groups.setdefault(job, []).append(i)
-            pool = JobPool()
-            pool.caller_busy = False  # this process only decodes the next window meanwhile
-            order = [idx for idx in groups.values() if idx]
-            for idx in order:  # the jobs bind their window now (a job may fork later)
-                pool.submit(lambda idx=idx, w=w: _feed(run, idx, w))
-            run.pending = (pool, order)
-            del w
-            release()
-            if on_window is not None:
-                on_window(k)
-        collect(run)
-        return run.finish()
+        with in_process(plan_tasks(run.plan)):
+            return _drive(run, on_window)
     except BaseException:
         run.discard()
         raise
+
+
+def plan_tasks(plan: Plan) -> float:
+    """The device tasks of a one-window plan (its decode, which the first window reads
+    anyway); a windowed plan is big (inf)."""
+    if not plan.whole:
+        return float("inf")
+    return sum(len(d.tasks) for d in plan.load(0).devices)
+
+
+def _drive(run: Export, on_window: Callable[[int], None] | None) -> list[Path]:
+    """Every window through the outputs, then the final files (see `drive`)."""
+    for k in range(len(run.plan)):
+        w = run.window(k, run.plan.load(k))  # while the previous window's jobs run
+        collect(run)  # the previous window's files are where this window continues
+        for out in run.outputs:
+            out.prepare(run, w)
+        groups: dict[str, list[int]] = {name: [] for name in run.jobs}
+        for i, out in enumerate(run.outputs):
+            job = run.job_of(out)
+            if job is None:
+                out.feed(run, w)
+            else:
+                groups.setdefault(job, []).append(i)
+        pool = JobPool()
+        pool.caller_busy = False  # this process only decodes the next window meanwhile
+        order = [idx for idx in groups.values() if idx]
+        for idx in order:  # the jobs bind their window now (a job may fork later)
+            pool.submit(lambda idx=idx, w=w: _feed(run, idx, w))
+        run.pending = (pool, order)
+        del w
+        release()
+        if on_window is not None:
+            on_window(k)
+    collect(run)
+    return run.finish()

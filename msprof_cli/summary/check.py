@@ -16,21 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import diff as D
+from .limits import DEFAULTS
 from .model import SummaryError
 from .units import pct, signed_us, us
 
-DEFAULTS: dict[str, str] = {
-    "device-time": "+1%,+0.5us",
-    "fp-bp": "+1%,+0.5us",
-    "refresh": "off",
-    "op-time": "+1%,+0.5us",
-    "communication": "+5%,+1us",
-    "memcpy": "+5%,+1us",
-    "op-type": "+5%,+1us",
-    "iteration-time": "+30%,+1ms",
-    "iteration-time-p90": "off",
-    "data-aug-bound": "+100%,+1ms",
-}
 METRIC_KEYS = tuple(DEFAULTS)
 _PART = re.compile(r"^\+?(\d+(?:\.\d*)?|\.\d+)\s*(%|us|ms|s)$")
 _UNIT_US = {"us": 1.0, "ms": 1000.0, "s": 1e6}

@@ -13,7 +13,6 @@ No effect (and no error) where glibc is not the allocator.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
@@ -32,8 +31,12 @@ def _glibc():
     global _libc
     if _libc is None:
         try:
-            name = ctypes.util.find_library("c") or "libc.so.6"
-            lib = ctypes.CDLL(name)
+            try:  # glibc's soname: no `ldconfig -p` child (ctypes.util) on every export
+                lib = ctypes.CDLL("libc.so.6")
+            except OSError:
+                from ctypes.util import find_library
+
+                lib = ctypes.CDLL(find_library("c") or "libc.so.6")
             lib.mallopt  # noqa: B018 - AttributeError when not glibc
             lib.malloc_trim  # noqa: B018
             _libc = lib

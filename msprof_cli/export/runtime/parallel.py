@@ -14,7 +14,10 @@ it runs as soon as the group's last job is done, while other jobs go on.
 
 With one usable core (or ``MSPROF_EXPORT_WORKERS=1``), or where fork does not exist, each
 job runs in the calling process when it is submitted: the files are the same bytes either
-way (tests/test_export_chunked.py).
+way (tests/test_export_chunked.py).  So does every job of a *small* export
+(`in_process`, issue 20 item 8): below `IN_PROCESS_TASKS` tasks, forking a worker, its
+copy-on-write faults and pickling its outputs back cost more than the second core saves.
+An explicit ``MSPROF_EXPORT_WORKERS=N`` (N > 1) forks whatever the size.
 """
 from __future__ import annotations
 
@@ -25,7 +28,8 @@ import select
 import signal
 import struct
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +40,32 @@ from .memory import release
 Job = Callable[[], Any]
 Finish = Callable[[list[Any]], Any]
 Discard = Callable[[list[Any]], None]
+
+
+# a one-window plan of at most this many device tasks runs its jobs in the export process
+# (docs/performance.md "Small exports": equal at 5k-20k tasks, forks cost 0.1 s on a tiny
+# dir and save 0.25 s at 50k when a core is free)
+IN_PROCESS_TASKS = 20_000
+_in_process = False  # set by `in_process` for the jobs of a small export
+
+
+def forced_workers() -> bool:
+    """MSPROF_EXPORT_WORKERS names a number of workers (obeyed whatever the size)."""
+    env = os.environ.get("MSPROF_EXPORT_WORKERS", "").strip()
+    return env.isdigit() and int(env) > 0
+
+
+@contextmanager
+def in_process(tasks: int) -> Iterator[bool]:
+    """Meanwhile, the jobs of every pool run in this process when the export has at most
+    `IN_PROCESS_TASKS` tasks (and no worker count is forced); yields whether they do."""
+    global _in_process
+    small = tasks <= IN_PROCESS_TASKS and not forced_workers()
+    old, _in_process = _in_process, _in_process or small
+    try:
+        yield _in_process
+    finally:
+        _in_process = old
 
 
 def usable_cores() -> int:
@@ -50,8 +80,9 @@ def usable_cores() -> int:
 
 
 def parallel_available() -> bool:
-    """More than one usable core and os.fork: jobs run in forked workers."""
-    return usable_cores() > 1 and hasattr(os, "fork")
+    """More than one usable core and os.fork, not a small export: jobs run in forked
+    workers."""
+    return not _in_process and usable_cores() > 1 and hasattr(os, "fork")
 
 
 class _Child:
@@ -81,7 +112,7 @@ class JobPool:
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = usable_cores() if workers is None else max(1, workers)
-        self.parallel = self.workers > 1 and hasattr(os, "fork")
+        self.forks = self.workers > 1 and hasattr(os, "fork")
         self.queue: list[tuple[int, Job]] = []
         self.running: dict[int, _Child] = {}  # fd -> child
         self.done: dict[int, tuple[bool, Any]] = {}  # job index -> (ok, value)
@@ -89,6 +120,12 @@ class JobPool:
         self.jobs = 0
         self.caller_busy = True
         self.failure: BaseException | None = None  # first failure: nothing new starts
+
+    @property
+    def parallel(self) -> bool:
+        """Jobs fork (not in a small export: `in_process`, which may start after the pool
+        was made, before its first job)."""
+        return self.forks and (not _in_process or bool(self.running or self.queue))
 
     @property
     def count(self) -> int:
