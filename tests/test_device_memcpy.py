@@ -9,16 +9,17 @@ import math
 
 import numpy as np
 import pytest
-from test_device_records import CLOCK, STEP_OPS, STEP_THREAD, config, make_chunk, run
+from test_device_records import STEP_OPS, STEP_THREAD, config, make_chunk, run
 
 from msprof_cli.capture import TensorSpec as T
 from msprof_cli.device import memcpy as MC
 from msprof_cli.device import readback as R
 from msprof_cli.device import scheduler as S
 from msprof_cli.export.api import run_export
+from msprof_cli.raw import enums as EN
 from msprof_cli.raw import layouts as L
 
-MEMCPY = L.RUNTIME_TASK_TYPE_IDS["MEMCPY_ASYNC"]
+MEMCPY = EN.RUNTIME_TASK_TYPE_IDS["MEMCPY_ASYNC"]
 BATCH_BYTES = 32 * 28 * 28 * 1 * 4 + 32 * 8  # IteratorGetNext outputs of STEP_OPS
 
 

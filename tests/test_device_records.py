@@ -19,6 +19,7 @@ from msprof_cli.device.chip import ASCEND910
 from msprof_cli.device.cost_model import evaluate
 from msprof_cli.device.op_table import SignatureRegistry
 from msprof_cli.options import AIC_METRIC_EVENTS, ProfilingConfig
+from msprof_cli.raw import enums as EN
 from msprof_cli.raw import layouts as L
 from msprof_cli.raw.control import ClockPair, read_ini, read_json_line
 from msprof_cli.raw.hashing import name_hash
@@ -217,8 +218,8 @@ def test_launch_windows_contain_compact_records(tmp_path):
         if kind == "task_track":
             # flips and the GE input/output copies (inside InputCopy/OutputCopy, not a launch:
             # tests/test_device_memcpy.py) are not op launches
-            rec = rec[~np.isin(rec["task_type"], [L.RUNTIME_TASK_TYPE_IDS["FLIP_TASK"],
-                                                  L.RUNTIME_TASK_TYPE_IDS["MEMCPY_ASYNC"]])]
+            rec = rec[~np.isin(rec["task_type"], [EN.RUNTIME_TASK_TYPE_IDS["FLIP_TASK"],
+                                                  EN.RUNTIME_TASK_TYPE_IDS["MEMCPY_ASYNC"]])]
         name_field = "kernel_name" if kind == "task_track" else "op_name"
         for r in rec:
             w = launch[(launch["thread_id"] == r["thread_id"])
@@ -416,7 +417,7 @@ def test_task_id_rollover_writes_flips(tmp_path):
     assert f["stream_id"] == 2 and f["flip_num"] == 1 and f["task_id"] == 0
     assert f["rpt_type"] == 14 and f["buf_size"] == 40
     track = R.host_records(prof, "task_track")
-    host_flip = track[track["task_type"] == L.RUNTIME_TASK_TYPE_IDS["FLIP_TASK"]]
+    host_flip = track[track["task_type"] == EN.RUNTIME_TASK_TYPE_IDS["FLIP_TASK"]]
     assert len(host_flip) == 1 and host_flip["batch_id"][0] == 1
     assert host_flip["stream_id"][0] == 2 and host_flip["task_id"][0] == 0
     assert host_flip["type"][0] == L.RUNTIME_TASK_TRACK
@@ -427,7 +428,7 @@ def test_task_id_rollover_writes_flips(tmp_path):
     assert np.all(ts[ids >= 65530] < flip_ts) and np.all(ts[ids < 65530] > flip_ts)
     # host side: task_track of ids >= 65530 before the host flip, the others after
     kern = track[track["stream_id"] == 2]
-    kern = kern[kern["task_type"] != L.RUNTIME_TASK_TYPE_IDS["FLIP_TASK"]]
+    kern = kern[kern["task_type"] != EN.RUNTIME_TASK_TYPE_IDS["FLIP_TASK"]]
     hf = int(host_flip["timestamp"][0])
     big = kern["task_id"] >= 65530
     assert np.all(kern["timestamp"][big] < hf) and np.all(kern["timestamp"][~big] > hf)

@@ -16,7 +16,8 @@ import pytest
 from msprof_cli.summary import check as C
 from msprof_cli.summary import diff as D
 from msprof_cli.summary import model as M
-from msprof_cli.summary.build import covered, merged, stat
+from msprof_cli.summary.build import stat
+from msprof_cli.summary.intervals import covered, merged
 from msprof_cli.summary.render import render
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

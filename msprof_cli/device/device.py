@@ -18,11 +18,10 @@ stream_records.py.
 """
 from __future__ import annotations
 
-from collections import Counter
-
 import copy
 import dataclasses
 import logging
+from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
@@ -38,8 +37,7 @@ from msprof_cli.device.chunk import ChunkCtx, DeviceDir
 from msprof_cli.device.cost_model import CostTable, evaluate
 from msprof_cli.device.host_pass import HostPass
 from msprof_cli.device.host_records import HCCL_INFO_TYPE, RUNTIME_API_TYPES, launch_windows
-from msprof_cli.device.op_table import Interner, IterTable, OpTable, SignatureRegistry, \
-    build_tables
+from msprof_cli.device.op_table import Interner, IterTable, OpTable, SignatureRegistry, build_tables
 from msprof_cli.device.sample import write_sample_json
 from msprof_cli.device.step_trace import FpBp, NameClasses, replica_counterpart, resolve_fp_bp
 from msprof_cli.device.stream_records import emit, emit_memcpy
@@ -47,8 +45,10 @@ from msprof_cli.device.task_schedule import schedule_device
 from msprof_cli.device.ub_fusion import UbFuser
 from msprof_cli.device.writer import DataDir, RawStorage
 from msprof_cli.options import ProfilingConfig
-from msprof_cli.raw import control, sampling
+from msprof_cli.raw import control
+from msprof_cli.raw import enums as EN
 from msprof_cli.raw import layouts as L
+from msprof_cli.raw import sampling
 from msprof_cli.raw.control import ClockPair
 from msprof_cli.raw.profdir import make_dir
 
@@ -127,8 +127,8 @@ class Device:
 
     def _write_type_info(self) -> None:
         lines = [f"{L.LEVEL_RUNTIME}_{tid}:{name}" for tid, name in
-                 sorted(L.RUNTIME_TASK_TYPES.items())]
-        lines += [f"{lvl}_{tid}:{name}" for (lvl, tid), name in L.TYPE_INFO_NAMES.items()]
+                 sorted(EN.RUNTIME_TASK_TYPES.items())]
+        lines += [f"{lvl}_{tid}:{name}" for (lvl, tid), name in EN.TYPE_INFO_NAMES.items()]
         # runtime_api / hccl_info ids (docs/device-model.md 6.1)
         lines += [f"{L.LEVEL_RUNTIME}_{tid}:{name}" for tid, name in RUNTIME_API_TYPES.items()]
         lines.append(f"{L.LEVEL_HCCL}_{HCCL_INFO_TYPE}:hccl_info")

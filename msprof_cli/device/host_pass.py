@@ -26,13 +26,14 @@ from msprof_cli.device.op_table import Interner, SignatureRegistry
 from msprof_cli.device.time_model import TimeWarp
 from msprof_cli.device.writer import DataDir
 from msprof_cli.options import ProfilingConfig
+from msprof_cli.raw import enums as EN
 from msprof_cli.raw import layouts as L
 from msprof_cli.raw.hashing import name_hash
 
 # GE task type of node_basic_info per launched kind of op
-_GE_TYPE_LUT = kind_lut({op_map.KIND_AI_CORE: L.GE_TASK_TYPE_IDS["AI_CORE"],
-                         op_map.KIND_AI_CPU: L.GE_TASK_TYPE_IDS["AI_CPU"],
-                         op_map.KIND_HCCL: L.GE_TASK_TYPE_IDS["HCCL"]})
+_GE_TYPE_LUT = kind_lut({op_map.KIND_AI_CORE: EN.GE_TASK_TYPE_IDS["AI_CORE"],
+                         op_map.KIND_AI_CPU: EN.GE_TASK_TYPE_IDS["AI_CPU"],
+                         op_map.KIND_HCCL: EN.GE_TASK_TYPE_IDS["HCCL"]})
 
 
 class HostPass:

@@ -15,9 +15,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from msprof_cli.capture import (DTYPE_BYTES, SINGLE_OP_MODEL_ID, CaptureChunk, OpRun,
-                                        TensorSpec)
+from msprof_cli.capture import DTYPE_BYTES, SINGLE_OP_MODEL_ID, CaptureChunk, OpRun, TensorSpec
 from msprof_cli.device import op_map
+from msprof_cli.raw import enums as EN
 from msprof_cli.raw import layouts as L
 
 DEFAULT_DIM = 32  # a dimension captured as -1 (unknown) counts as 32 elements in the cost model
@@ -245,7 +245,7 @@ def tensor_records(inputs: Iterable[TensorSpec], outputs: Iterable[TensorSpec]) 
     arr = np.zeros(len(specs), L.TENSOR)
     for i, (ttype, t) in enumerate(specs):
         arr[i]["tensor_type"] = ttype
-        arr[i]["format"] = L.FORMAT_IDS.get(t.format, L.FORMAT_UNDEFINED)
+        arr[i]["format"] = EN.FORMAT_IDS.get(t.format, EN.FORMAT_UNDEFINED)
         arr[i]["data_type"] = TF_DTYPES.get(t.dtype, UNDEFINED_DTYPE)[0]
         dims = [(d if d is not None else -1) & 0xFFFFFFFF for d in t.shape[:L.MAX_DIMS]]
         arr[i]["shape"][:len(dims)] = dims

@@ -23,15 +23,15 @@ from msprof_cli.device import op_map
 from msprof_cli.device import scheduler as S
 from msprof_cli.device.chunk import ChunkCtx, DeviceDir, kind_lut
 from msprof_cli.device.device_records import (aicore_records, aicpu_records, flip_records,
-                                              hwts_records, l2_cache_records,
-                                              memcpy_records, step_trace_records,
-                                              task_type_records)
-from msprof_cli.device.host_records import (RT_CPU_KERNEL_LAUNCH, RT_KERNEL_LAUNCH,
-                                            RT_MEMCPY_ASYNC, api_records, hccl_info_records,
-                                            runtime_api_spans, task_track_records)
+                                              hwts_records, l2_cache_records, memcpy_records,
+                                              step_trace_records, task_type_records)
+from msprof_cli.device.host_records import (RT_CPU_KERNEL_LAUNCH, RT_KERNEL_LAUNCH, RT_MEMCPY_ASYNC,
+                                            api_records, hccl_info_records, runtime_api_spans,
+                                            task_track_records)
 from msprof_cli.device.pmu import event_counters, l2_counters
 from msprof_cli.device.task_schedule import hccl_steps, hccl_steps_on
 from msprof_cli.options import L2_CACHE_EVENTS
+from msprof_cli.raw import enums as EN
 from msprof_cli.raw import layouts as L
 from msprof_cli.raw.hashing import name_hash
 
@@ -39,11 +39,11 @@ if TYPE_CHECKING:  # annotations only: device.py imports this module
     from msprof_cli.device.device import Device
 
 # runtime task types of the host task_track records
-_RT_TYPE_LUT = kind_lut({op_map.KIND_AI_CORE: L.RUNTIME_TASK_TYPE_IDS["KERNEL_AICORE"],
-                         op_map.KIND_AI_CPU: L.RUNTIME_TASK_TYPE_IDS["KERNEL_AICPU"]})
-FLIP_TYPE = L.RUNTIME_TASK_TYPE_IDS["FLIP_TASK"]
-MEMCPY_TYPE = L.RUNTIME_TASK_TYPE_IDS["MEMCPY_ASYNC"]
-REDUCE_TYPE = L.RUNTIME_TASK_TYPE_IDS["REDUCE_ASYNC"]
+_RT_TYPE_LUT = kind_lut({op_map.KIND_AI_CORE: EN.RUNTIME_TASK_TYPE_IDS["KERNEL_AICORE"],
+                         op_map.KIND_AI_CPU: EN.RUNTIME_TASK_TYPE_IDS["KERNEL_AICPU"]})
+FLIP_TYPE = EN.RUNTIME_TASK_TYPE_IDS["FLIP_TASK"]
+MEMCPY_TYPE = EN.RUNTIME_TASK_TYPE_IDS["MEMCPY_ASYNC"]
+REDUCE_TYPE = EN.RUNTIME_TASK_TYPE_IDS["REDUCE_ASYNC"]
 
 
 def emit(device: Device, ctx: ChunkCtx, dd: DeviceDir,

@@ -21,7 +21,6 @@ from msprof_cli.raw import profdir, runinfo, sampling
 
 from . import intervals as I
 from . import model as M
-from .intervals import covered, merged  # noqa: F401 (tests import them from here)
 from .reduce import NO_MODEL, PIPE_EVENTS, DeviceAcc, reduce_window
 
 ADVICE_MAX_ROWS = 300_000  # above: no advice in the summary (msprof export writes it)

@@ -43,6 +43,7 @@ from msprof_cli.export.decode.rawread import DecodeLog, data_files, device_regex
 from msprof_cli.export.fmt import obj_full
 from msprof_cli.export.outputs.summaries import not_memcpy
 from msprof_cli.export.runtime.memory import release
+from msprof_cli.raw import enums as EN
 from msprof_cli.raw import layouts as L
 from msprof_cli.raw.profdir import result_dirs
 
@@ -298,7 +299,7 @@ def device_data(rd: ResultDirInfo, dev: DeviceTables, host: HostData,
         src_hash[has_nb] = lt.op_name_hash[nbr]
         op_name.put_resolved(kr, src_hash, ht.hashes)
         op_type.put_resolved(nb_rows, lt.op_type_hash[nbr], ht.hashes)
-        ge.put_resolved(nb_rows, lt.ge_type[nbr], L.GE_TASK_TYPES)
+        ge.put_resolved(nb_rows, lt.ge_type[nbr], EN.GE_TASK_TYPES)
         rt.put(kr, hc["rt_code"][row], lt.rt_names)
         model_id[kr] = hc["model"][row]
         conn[kr] = hc["launch"][row]

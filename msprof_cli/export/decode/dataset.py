@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from msprof_cli.errors import ProfDirError
+from msprof_cli.raw import enums as EN
 from msprof_cli.raw import layouts as L
 from msprof_cli.raw.profdir import result_dirs
 
@@ -244,7 +245,7 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
                                   ht.hashes)
         ge = obj_full(n, NA)
         ge_ids = tasks["ge_type"].to_numpy()[has_nb].astype(np.uint64)
-        ge[has_nb] = resolve(ge_ids, {k: v for k, v in L.GE_TASK_TYPES.items()})
+        ge[has_nb] = resolve(ge_ids, {k: v for k, v in EN.GE_TASK_TYPES.items()})
         state = obj_full(n, NA)
         aging = tasks["aging"].to_numpy()
         state[has_nb] = np.where(aging[has_nb].astype(bool), "dynamic", "static")

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from msprof_cli.raw import enums as EN
 from msprof_cli.raw import layouts as L
 
 from .rawread import DecodeLog, hash_dict, host_records, type_info_dict
@@ -194,10 +195,10 @@ def unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _format_name(fmt: int) -> str:
-    if fmt == L.FORMAT_UNDEFINED:
+    if fmt == EN.FORMAT_UNDEFINED:
         return "UNDEFINED"
     base, sub = fmt & 0xFF, (fmt >> 8) & 0xFFFF
-    name = L.FORMATS.get(base, str(base))
+    name = EN.FORMATS.get(base, str(base))
     return f"{name}:{sub}" if sub else name
 
 
@@ -212,7 +213,7 @@ def _tensor_text(slots: np.ndarray, num: int) -> tuple[str, str, str, str, str, 
             continue
         dt = int(t["data_type"])
         desc = (",".join(str(int(d)) for d in t["shape"] if d != 0),
-                L.DATA_TYPES.get(dt, str(dt)), _format_name(int(t["format"])))
+                EN.DATA_TYPES.get(dt, str(dt)), _format_name(int(t["format"])))
         (ins if kind == 0 else outs).append(desc)
     return (";".join(d[0] for d in ins), ";".join(d[1] for d in ins),
             ";".join(d[2] for d in ins), ";".join(d[0] for d in outs),
