@@ -141,12 +141,30 @@ def query_rows(path: Path) -> list[QueryRow]:
     return rows
 
 
+TOP_SHOWN = 10  # Top Time Iteration ids a table cell shows before it says how many more
+
+
+def shown_top(cell: str) -> str:
+    """A table's Top Time Iteration cell: ties keep every tied id (query.md), and the
+    emulated device is deterministic, so the steady iterations of a run tie and the cell
+    could list thousands of ids; a table shows the first TOP_SHOWN and the count of the
+    others (csv and json keep every id)."""
+    ids = cell.split(",")
+    if len(ids) <= TOP_SHOWN:
+        return cell
+    return ",".join(ids[:TOP_SHOWN]) + f",... (+{len(ids) - TOP_SHOWN} tied)"
+
+
 def _with_prof(rows: list[QueryRow], short: bool = False) -> tuple[tuple[str, ...],
                                                                     list[list[str]]]:
-    """Headers and cells, with a trailing PROF column when the rows come from several PROF
-    dirs (every run is PROF_000001_*: only the name tells two runs apart).  One PROF dir
-    keeps the real tool's columns exactly.  `short`: the name's random suffix only."""
+    """Headers and cells (Top Time Iteration shortened: `shown_top`), with a trailing PROF
+    column when the rows come from several PROF dirs (every run is PROF_000001_*: only the
+    name tells two runs apart).  One PROF dir keeps the real tool's columns exactly.
+    `short`: the name's random suffix only."""
+    top = HEADERS.index("Top Time Iteration")
     cells = [r.cells() for r in rows]
+    for c in cells:
+        c[top] = shown_top(c[top])
     if len({r.prof_dir for r in rows}) < 2:
         return HEADERS, cells
     names = [Path(r.prof_dir).name for r in rows]
@@ -216,4 +234,4 @@ def print_query(path: Path, fmt: str = "table", na_text: bool = False) -> None:
 
 
 __all__ = ["HEADERS", "QueryRow", "query_rows", "format_plain", "print_query",
-           "top_time_iterations", "asdict"]
+           "top_time_iterations", "shown_top", "asdict"]

@@ -7,7 +7,8 @@ import pytest
 from shared_paths import GOLDEN_RAW as GOLDEN
 
 from msprof_cli.errors import ProfDirError
-from msprof_cli.query import HEADERS, QueryRow, format_plain, query_rows, top_time_iterations
+from msprof_cli.query import (HEADERS, QueryRow, format_plain, query_rows, shown_top,
+                              top_time_iterations)
 from msprof_cli.raw import profdir
 
 
@@ -26,6 +27,14 @@ def test_top_time_iteration_ranks_with_ties():
     assert top_time_iterations(d) == "1,2,3,4,5"
     ties = {1: 9, 2: 8, 3: 7, 4: 6, 5: 5, 6: 5, 7: 1}
     assert top_time_iterations(ties) == "1,2,3,4,5,6"
+
+
+def test_a_table_shows_ten_tied_ids_and_counts_the_rest():
+    many = ",".join(str(i) for i in range(1, 2001))  # a deterministic run: every step ties
+    assert shown_top(many) == "1,2,3,4,5,6,7,8,9,10,... (+1990 tied)"
+    assert shown_top("1,2,3") == "1,2,3" and shown_top("N/A") == "N/A"
+    text = format_plain([_row(top_time_iteration=many)])
+    assert "... (+1990 tied)" in text and "2000" not in text
 
 
 def _row(**kw):
