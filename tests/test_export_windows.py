@@ -1,4 +1,4 @@
-"""Windowed export (windows.py, plan.py, outputs.py): a PROF dir decoded and written window by
+"""Windowed export (decode/windows.py, plan.py, pipeline.py): a PROF dir decoded and written window by
 window gives exactly the tables and the byte-identical files of its one-window plan."""
 from __future__ import annotations
 
@@ -256,7 +256,7 @@ def test_cuts_about_target_tasks_apart():
     assert cuts == [QP.INT64_MIN, 305, QP.INT64_MAX] and sizes == [31, 69]
 
 
-# --- the legacy layout (windowed_legacy.py) ----------------------------------------------------
+# --- the legacy layout (layouts/legacy.py, windowed) ----------------------------------------------------
 
 @pytest.mark.parametrize("kw", [{"csv_slice_rows": 700, "json_slice_events": 2500},
                                 {"model_id": 2, "iteration_id": 2, "iteration_count": 3}],

@@ -1,6 +1,6 @@
 """The summary's own decode of a whole PROF dir: what `summary.build` reads, and no more.
 
-The export's decode (export.dataset.load_prof) builds every column every output needs: the
+The export's decode (export.decode.dataset.load_prof) builds every column every output needs: the
 six tensor columns of every task (tensor_info decoded and joined in a worker: ~2 s of CPU
 at 1M tasks), HF32, OP State, block dim, the analysis's float durations, the named API
 table...  The summary reads a few of them, and the shapes of one task per op only.  This
@@ -392,7 +392,7 @@ def load(prof: Path) -> tuple[ProfData, Shapes]:
 
 
 def op_row_count(dev: DeviceData) -> int:
-    """len(export.summaries.op_rows(dev)) without building the rows: the tasks but WRITE_BACK
+    """len(export.outputs.summaries.op_rows(dev)) without building the rows: the tasks but WRITE_BACK
     / INVALID, copies and collective steps, plus one row per collective."""
     t = dev.tasks
     keep = ~t["task_type"].isin(list(DROPPED_GE_TYPES)).to_numpy() & not_memcpy(t) \

@@ -1,5 +1,5 @@
 """The joins of the summary's decode (summary.decode) on integer columns: the values of the
-export's frame joins (export.dataset) without their frames.
+export's frame joins (export.decode.dataset) without their frames.
 
 * `Spans.find` is dataset.enclose: per record, the latest span (by begin, then by row) of
   its thread that begins at or before it, if the record is not past its end.

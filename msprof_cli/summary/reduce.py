@@ -180,7 +180,7 @@ def _op_groups(t: pd.DataFrame, sel: np.ndarray, model: np.ndarray, it_row: np.n
 
 
 def reduce_window(acc: DeviceAcc, dev, data=None, shapes: ShapesOf | None = None) -> None:
-    """Add one window of a device (export.dataset.DeviceData of `data`, a ProfData) to its
+    """Add one window of a device (export.decode.data.DeviceData of `data`, a ProfData) to its
     accumulator (`shapes`: where the shapes of task rows come from, by default the task
     table's in_shapes / out_shapes)."""
     t = dev.tasks

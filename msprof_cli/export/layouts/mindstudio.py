@@ -94,7 +94,7 @@ class MindstudioExport(Export):
         self.app_pid = plan.app_pid()
         self.switches = TR.read_reports(reports)
         self.csv_slice_rows, self.json_slice_events = csv_slice_rows, json_slice_events
-        self.use_flow = plan.has_apis()  # as msprof_layers: flows only with host API rows
+        self.use_flow = plan.has_apis()  # flows only with host API rows
         sorts = OV.overlap_sorts(self.dev_ids)
         self.overlap_sorts = [sorts[i] for i in self.dev_ids]
         self.sel = ALL

@@ -238,7 +238,7 @@ def msprof_meta(app_pid: int, first: ProfData, switches: dict, threads: set[int]
                 tx_last: bool = False) -> list[str]:
     """The msprof json metadata of the whole export: per device (its streams, step-trace
     metadata, whether it has an Overlap Analysis layer and its sort index, its
-    Communication metadata or None) a block in timeline.msprof_layers order, the CANN
+    Communication metadata or None) a block in trace.MSPROF_LAYER_ORDER, the CANN
     process in every block -- the analysis's per-device files each hold it, and the merge
     keeps every metadata event (FileSliceHelper._pretreat_json_data); msproftx in the
     first block, or (`tx_last`: mindstudio, the host dir's own file) after every block;

@@ -196,7 +196,7 @@ SLICE_INDEX: list[list[tuple[Path, float | None, float | None]]] = []
 
 class JsonStream:
     """A Chrome-trace array appended window by window (event strings in their final order);
-    the jobs of ``close_jobs(meta)`` (outputs.close_json_streams) write it as
+    the jobs of ``close_jobs(meta)`` (pipeline.close_traces) write it as
     writers.event_jobs writes the whole stream."""
 
     def __init__(self, paths: SliceNamer, slice_events: int) -> None:

@@ -12,7 +12,7 @@ to another user (root excepted), is refused; CSV text cells that a spreadsheet w
 formula (``=``, ``+``, ``-``, ``@``) get a leading ``'``, numbers (``-1``, ``-0.5``) never change.
 
 CSV text is produced by pandas' C writer in chunks (minimal quoting, LF line ends); JSON text
-is assembled from pre-rendered event strings (see timeline.py).
+is assembled from pre-rendered event strings (see outputs/trace.py).
 """
 from __future__ import annotations
 
