@@ -173,3 +173,8 @@ def test_brief_names_one_bottleneck_per_op():
     assert any(ln.startswith("Operator Processing: Check and reduce AI CPU operators (1 ops; "
                              "heaviest: uniq: 1 task, 50 us in total)") for ln in lines)
     assert sum(ln.startswith("Computation") for ln in lines) == 1
+    # the Model Bottleneck data are AI Core µs per dominant pipe (the real tool's
+    # "Utilization" keys), said as time and share, not as utilization numbers
+    model = [ln for ln in lines if ln.startswith("Model Bottleneck Analysis")]
+    assert model and model[0].endswith("(AI Core time by dominant pipe: cube 100 us (91 %), "
+                                       "vector 0 us (0 %), scalar 0 us (0 %), MTE 10 us (9 %))")

@@ -36,6 +36,19 @@ def _op_pipes(st: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     return out
 
 
+def pipe_time_text(data: dict) -> str:
+    """The Model Bottleneck tuning data for the console: its four "... Utilization" values
+    are AI Core time in µs grouped by each op's dominant pipe (the real tool's names; its
+    report prints the shares), so say what they are: time and share per pipe."""
+    total = sum(float(v) for v in data.values())
+    parts = []
+    for key, v in data.items():
+        pipe = key.replace(" Utilization", "").lower().replace("mte", "MTE")
+        share = f" ({100 * float(v) / total:.0f} %)" if total else ""
+        parts.append(f"{pipe} {num_text(float(v))} us{share}")
+    return "AI Core time by dominant pipe: " + ", ".join(parts)
+
+
 def brief(rule_json: dict, state: RuleState, max_ops: int = 3) -> list[str]:
     """The console summary of the advice: one line per rule group with findings, heaviest
     ops first.  The Computation rules (high scalar / low vector / low cube usage) flag mostly
@@ -82,6 +95,8 @@ def brief(rule_json: dict, state: RuleState, max_ops: int = 3) -> list[str]:
                     text += f" ({len(data)} ops"
                     text += "; heaviest: " + "; ".join(t for _, t in items) + ")" if items \
                         else ")"
+                elif isinstance(data, dict) and "Cube Utilization" in data:
+                    text += " (" + pipe_time_text(data) + ")"
                 elif isinstance(data, dict):
                     text += " (" + ", ".join(f"{k} {num_text(v)}" for k, v in data.items()) + ")"
                 lines.append(text)
