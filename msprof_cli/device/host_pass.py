@@ -36,6 +36,19 @@ _GE_TYPE_LUT = kind_lut({op_map.KIND_AI_CORE: EN.GE_TASK_TYPE_IDS["AI_CORE"],
                          op_map.KIND_HCCL: EN.GE_TASK_TYPE_IDS["HCCL"]})
 
 
+
+def _in_order(columns: list[np.ndarray]) -> bool:
+    """The parts' time columns, one after the other, never go back."""
+    last = None
+    for ts in columns:
+        if len(ts) > 1 and (ts[1:] < ts[:-1]).any():
+            return False
+        if len(ts):
+            if last is not None and ts[0] < last:
+                return False
+            last = ts[-1]
+    return True
+
 class HostPass:
     """The host records of every chunk of one PROF dir (see module doc).  `models`,
     `sigs`, `names` and `warp` are the Device's own objects (they grow chunk by chunk)."""
@@ -178,11 +191,14 @@ class HostPass:
             parts = [p for p in parts if len(p)]
             if not parts:
                 continue
-            arr = np.concatenate(parts) if len(parts) > 1 else parts[0]
-            ts = arr[sort_key.get(kind, "timestamp")]
-            if len(ts) > 1 and (ts[1:] < ts[:-1]).any():  # already in order: no copy (the
-                arr = arr[np.argsort(ts, kind="stable")]  # tensor_info records are ~200 B)
-            self.data.file(kind, lambda i, k=kind: L.host_file_name(k, i)).write_records(arr)
+            field_ = sort_key.get(kind, "timestamp")
+            out = self.data.file(kind, lambda i, k=kind: L.host_file_name(k, i))
+            if _in_order([p[field_] for p in parts]):  # no copy (tensor_info: ~200 B a record)
+                for part in parts:
+                    out.write_records(part)
+                continue
+            arr = np.concatenate(parts)
+            out.write_records(arr[np.argsort(arr[field_], kind="stable")])
 
     def write_tx(self, chunk: CaptureChunk) -> None:
         mk = chunk.markers
