@@ -36,7 +36,6 @@ _GE_TYPE_LUT = kind_lut({op_map.KIND_AI_CORE: EN.GE_TASK_TYPE_IDS["AI_CORE"],
                          op_map.KIND_HCCL: EN.GE_TASK_TYPE_IDS["HCCL"]})
 
 
-
 def _in_order(columns: list[np.ndarray]) -> bool:
     """The parts' time columns, one after the other, never go back."""
     last = None
@@ -48,6 +47,7 @@ def _in_order(columns: list[np.ndarray]) -> bool:
                 return False
             last = ts[-1]
     return True
+
 
 class HostPass:
     """The host records of every chunk of one PROF dir (see module doc).  `models`,
