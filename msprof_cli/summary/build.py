@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from msprof_cli import __version__
+from msprof_cli.export.decode.steptrace import step_columns
 from msprof_cli.raw import profdir, runinfo, sampling
 
 from . import intervals as I
@@ -94,12 +95,7 @@ def _model(acc: DeviceAcc, m: int, ops: pd.DataFrame, its: pd.DataFrame, busy: p
             pipe_rows = [M.PipeRow(op_type=str(t), per_step_us=_r(d / per / 1000),
                                    **{k: rs[k][i] for k in PIPE_EVENTS})
                          for i, (t, d) in enumerate(zip(pm["op_type"], pm["dur"]))]
-    start = mi["step_start_ns"].to_numpy(np.int64)
-    end = mi["step_end_ns"].to_numpy(np.int64)
-    fp = mi["fp_ns"].to_numpy(np.int64)
-    bp = mi["bp_ns"].to_numpy(np.int64)
-    aug = mi["data_aug_ns"].to_numpy(np.int64)
-    has_fp, has_bp = fp >= 0, bp >= 0
+    start, end, fp, bp, aug, has_fp, has_bp = step_columns(mi)
     both = has_fp & has_bp
     bm = busy[busy["model_id"] == m] if len(busy) else busy
     steps = _steps(mi, bm, acc.max_steps) if n else None

@@ -13,7 +13,7 @@ iteration starts at the latest 0-or-4 before it.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -25,6 +25,27 @@ TAG_REDUCE_BASE = 10000
 
 ITER_COLUMNS = ["model_id", "iteration_id", "step_start_ns", "step_end_ns", "fp_ns", "bp_ns",
                 "data_aug_ns", "iter_id"]
+
+
+class StepColumns(NamedTuple):
+    """The times of iterations (local ns; FP / BP / Data Aug Bound -1 where missing)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    fp: np.ndarray
+    bp: np.ndarray
+    aug: np.ndarray
+    has_fp: np.ndarray
+    has_bp: np.ndarray
+
+
+def step_columns(its: "pd.DataFrame") -> StepColumns:
+    """The columns of an iterations table (ITER_COLUMNS) every step-trace output reads."""
+    fp = its["fp_ns"].to_numpy(np.int64)
+    bp = its["bp_ns"].to_numpy(np.int64)
+    return StepColumns(its["step_start_ns"].to_numpy(np.int64),
+                       its["step_end_ns"].to_numpy(np.int64), fp, bp,
+                       its["data_aug_ns"].to_numpy(np.int64), fp >= 0, bp >= 0)
 
 
 def iteration_spans(tags: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

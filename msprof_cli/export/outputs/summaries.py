@@ -16,6 +16,7 @@ from msprof_cli.raw import layouts as L
 from ..decode.data import DROPPED_GE_TYPES, MEMCPY_SOURCE, DeviceData
 from ..decode.host import NA
 from ..decode.pmu import tail_columns, tail_header
+from ..decode.steptrace import step_columns
 from ..fmt import float_str, int_str, obj_full, py_round, us_list
 
 Table = tuple[list[str], pd.DataFrame]
@@ -327,12 +328,7 @@ def _opt(ns: np.ndarray, ok: np.ndarray, fn) -> np.ndarray:
 
 def step_trace(its: pd.DataFrame) -> Table:
     its = its.sort_values("step_end_ns", kind="stable")
-    start = its["step_start_ns"].to_numpy(np.int64)
-    end = its["step_end_ns"].to_numpy(np.int64)
-    fp = its["fp_ns"].to_numpy(np.int64)
-    bp = its["bp_ns"].to_numpy(np.int64)
-    aug = its["data_aug_ns"].to_numpy(np.int64)
-    has_fp, has_bp = fp >= 0, bp >= 0
+    start, end, fp, bp, aug, has_fp, has_bp = step_columns(its)
     df = pd.DataFrame({
         "Iteration ID": int_str(its["iteration_id"]),
         "FP Start(us)": _opt(fp, has_fp, stamp),

@@ -17,6 +17,7 @@ from msprof_cli.raw import layouts as L
 
 from ..decode.data import MEMCPY_SOURCE, DeviceData
 from ..decode.host import NA
+from ..decode.steptrace import step_columns
 from ..fmt import int_str, ts_sort_key, us_list, us_str
 from .trace import (HOST_SLOT, SORT_CANN, SORT_HARDWARE, STEP_TID_BASE, JCol, Layer, dur_json,
                     dur_text, obj_array, pid_of, process_meta, us_parts)
@@ -393,12 +394,7 @@ def step_layer(dev: DeviceData, its: pd.DataFrame, app_pid: int,
     its = its.sort_values("step_end_ns", kind="stable")
     tid = int_str(its["model_id"].map(tid_of).to_numpy(np.int64))
     i = int_str(its["iteration_id"])
-    start = its["step_start_ns"].to_numpy(np.int64)
-    end = its["step_end_ns"].to_numpy(np.int64)
-    fp = its["fp_ns"].to_numpy(np.int64)
-    bp = its["bp_ns"].to_numpy(np.int64)
-    aug = its["data_aug_ns"].to_numpy(np.int64)
-    has_fp, has_bp = fp >= 0, bp >= 0
+    start, end, fp, bp, aug, has_fp, has_bp = step_columns(its)
     fp_s = np.where(has_fp, '"' + us_str(np.maximum(fp, 0)) + '"', '"N/A"')
     bp_s = np.where(has_bp, '"' + us_str(np.maximum(bp, 0)) + '"', '"N/A"')
     end_s = '"' + us_str(end) + '"'
