@@ -21,6 +21,7 @@ from msprof_cli.export.decode import window_load as WLD
 from msprof_cli.export.decode import windows as WN
 from msprof_cli.export.decode.dataset import load_prof
 from msprof_cli.export.layouts import mindstudio as WD
+from msprof_cli.export.sinks import files as FS
 from msprof_cli.export.sinks import writers as W
 from tests.rich_prof import build_prof
 
@@ -225,7 +226,7 @@ def test_a_failing_final_timeline_copy_leaves_no_temporary_file(big, tmp_path, m
     monkeypatch.setenv(WN.WINDOW_TASKS_ENV, "1000")
     prof = tmp_path / big.name
     shutil.copytree(big, prof)
-    real = W.append_file
+    real = FS.append_file
     calls = []
 
     def full(fh, src):
@@ -233,7 +234,8 @@ def test_a_failing_final_timeline_copy_leaves_no_temporary_file(big, tmp_path, m
         if len(calls) == 2:
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(fh, src)
-    monkeypatch.setattr(W, "append_file", full)
+    monkeypatch.setattr(FS, "append_file", full)  # the streams' copies of the bodies
+    monkeypatch.setattr(W, "append_file", full)  # the whole-table writers'
     monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "1")  # the counter lives in this process
     with pytest.raises(ExportError, match="disk .or quota. is full"):
         run_export(prof, layout=layout, quiet=True, json_slice_events=2500)

@@ -14,7 +14,7 @@ from msprof_cli.errors import ExportError, ProfDirError, RawDataError
 from msprof_cli.export.api import run_export
 from msprof_cli.export.decode import rawread
 from msprof_cli.export.decode.dataset import load_prof
-from msprof_cli.export.sinks import writers
+from msprof_cli.export.sinks import files, writers
 from msprof_cli.query import query_rows
 from msprof_cli.raw import layouts as L
 from tests.reliability_fixtures import data_file, golden, snapshot
@@ -322,8 +322,9 @@ def _outputs(prof: Path) -> list[Path]:
 @pytest.mark.parametrize("room", [0, 3000])
 def test_disk_full_while_writing(prof, monkeypatch, capsys, room):
     real_open = open
-    monkeypatch.setattr(writers, "open", lambda *a, **k: _FullDisk(real_open(*a, **k), room),
-                        raising=False)
+    for module in (files, writers):  # the atomic files' writes, the streams' appends
+        monkeypatch.setattr(module, "open",
+                            lambda *a, **k: _FullDisk(real_open(*a, **k), room), raising=False)
     before = snapshot(prof)
     with pytest.raises(ExportError) as exc:
         run_export(prof, quiet=True)

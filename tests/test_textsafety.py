@@ -6,15 +6,14 @@ from __future__ import annotations
 import csv
 import io
 import json
-import shutil
-from pathlib import Path
 
 import pandas as pd
 import pytest
 from export_fixtures import copy_golden
 
 from msprof_cli.export.api import run_export
-from msprof_cli.export.sinks.writers import SliceNamer, write_csv
+from msprof_cli.export.sinks.files import SliceNamer
+from msprof_cli.export.sinks.writers import write_csv
 from msprof_cli.query import print_query
 from msprof_cli.textsafety import escape_controls, safe_cell
 

@@ -29,8 +29,9 @@ from .outputs.tables import Advice
 from .plan import Plan, plan_devices, plan_export
 from .runtime.memory import release, tune_allocator
 from .runtime.parallel import usable_cores
+from .sinks.files import clean_stale_temps
 from .sinks.streams import SLICE_INDEX
-from .sinks.writers import CSV_SLICE_ROWS, JSON_SLICE_EVENTS, clean_stale_temps
+from .sinks.writers import CSV_SLICE_ROWS, JSON_SLICE_EVENTS
 
 LAYOUTS = ("legacy", "mindstudio")
 

@@ -43,7 +43,7 @@ from ..pipeline import Export, Output, Window, drive
 from ..plan import Plan
 from ..runtime.memory import release
 from ..runtime.parallel import JobPool
-from ..sinks.writers import FILE_MODE, output_dir, write_error
+from ..sinks.files import FILE_MODE, output_dir, write_error
 from .db_sides import SIDE_ROWS, SIDE_SCHEMA, Slots, map_name, side_file
 
 

@@ -49,8 +49,9 @@ from ..pipeline import DeviceWindow, Export, Output, Window, drive
 from ..plan import Plan
 from ..sinks import writers as W
 from ..sinks.device_rows import SINGLE, DeviceRows
+from ..sinks.files import SliceNamer
 from ..sinks.streams import JsonStream, summary_stream
-from ..sinks.writers import SliceNamer, write_csv, write_json_rows
+from ..sinks.writers import write_csv, write_json_rows
 
 __all__ = ["Advice", "export_legacy", "host_models"]
 

@@ -34,10 +34,12 @@ from ..outputs.tables import (ApiStatistic, CommunicationStatistic, FusionOp, L2
 from ..outputs.task_rows import OP_ROWS, TASK_ROWS, AicpuCsv, OpStatistic, OpSummaryCsv, TaskTimeCsv
 from ..pipeline import DeviceWindow, Export, Output, Window, drive
 from ..plan import Plan
+from ..sinks import files as FS
 from ..sinks import writers as W
 from ..sinks.device_rows import MERGED, PER_DEVICE, DeviceRows
+from ..sinks.files import SliceNamer
 from ..sinks.streams import DeferredEvents, JsonStream
-from ..sinks.writers import SliceNamer, write_csv, write_json_rows
+from ..sinks.writers import write_csv, write_json_rows
 
 OUTPUT_DIR = "mindstudio_profiler_output"
 MEMCPY_ROWS = "task_time_memcpy"  # a device's ts memcpy rows, kept until its others are out
@@ -205,7 +207,7 @@ class MindstudioExport(Export):
         written = super().finish()
         if written:
             readme = self.out_dir / "README.txt"
-            with W.AtomicFile(readme) as fh:
+            with FS.AtomicFile(readme) as fh:
                 fh.write(readme_text(self.timelines, self.summaries, self.summary_format))
             written.append(readme)
         return written

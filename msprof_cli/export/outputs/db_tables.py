@@ -32,7 +32,7 @@ from ..decode.data import DROPPED_GE_TYPES, MEMCPY_SOURCE, DeviceData, ProfData
 from ..decode.host import NA
 from ..decode.pmu import GB, tail_columns, tail_header
 from ..derive import msproftx
-from ..sinks.writers import FILE_MODE
+from ..sinks.files import FILE_MODE
 from .timeline import CONTEXT_ID_910, task_kind
 
 SCHEMA_VERSION = (1, 2, 0)

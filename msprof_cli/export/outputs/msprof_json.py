@@ -20,6 +20,7 @@ import numpy as np
 
 from ..fmt import ts_sort_key
 from ..pipeline import Export, Output, TraceOutput
+from ..sinks import files as FS
 from ..sinks import writers as W
 from ..sinks.streams import DeferredEvents, JsonStream
 from . import comm_layer as CL
@@ -199,7 +200,7 @@ class TxJson(Output):
 
     stem = "msprof_tx"
 
-    def __init__(self, paths: W.SliceNamer, slice_events: int) -> None:
+    def __init__(self, paths: FS.SliceNamer, slice_events: int) -> None:
         self.paths, self.slice_events = paths, slice_events
 
     def close(self, run: Export) -> list[Path]:

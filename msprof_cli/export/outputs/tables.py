@@ -26,7 +26,7 @@ from ..derive import fusion as F
 from ..derive import msproftx as X
 from ..pipeline import Export, Output
 from ..sinks.device_rows import DeviceRows
-from ..sinks.writers import AtomicFile
+from ..sinks.files import AtomicFile
 from . import summaries as S
 from .carry import L2Names, window_fusion_rows, write_l2_cache
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .files import SliceNamer
 from .streams import CsvStream, DeferredRows, JsonRowsStream, summary_stream
-from .writers import SliceNamer
 
 SINGLE, MERGED, PER_DEVICE = "single", "merged", "per_device"
 

@@ -11,7 +11,7 @@ dead process by the next export).
 A Chrome-trace file repeats its metadata events at the head of every slice, and the
 metadata (every thread and stream lane) is only known after the last window: the events go
 to temporary body files, and ``close_jobs(meta)`` write each final file as ``[`` + metadata +
-body + ``]`` (a buffered copy of the body, writers.append_file).
+body + ``]`` (a buffered copy of the body, files.append_file).
 """
 from __future__ import annotations
 
@@ -23,8 +23,10 @@ from pathlib import Path
 import pandas as pd
 
 from ..runtime.parallel import parallel_available, run_jobs
+from . import files as FS
 from . import writers as W
-from .writers import AtomicFile, SliceNamer, csv_line, render_csv
+from .files import AtomicFile, SliceNamer
+from .writers import csv_line, render_csv
 
 
 class _Slices:
@@ -53,7 +55,7 @@ class _Slices:
             last = self.extra.get(len(self.tmps) - 1) or self.tmps
             return open(last[-1], "a", encoding="utf-8", newline="")
         except OSError as exc:
-            raise W.write_error(self.paths.single(), exc) from None
+            raise FS.write_error(self.paths.single(), exc) from None
 
     def targets(self) -> list[Path]:
         n = len(self.tmps)
@@ -104,7 +106,7 @@ class CsvStream:
                         fh.write(render_csv(df.iloc[c:min(c + W.CHUNK_ROWS, lo + take)],
                                          fill_na=True))
             except OSError as exc:
-                raise W.write_error(self.slices.paths.single(), exc) from None
+                raise FS.write_error(self.slices.paths.single(), exc) from None
             lo += take
             self.in_slice += take
             self.total += take
@@ -121,7 +123,7 @@ class CsvStream:
             try:
                 os.replace(tmp, target)
             except OSError as exc:
-                raise W.write_error(target, exc) from None
+                raise FS.write_error(target, exc) from None
         self.slices.tmps = []
         return out
 
@@ -153,7 +155,7 @@ class JsonRowsStream:
                     fh.write(("" if self.total == 0 and c == 0 else ", ")
                              + W.json_objects(self.header, df.iloc[c:c + W.CHUNK_ROWS]))
         except OSError as exc:
-            raise W.write_error(self.slices.paths.single(), exc) from None
+            raise FS.write_error(self.slices.paths.single(), exc) from None
         self.total += len(df)
 
     def close(self, empty_file: bool = False, target: Path | None = None) -> list[Path]:
@@ -171,7 +173,7 @@ class JsonRowsStream:
             os.replace(self.slices.tmps[-1], target)
         except OSError as exc:
             self.discard()
-            raise W.write_error(target, exc) from None
+            raise FS.write_error(target, exc) from None
         self.slices.tmps = []
         return [target]
 
@@ -245,7 +247,7 @@ class JsonStream:
                         fh.write(", ")
                     fh.write(", ".join(events[lo:lo + take]))
             except OSError as exc:
-                raise W.write_error(self.slices.paths.single(), exc) from None
+                raise FS.write_error(self.slices.paths.single(), exc) from None
             lo += take
             self.in_slice += take
             self.total += take
@@ -299,7 +301,7 @@ class JsonStream:
                 self.in_slice += count
                 self.total += count
         except OSError as exc:
-            raise W.write_error(self.slices.paths.single(), exc) from None
+            raise FS.write_error(self.slices.paths.single(), exc) from None
         finally:
             if path is not None:
                 try:
@@ -324,7 +326,7 @@ class JsonStream:
             with AtomicFile(target) as fh:
                 fh.write(head)
                 for part in body:
-                    W.append_file(fh, part)
+                    FS.append_file(fh, part)
                 fh.write("]")
             for part in body:
                 try:
@@ -357,7 +359,7 @@ class DeferredRows:
             with open(self.slices.tmps[-1], "ab") as fh:
                 pickle.dump(df, fh, protocol=pickle.HIGHEST_PROTOCOL)
         except OSError as exc:
-            raise W.write_error(self.slices.paths.single(), exc) from None
+            raise FS.write_error(self.slices.paths.single(), exc) from None
         self.parts += 1
 
     def replay(self, out: CsvStream) -> None:
@@ -395,7 +397,7 @@ class DeferredEvents:
             with open(self.slices.tmps[-1], "ab") as fh:
                 pickle.dump((list(events), keys, span), fh, protocol=pickle.HIGHEST_PROTOCOL)
         except OSError as exc:
-            raise W.write_error(self.slices.paths.single(), exc) from None
+            raise FS.write_error(self.slices.paths.single(), exc) from None
         self.parts += 1
         self.total += len(events)
 
