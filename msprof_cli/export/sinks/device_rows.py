@@ -42,9 +42,6 @@ class DeviceRows:
         self.streams: dict[int, CsvStream | JsonRowsStream | DeferredRows] = {}
         self.extra: dict[int, DeferredRows] = {}
 
-    def __contains__(self, j: int) -> bool:
-        return j in self.streams
-
     @property
     def opened(self) -> bool:
         return bool(self.streams)
