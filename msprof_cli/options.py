@@ -60,6 +60,34 @@ INSTR_EXCLUDES = ("task_time", "task_trace", "training_trace", "aicpu", "l2", "h
                   "runtime_api", "aic_metrics", "aiv_metrics")
 
 
+# GE's precision_mode (device/precision.py models them; docs/device-model.md 3.2)
+DEFAULT_PRECISION_MODE = "allow_fp32_to_fp16"
+PRECISION_MODES = (DEFAULT_PRECISION_MODE, "allow_mix_precision", "allow_mix_precision_fp16",
+                   "force_fp16")
+PRECISION_ALIASES = {"allow_mix_precision_fp16": "allow_mix_precision"}
+# accepted by the TF adapter, not by this emulation, and why (a clear error instead)
+PRECISION_REFUSED = {
+    "must_keep_origin_dtype": "the Ascend 910 cube has no fp32 kernels, so GE refuses fp32 "
+                              "Conv2D / MatMul in this mode",
+    "force_fp32": "the Ascend 910 cube has no fp32 kernels",
+    "cube_fp16in_fp32out": "it is a mode of the Atlas A2 series and later, not of the 910",
+    "allow_fp32_to_bf16": "the Ascend 910 has no bf16",
+    "allow_mix_precision_bf16": "the Ascend 910 has no bf16",
+}
+
+
+def normalize_precision_mode(mode: str, where: str = "precision_mode") -> str:
+    """The mode GE runs (aliases resolved); OptionsError for one the 910 cannot run."""
+    m = (mode or DEFAULT_PRECISION_MODE).strip()
+    if m in PRECISION_REFUSED:
+        raise OptionsError(f'{where} "{m}" is not emulated: {PRECISION_REFUSED[m]}. Use one '
+                           f'of {", ".join(PRECISION_MODES)}.')
+    if m not in PRECISION_MODES:
+        raise OptionsError(f'{where}: unknown mode "{m}"; the Ascend 910 takes '
+                           f'{", ".join(PRECISION_MODES)}.')
+    return PRECISION_ALIASES.get(m, m)
+
+
 @dataclass(frozen=True)
 class ProfilingConfig:
     """The resolved collection switches, whatever route set them."""
@@ -81,6 +109,9 @@ class ProfilingConfig:
     raw_options: str = ""  # the PROFILING_OPTIONS JSON as the user gave it
     source: str = "env"  # env | cli | session | profiler
     full_trace: bool = False  # trace every step (no sampling); see docs/collect.md
+    # GE's precision_mode of the emulated system (not a profiling option: the TF adapter's
+    # session config / NPURunConfig, or `msprof collect --precision-mode`); device/precision.py
+    precision_mode: str = DEFAULT_PRECISION_MODE
     not_emulated: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default=(), compare=False)
 

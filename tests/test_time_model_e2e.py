@@ -159,3 +159,39 @@ def test_gru_step_trace_fp_before_bp(tmp_path: Path) -> None:
         loop_ends = [us(t["Task Start Time(us)"]) + us(t["Task Duration(us)"]) for t in tasks
                      if "while_grad/" in t["Op Name"] and fp < us(t["Task Start Time(us)"]) < end]
         assert loop_ends and bp >= max(loop_ends) - 0.01, (st, max(loop_ends))
+
+
+def _durations(prof: Path) -> dict[str, float]:
+    """Median task duration (us) per OP Type of the last model's op_summary."""
+    out: dict[str, list[float]] = {}
+    for r in rows(prof, "op_summary"):
+        out.setdefault(r["OP Type"], []).append(us(r["Task Duration(us)"]))
+    return {k: median(v) for k, v in out.items()}
+
+
+def test_precision_mode_from_the_flag_and_the_session_config(tmp_path: Path) -> None:
+    """GE's precision_mode (docs/device-model.md 3.2): allow_mix_precision runs the gray ops
+    downstream of the MatMul in fp16 -- half the bytes of a memory-bound kernel -- and keeps
+    the blocklisted reduction in fp32; the script's session config sets it as the flag does."""
+    import os
+
+    for sub in ("base", "flag", "sess"):
+        (tmp_path / sub).mkdir()
+    base = _durations(collect_export(tmp_path / "base", "precision.py"))
+    flag = _durations(collect_export(tmp_path / "flag", "precision.py",
+                                     "--precision-mode", "allow_mix_precision"))
+    env = dict(os.environ, PRECISION_MODE="allow_mix_precision")
+    out = tmp_path / "sess"
+    proc = subprocess.run([*MSPROF, "collect", "--output", str(out / "out"), "--",
+                           sys.executable, str(SCRIPTS / "precision.py")],
+                          capture_output=True, text=True, cwd=out, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [prof] = sorted((out / "out").glob("PROF_*"))
+    _run("export", "--output", str(prof), cwd=out)
+    sess = _durations(prof)
+    fused = "Sigmoid"  # Sigmoid + Mul: one UB-fused kernel, typed by its first member
+    assert fused in base, base
+    assert flag[fused] < 0.65 * base[fused]
+    assert sess[fused] == flag[fused]
+    assert flag["MatMulV2"] == base["MatMulV2"]  # the cube already ran in fp16
+    assert flag["ReduceMeanD"] == base["ReduceMeanD"]  # blocklist: fp32

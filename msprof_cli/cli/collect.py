@@ -69,9 +69,15 @@ def flags_to_options(**flags: Any) -> dict[str, Any]:
 @click.option("--full-trace", is_flag=True, default=False,
               help="Trace every op of every step. Default: trace sampled steps fully and replay "
               "their op schedule for the other steps (see docs/collect.md).")
+@click.option("--precision-mode", default="allow_fp32_to_fp16", show_default=True,
+              metavar="MODE",
+              help="GE's precision mode of the emulated system: allow_fp32_to_fp16 (cube ops "
+              "in fp16), allow_mix_precision (also the graylist ops downstream of them), "
+              "force_fp16. A script's own NPU session config / NPURunConfig precision_mode "
+              "takes precedence (docs/device-model.md 3.2).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=False)
 def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: bool,
-            children: bool, **flags: Any) -> None:
+            children: bool, precision_mode: str, **flags: Any) -> None:
     """Run COMMAND with profiling on and write a PROF_* directory.
 
     \b
@@ -85,7 +91,7 @@ def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: 
     from dataclasses import replace
 
     from msprof_cli.errors import OptionsError, UsageError
-    from msprof_cli.options import validate_options
+    from msprof_cli.options import normalize_precision_mode, validate_options
 
     if not command:
         raise UsageError("no command to profile: put it after --, e.g. "
@@ -94,7 +100,9 @@ def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: 
         raise OptionsError('--aic-mode=sample-based is not emulated; use "task-based".')
     opts = flags_to_options(**flags)
     config = validate_options(opts, source="cli")
-    config = replace(config, ascendcl=ascendcl == "on", full_trace=full_trace)
+    config = replace(config, ascendcl=ascendcl == "on", full_trace=full_trace,
+                     precision_mode=normalize_precision_mode(precision_mode,
+                                                             "--precision-mode"))
 
     from msprof_cli.collect.launcher import run_collect
 

@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,7 @@ class Agent:
         self.reason = ""
         self.scope = "process"  # "process" | "profiler" | "session"
         self.session_profiling_seen = False
+        self.precision_mode = ""  # set by a session config's precision_mode (routes.py)
         self.trace_fix: bool | None = None  # traceme_fix installed (None: not tried yet)
 
     # -- messages -------------------------------------------------------------------------
@@ -141,6 +143,8 @@ class Agent:
         with self.lock:
             if self.collection is not None or self.disabled:
                 return self.collection
+            if self.precision_mode:  # the script's session config said so (routes.py)
+                config = replace(config, precision_mode=self.precision_mode)
             try:
                 fault("activate")
                 self.collection = Collection(self, config)

@@ -177,8 +177,42 @@ def session_profiling(config: Any) -> tuple[bool, str | None]:
     return False, None
 
 
+def session_precision(config: Any) -> str | None:
+    """The NpuOptimizer's `precision_mode` of a ConfigProto (the TF adapter's GE setting)."""
+    try:
+        optimizers = config.graph_options.rewrite_options.custom_optimizers
+    except AttributeError:
+        return None
+    for opt in optimizers:
+        if opt.name == "NpuOptimizer" and "precision_mode" in opt.parameter_map:
+            raw = opt.parameter_map["precision_mode"].s
+            return raw.decode() if isinstance(raw, bytes) else str(raw)
+    return None
+
+
+def apply_session_precision(agent: Any, config: Any) -> None:
+    """A script that sets GE's precision_mode in its session config runs the emulated system
+    in that mode (it wins over `msprof collect --precision-mode`, as the script is what a real
+    run would use); an unknown mode is reported and the current one kept."""
+    from msprof_cli.options import normalize_precision_mode
+
+    text = session_precision(config)
+    if text is None:
+        return
+    try:
+        mode = normalize_precision_mode(text, "session config precision_mode")
+    except OptionsError as exc:
+        error(f"{exc} The emulated device keeps its current precision mode.")
+        return
+    agent.precision_mode = mode
+    device = getattr(agent.collection, "device", None) if agent.collection else None
+    if device is not None:
+        device.set_precision_mode(mode)
+
+
 def on_session_config(agent: Any, config: Any) -> None:
     """BaseSession.__init__ hook: the session-config route (options.md 1)."""
+    apply_session_precision(agent, config)
     mode, options = session_profiling(config)
     if not mode:
         return

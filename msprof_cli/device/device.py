@@ -37,6 +37,7 @@ from msprof_cli.device.chunk import ChunkCtx, DeviceDir
 from msprof_cli.device.cost_model import CostTable, evaluate
 from msprof_cli.device.host_pass import HostPass
 from msprof_cli.device.host_records import HCCL_INFO_TYPE, RUNTIME_API_TYPES, launch_windows
+from msprof_cli.device.precision import PrecisionPass
 from msprof_cli.device.op_table import Interner, IterTable, OpTable, SignatureRegistry, build_tables
 from msprof_cli.device.sample import write_sample_json
 from msprof_cli.device.step_trace import FpBp, NameClasses, replica_counterpart, resolve_fp_bp
@@ -44,7 +45,7 @@ from msprof_cli.device.stream_records import emit, emit_memcpy
 from msprof_cli.device.task_schedule import schedule_device
 from msprof_cli.device.ub_fusion import UbFuser
 from msprof_cli.device.writer import DataDir, RawStorage
-from msprof_cli.options import ProfilingConfig
+from msprof_cli.options import ProfilingConfig, normalize_precision_mode
 from msprof_cli.raw import control
 from msprof_cli.raw import enums as EN
 from msprof_cli.raw import layouts as L
@@ -81,6 +82,8 @@ class Device:
         self.sync_ns = clock.mono_ns
         self.sigs = SignatureRegistry()
         self.fuser = UbFuser(enabled=ub_fusion)  # GE's UB fusion of element-wise chains
+        # GE's precision_mode: which ops run in fp16 (precision.py)
+        self.precision = PrecisionPass(normalize_precision_mode(config.precision_mode))
         # tasks the run had that the options left out (collect says so at the end):
         # "aicpu" / "hccl" -> op type -> tasks, over every emulated device
         self.uncollected: dict[str, Counter] = {"aicpu": Counter(), "hccl": Counter()}
@@ -175,6 +178,10 @@ class Device:
         return self.rank_id if self.multi_process() else sorted(self.devices).index(device_id)
 
     # --- public ---------------------------------------------------------------------------
+    def set_precision_mode(self, mode: str) -> None:
+        """GE's precision_mode from now on (a script's session config sets it after start)."""
+        self.precision.mode = normalize_precision_mode(mode)
+
     def consume(self, chunk: CaptureChunk) -> None:
         """Turn one chunk into host + device records, appended and fsynced."""
         if self._closed:
@@ -182,6 +189,7 @@ class Device:
         self.models.update(chunk.models)
         self._record_sampling(chunk)
         ops, iters = build_tables(chunk, self.sigs, self.names)
+        ops = self.precision.apply(ops, self.models, self.sigs, self.names)
         ops = self.fuser.apply(ops, self.models, self.sigs, self.names)
         for dev_id in np.unique(ops.device_id).tolist():
             self._device(int(dev_id))

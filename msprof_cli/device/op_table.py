@@ -51,11 +51,13 @@ CUBE_COSTS = (op_map.COST_MATMUL, op_map.COST_CONV, op_map.COST_CONV_BP_INPUT,
 # 3.2): matrix (cube) ops compute in fp16, so their fp32 operands and results move as fp16;
 # vector ops keep fp32 when their kernel supports it
 CUBE_FP32_AS_FP16 = True
+FP32_NAMES = ("float32", "float")
 
 
-def _moved_bytes(dtype: str, cube: bool) -> int:
+def _moved_bytes(dtype: str, as_fp16: bool) -> int:
+    """Bytes per element the device moves: fp32 moves as fp16 where the op runs in fp16."""
     b = TF_DTYPES.get(dtype, UNDEFINED_DTYPE)[1]
-    return 2 if cube and CUBE_FP32_AS_FP16 and dtype in ("float32", "float") else b
+    return 2 if as_fp16 and dtype in FP32_NAMES else b
 
 
 def dims_elems(shape: Sequence[int]) -> int:
@@ -95,7 +97,11 @@ class SignatureRegistry:
     tensors: list[np.ndarray] = field(default_factory=list)  # L.TENSOR arrays
     # bytes of each data input as the device moves it (UB fusion: what enters a fused chain)
     in_bytes: list[tuple[float, ...]] = field(default_factory=list)
+    # the same op with its fp32 tensors reduced to fp16 (precision.py): (in_bytes, bytes_in,
+    # bytes_out), or None when the op has no fp32 tensor to reduce
+    half: list[tuple[tuple[float, ...], float, float] | None] = field(default_factory=list)
     _index: dict[tuple, int] = field(default_factory=dict)
+    _half_sig: dict[int, int] = field(default_factory=dict)
     _by_id: dict[tuple, tuple] = field(default_factory=dict)
     _arrays: dict[str, np.ndarray] | None = None
 
@@ -143,8 +149,31 @@ class SignatureRegistry:
         self.n_fused.append(n_fused)
         self.tensors.append(np.zeros(0, L.TENSOR) if tensors is None else tensors)
         self.in_bytes.append(tuple(float(b) for b in in_bytes))
+        self.half.append(None)
         self._arrays = None
         return len(self.tf_type) - 1
+
+    def reduced(self, s: int) -> int:
+        """The signature of op `s` run in fp16 (precision_mode reduced it, precision.py): its
+        fp32 tensors move 2 bytes an element and its vector work runs 128 lanes wide.  `s`
+        itself when it has nothing to reduce (no fp32 tensor, a fused or generated one)."""
+        hit = self._half_sig.get(s)
+        if hit is not None:
+            return hit
+        half = self.half[s]
+        if half is None or self.dtype_class[s] != DT_FP32:
+            self._half_sig[s] = s
+            return s
+        in_b, b_in, b_out = half
+        idx = self.add_features(
+            tf_type=self.tf_type[s], ge_type=self.ge_type[s], kind=self.kind[s],
+            cost=self.cost[s], flops=self.flops[s], vec_elems=self.vec_elems[s],
+            bytes_in=b_in, bytes_out=b_out, max_elems=self.max_elems[s], dtype_class=DT_FP16,
+            dtype_bytes=2, n_fused=self.n_fused[s], allreduce=self.allreduce[s],
+            tensors=self.tensors[s], host_work=self.host_work[s], in_bytes=in_b)
+        self._half_sig[s] = idx
+        self._half_sig[idx] = idx
+        return idx
 
     def _add(self, tf_type: str, inputs: tuple[TensorSpec, ...],
              outputs: tuple[TensorSpec, ...], n_fused: int) -> int:
@@ -163,11 +192,18 @@ class SignatureRegistry:
         dclass = _DT_CLASS.get(main[0], DT_OTHER)
         dbytes = main[1]
         cube = cost in CUBE_COSTS
-        in_b = tuple(float(e * _moved_bytes(t.dtype, cube)) for e, t in zip(in_elems, inputs))
+        cube16 = cube and CUBE_FP32_AS_FP16
+        in_b = tuple(float(e * _moved_bytes(t.dtype, cube16)) for e, t in zip(in_elems, inputs))
         bytes_in = float(sum(in_b)) if inputs else float(sum(in_elems) * dbytes)
-        bytes_out = float(sum(e * _moved_bytes(t.dtype, cube)
+        bytes_out = float(sum(e * _moved_bytes(t.dtype, cube16)
                               for e, t in zip(out_elems, outputs))) if outputs else \
             float(sum(out_elems) * dbytes)
+        half = None
+        if kind == op_map.KIND_AI_CORE and any(t.dtype in FP32_NAMES for t in all_specs):
+            h_in = tuple(float(e * _moved_bytes(t.dtype, True)) for e, t in zip(in_elems, inputs))
+            half = (h_in, float(sum(h_in)) if inputs else bytes_in / 2,
+                    float(sum(e * _moved_bytes(t.dtype, True)
+                              for e, t in zip(out_elems, outputs))) if outputs else bytes_out / 2)
         out_total = float(sum(out_elems))
         max_elems = float(max(in_elems + out_elems))
         flops = _cube_flops(cost, inputs, outputs, out_total)
@@ -180,13 +216,15 @@ class SignatureRegistry:
             vec = 0.0
         else:
             vec = max_elems
-        return self.add_features(
+        idx = self.add_features(
             tf_type=tf_type, ge_type=m.ge_type, kind=kind, cost=cost, flops=flops,
             vec_elems=vec, bytes_in=bytes_in, bytes_out=bytes_out, max_elems=max_elems,
             dtype_class=dclass, dtype_bytes=dbytes, n_fused=n_fused, allreduce=m.allreduce,
             tensors=tensor_records(inputs, outputs),
             host_work=op_map.normalize_tf_type(tf_type)[0] in op_map.HOST_WORK_OPS,
             in_bytes=in_b)
+        self.half[idx] = half
+        return idx
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Column arrays of all signatures (cached until the next new signature)."""
