@@ -76,6 +76,12 @@ def test_gray_ops_follow_their_first_producer():
     lists = {"a": 1, "b": 0, "c": -1, "d": 0, "e": 0}
     producers = {"b": ("a",), "c": ("b",), "d": ("c",), "e": ("x", "a")}
     assert reduced_ops(producers, lists, {"a": 0, "b": 1, "c": 2, "d": 3, "e": 4}) == {"a", "b"}
+    # nodes without an AI Core kernel pass their first producer's precision on (a node
+    # Grappler rewrote under another name, a host-only op); a source is fp32
+    producers = {"add": ("conv", "x"), "relu": ("add",), "read": ("var",), "mul": ("read",)}
+    lists = {"conv": 1, "relu": 0, "mul": 0}
+    order = {"conv": 0, "add": 1, "relu": 2, "var": 3, "read": 4, "mul": 5}
+    assert reduced_ops(producers, lists, order) == {"conv", "relu"}
     # a producer not decided yet (a loop's back edge) counts as fp32
     assert reduced_ops({"b": ("c",), "c": ("b",)}, {"b": 0, "c": 0}, {}) == set()
 

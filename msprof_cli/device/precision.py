@@ -52,25 +52,27 @@ def blocked(ge_type: str) -> bool:
 
 def reduced_ops(producers: dict[str, tuple[str, ...]], list_of: dict[str, int],
                 order: dict[str, int]) -> set[str]:
-    """The ops of one graph that run in fp16 under allow_mix_precision.
+    """The device ops of one graph that run in fp16 under allow_mix_precision.
 
-    `list_of`: op name -> 1 trustlist, 0 graylist, -1 blocklist (ops with no device kernel
-    are absent).  A gray op follows the producer of its first data input; an op nothing
-    device-side feeds (a data source, a variable read) counts as fp32.  Nodes in topological
-    order (`order`, then name), so a producer is decided before its consumers; a producer
-    not decided yet (a loop back edge) counts as fp32."""
-    out: set[str] = set()
-    done: set[str] = set()
-    for name in sorted(list_of, key=lambda n: (order.get(n, 1 << 62), n)):
-        k = list_of[name]
+    `list_of`: op name -> 1 trustlist, 0 graylist, -1 blocklist, for the ops with an AI Core
+    kernel.  A gray op follows the producer of its first data input.  A graph node without
+    an AI Core kernel is transparent: it carries the precision of its own first producer
+    (TensorFlow's graph optimizer may have rewritten it into an op of another name, e.g. a
+    chain of Adds into one AddN; a host-only node passes its input on); a node without
+    producers (a data source, a variable handle) is fp32.  Nodes in topological order
+    (`order`, then name), so a producer is decided before its consumers; a producer not
+    decided yet (a loop's back edge) counts as fp32."""
+    half: set[str] = set()  # every node, device op or not, whose output is fp16
+    names = set(producers) | set(list_of)
+    for name in sorted(names, key=lambda n: (order.get(n, 1 << 62), n)):
+        k = list_of.get(name, 0)
         if k > 0:
-            out.add(name)
+            half.add(name)
         elif k == 0:
             prods = producers.get(name, ())
-            if prods and prods[0] in done and prods[0] in out:
-                out.add(name)
-        done.add(name)
-    return out
+            if prods and prods[0] in half:
+                half.add(name)
+    return half & set(list_of)
 
 
 @dataclass
