@@ -376,3 +376,20 @@ def test_scripts_own_tf_profiler_does_not_crash(tmp_path: Path) -> None:
     assert "msprof paused its tracer" in proc.stderr
     assert list((tmp_path / "userlogs").rglob("*.xplane.pb"))  # the user's profile is intact
     assert list((tmp_path / "out").glob("PROF_*"))
+
+
+def test_traced_steps_keep_their_loop_body(tmp_path: Path) -> None:
+    """TF's tracer drops a While body's kernels once its executor has timed them as cheap
+    in the untraced steps (collect/replay.py `tracer_dropped`): a step sampled later (here at
+    least the 50th) still carries the whole graph's ops, from the complete first schedule,
+    and the collection says so."""
+    run = _run(tmp_path, _collect_cmd(tmp_path / "out", "loop_steps.py"),
+               _env(tmp_path / "dump"), timeout=300)
+    assert run.rc == 0, run.stderr[-3000:]
+    its = run.iterations()
+    assert len(its) == 60
+    counts = {len(it["ops"]) for it in its}
+    assert len(counts) == 1, counts
+    assert min(sum("while/body" in o["name"] for o in it["ops"]) for it in its) > 0
+    notes = " ".join(n for c in run.chunks for n in c["notes"])
+    assert "lost the cheap kernels of their loop bodies" in notes

@@ -542,3 +542,17 @@ def test_collectives_all_dropped_in_a_step_are_restored() -> None:
     got = {o.name: (o.start_ns, o.end_ns) for o in ops[2:]}
     assert got == {"S/sgd/CollectiveReduceV2": (1080, 1120),
                    "S/sgd/CollectiveReduceV2_1": (1082, 1120)}
+
+
+def test_tracer_dropped_recognises_a_sample_missing_its_cheap_kernels():
+    from msprof_cli.collect.converter_state import Schedule
+    from msprof_cli.collect.replay import tracer_dropped
+
+    def op(name: str) -> OpRun:
+        return OpRun(name, "Mul", 0, 1, 1)
+
+    full = Schedule(100, [(f"n{i}", "Mul", 0, 1, 1, (), (), (), 0, False) for i in range(20)])
+    assert tracer_dropped([op(f"n{i}") for i in range(5)], full)  # a subset, 75 % gone
+    assert not tracer_dropped([op(f"n{i}") for i in range(19)], full)  # 5 % gone: a branch
+    assert not tracer_dropped([op("n1"), op("other")], full)  # other code ran
+    assert not tracer_dropped([op("n1")], None) and not tracer_dropped([], full)

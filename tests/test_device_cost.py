@@ -46,6 +46,8 @@ def dur_us(cost, i):
     ("ReadVariableOp", "ReadVariableOp", op_map.KIND_NONE),
     ("_Arg", "_Arg", op_map.KIND_NONE),
     ("IteratorGetNext", "IteratorGetNext", op_map.KIND_NONE),
+    ("TensorListPushBack", "TensorListPushBack", op_map.KIND_NONE),  # a loop's accumulators
+    ("TensorListPopBack", "TensorListPopBack", op_map.KIND_NONE),
     ("CollectiveReduceV2", "HcomAllReduce", op_map.KIND_HCCL),
     ("SomethingNew", "SomethingNew", op_map.KIND_AI_CORE),
 ])

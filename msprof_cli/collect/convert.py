@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from dataclasses import replace
 
 from msprof_cli.capture import CaptureChunk, Iteration, OpRun
 from msprof_cli.collect import eager_shapes
@@ -32,7 +33,8 @@ from msprof_cli.collect.model_graph import learn_model
 from msprof_cli.collect.op_shapes import (attach_shapes, has_unknown, model_batch, step_batch,
                                           with_batch)
 from msprof_cli.collect.records import ExecRecord
-from msprof_cli.collect.replay import replay, replay_split, replay_wait, sampled_schedule
+from msprof_cli.collect.replay import (replay, replay_split, replay_wait, sampled_schedule,
+                                       tracer_dropped)
 from msprof_cli.collect.tf_graphs import StaticGraph
 from msprof_cli.collect.xspace import Event, Trace
 
@@ -65,7 +67,7 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
     batches: list[tuple[int, int]] = []  # (time, bytes) of the batches the iterator delivered
     markers: dict[int, Event] = {}
     graph_of_seq: dict[int, str] = {}
-    dropped_data = dropped_unknown = expanded_clusters = 0
+    dropped_data = dropped_unknown = expanded_clusters = tracer_gaps = 0
     restored_collectives = 0
     # steps_per_execution > 1: loop iteration (ExecutorState::Process iter_num) of the ops
     split_seqs = {r.seq for r in records if r.sub_steps > 1}
@@ -264,11 +266,16 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
                 if batch:
                     model_batch(state.models[mid], batch, state)
                 continue
+            prev = state.schedules.get(key)
+            dropped = not rec.traced_now and tracer_dropped(ops, prev)
+            if dropped:  # the tracer lost its cheap loop-body kernels: the complete schedule
+                ops = replay(prev, replace(rec, start_ns=start, end_ns=end))
+                tracer_gaps += 1
             it = Iteration(model_id=mid, index=state.next_index(mid), start_ns=start,
-                           end_ns=end, thread_id=rec.thread_id, ops=ops,
+                           end_ns=end, thread_id=rec.thread_id, ops=ops, replayed=dropped,
                            input_wait_ns=wait_of.get(rec.seq, 0),
                            agent_before_ns=rec.agent_before_ns)
-            if ops and (not rec.traced_now or key not in state.schedules):
+            if ops and not dropped and (not rec.traced_now or key not in state.schedules):
                 state.schedules[key] = Schedule(max(end - start, 1), [
                     (o.name, o.tf_type, o.start_ns - start, o.end_ns - start, o.thread_id,
                      o.inputs, o.outputs, o.fused_ops, o.device_id, o.eager) for o in ops],
@@ -294,6 +301,10 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
         chunk.iterations.append(it)
     for mid in used_models:
         chunk.models[mid] = state.models[mid]
+    if tracer_gaps:
+        chunk.notes.append(f"{tracer_gaps} traced steps had lost the cheap kernels of their "
+                           "loop bodies to TensorFlow's tracer: their ops were replayed from "
+                           "the graph's complete traced step (docs/collect.md)")
     if expanded_clusters:
         chunk.notes.append(f"{expanded_clusters} executions of XLA-compiled functions were "
                            "replaced by their graph's ops (costed as GE compiles the TF graph; "

@@ -387,6 +387,11 @@ def map_op(tf_type: str) -> OpMapping:
         return OpMapping(ge, KIND_AI_CORE, cost, factor)
     if base.endswith("Dataset") or base.endswith("DatasetV2") or base.startswith("Iterator"):
         return OpMapping(base, KIND_NONE, COST_NONE, 0.0)
+    if base.startswith("TensorList"):
+        # every TensorList op (PushBack / PopBack of a loop's gradient accumulators, Concat,
+        # Gather, ...) manipulates a variant list handle: host bookkeeping like the ones listed
+        # in HOST_ONLY_OPS, not a device kernel (it used to fall to the AI CPU by its variant)
+        return OpMapping(base, KIND_NONE, COST_NONE, 0.0)
     # unknown: an AI Core vector kernel under the TF name
     return OpMapping(base, KIND_AI_CORE, COST_VECTOR, 1.0)
 
