@@ -28,7 +28,8 @@ FWD_BODY = "gru/while/body/_3/gru/while/gru_cell"
 def _gru_step(steps: int = 3) -> list[tuple]:
     """One training step in the order TF's executor ran it: the loops' condition ops first
     (they depend on no data), then the forward pass from its first data consumer, the
-    backward loop's bodies (a MatMul, and a TensorList pop on the AI CPU), the optimizer."""
+    backward loop's bodies (a MatMul, and a recurrent-dropout mask drawn on the AI CPU), the
+    optimizer."""
     ops: list[tuple] = []
     ops += [("gru/while/cond/_2/gru/while/Less", "Less", (T((), "int32"),) * 2,
              (T((), "bool"),), ())] * steps
@@ -40,7 +41,8 @@ def _gru_step(steps: int = 3) -> list[tuple]:
     ops.append(("gradient_tape/dense/MatMul/MatMul", "_MklMatMul", (T((32, 1), F),
                 T((16, 1), F)), (H,), ()))
     for _ in range(steps):
-        ops.append((f"{GRAD_BODY}/TensorListPopBack", "TensorListPopBack", (V,), (V, H), ()))
+        ops.append((f"{GRAD_BODY}/StatelessRandomUniformV2", "StatelessRandomUniformV2",
+                    (T((2,), "int32"),), (H,), ()))
         ops.append((f"{GRAD_BODY}/MatMul", "_MklMatMul", (H, T((16, 48), F)),
                     (T((32, 48), F),), ()))
     ops.append(("rm_sprop/Mul", "Mul", (T((8, 48), F), T((), F)), (T((8, 48), F),), ()))
