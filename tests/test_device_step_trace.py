@@ -16,7 +16,6 @@ from msprof_cli.raw import layouts as L
 from msprof_cli.raw.hashing import name_hash
 
 F = "float32"
-V = T((), "variant")  # a TensorList handle: the op runs on the AI CPU
 X = T((32, 12, 8), F)
 H = T((32, 16), F)
 GRAD_LOOP = "gradient_tape/gru/while/gru/while_grad"
