@@ -250,7 +250,12 @@ class Collection:
                 path = Path(self.agent.dump_dir) / f"chunk_{self.pid}_{self.prof_dir.name}_" \
                     f"{self.chunk_no:04d}.json"
                 path.parent.mkdir(parents=True, exist_ok=True)
-                payload = dataclasses.asdict(chunk)
+                # replayed steps dumped with their ops, as objects (Iteration.op_runs)
+                payload = dataclasses.asdict(dataclasses.replace(chunk, iterations=[
+                    dataclasses.replace(it, ops=it.op_runs(), schedule=None)
+                    if it.schedule is not None else it for it in chunk.iterations]))
+                for it in payload["iterations"]:
+                    del it["schedule"]
                 payload["prof_dir"] = str(self.prof_dir)
                 path.write_text(json.dumps(payload))
             except Exception as exc:
