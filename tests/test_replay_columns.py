@@ -136,3 +136,46 @@ def test_replayed_step_first_of_its_model_resolves_fp_bp_from_its_schedule(tmp_p
     a = write(tmp_path, [chunk])
     b = write(tmp_path, [materialised(chunk)])
     assert a == b
+
+
+# --- the flush's memory and GC patterns (host_pass.merge_by_key, collection.gc_paused) -----
+
+def test_merge_by_key_equals_concatenate_then_stable_sort() -> None:
+    from msprof_cli.device.host_pass import merge_by_key
+    from msprof_cli.raw import layouts as L
+
+    rng = np.random.default_rng(3)
+    parts = []
+    for n in (0, 7, 1000, 1, 333):
+        p = np.zeros(n, L.API_EVENT)
+        p["end_time"] = rng.integers(0, 50, n)  # many ties: the parts' order must hold
+        p["item_id"] = np.arange(n) + 10_000 * len(parts)
+        parts.append(p)
+    parts = [p for p in parts if len(p)]
+    ref = np.concatenate(parts)
+    ref = ref[np.argsort(ref["end_time"], kind="stable")]
+    assert merge_by_key(parts, "end_time").tobytes() == ref.tobytes()
+
+
+def test_gc_paused_restores_the_collector_state() -> None:
+    import gc
+
+    from msprof_cli.collect.collection import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    try:
+        with gc_paused():
+            raise KeyError("x")
+    except KeyError:
+        pass
+    assert gc.isenabled()
+    gc.disable()  # a script that switched it off keeps it off
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
