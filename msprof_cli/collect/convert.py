@@ -29,8 +29,8 @@ from msprof_cli.collect import eager_shapes
 from msprof_cli.collect.collectives import restore_collectives
 from msprof_cli.collect.converter_state import ConverterState, GraphRegistry, Schedule
 from msprof_cli.collect.model_graph import learn_model
-from msprof_cli.collect.op_shapes import (attach_shapes, has_unknown, model_batch, specs_unknown,
-                                          step_batch, with_batch)
+from msprof_cli.collect.op_shapes import (attach_shapes, model_batch, specs_unknown, step_batch,
+                                          with_batch)
 from msprof_cli.collect.records import ExecRecord
 from msprof_cli.collect.replay import (replay, replay_split, replay_wait, sampled_schedule,
                                        schedule_ops)
@@ -317,11 +317,22 @@ def _unknown_ops(chunk: CaptureChunk) -> int:
     """Op executions of the chunk with unknown dimensions; a replayed step's schedule is
     looked at once (its ops are the schedule's, `Iteration.schedule`)."""
     per_schedule: dict[int, int] = {}
-    n = sum(1 for o in chunk.single_ops if has_unknown(o))
+    # ops whose shapes came from one shape cache share their spec tuples: one look per pair
+    # (the chunk's ops keep the tuples alive, so their ids are not reused meanwhile)
+    per_specs: dict[tuple[int, int], bool] = {}
+
+    def unknown(o: OpRun) -> bool:
+        k = (id(o.inputs), id(o.outputs))
+        u = per_specs.get(k)
+        if u is None:
+            u = per_specs[k] = specs_unknown(o.inputs, o.outputs)
+        return u
+
+    n = sum(1 for o in chunk.single_ops if unknown(o))
     for it in chunk.iterations:
         sched = it.schedule
         if sched is None:
-            n += sum(1 for o in it.ops if has_unknown(o))
+            n += sum(1 for o in it.ops if unknown(o))
             continue
         k = per_schedule.get(id(sched))
         if k is None:  # schedule tuples: inputs at 5, outputs at 6
