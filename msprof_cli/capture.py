@@ -11,6 +11,7 @@ the profiled process.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 SINGLE_OP_MODEL_ID = 4294967295  # model id of ops run outside any model (single-op mode)
 
@@ -50,9 +51,45 @@ class OpRun:
     eager: bool = False  # launched on its own by the host (single-op mode), not by a graph
 
 
+@dataclass(eq=False)
+class OpSchedule:
+    """The op schedule of one sampled step, which unsampled steps of the same graph replay.
+
+    `ops` holds one plain tuple per op in `OpRun` field order, its start and end relative to
+    the sampled step's start: (name, tf_type, start, end, thread_id, inputs, outputs,
+    fused_ops, device_id, eager).  A schedule is shared by every step replayed from it and
+    never changes, so the device can turn it into columns once and lay those over each
+    replayed step (`Iteration.schedule`) instead of walking thousands of `OpRun`s per step.
+    """
+
+    duration: int  # ns of the sampled step (>= 1)
+    ops: tuple[tuple, ...] = ()
+
+    def scale(self, start_ns: int, end_ns: int) -> float:
+        """Stretch of a replayed step [start_ns, end_ns] relative to the sampled one."""
+        return max(end_ns - start_ns, 1) / self.duration
+
+    def runs(self, start_ns: int, end_ns: int) -> list[OpRun]:
+        """The schedule laid over [start_ns, end_ns]: relative times scaled, truncated to
+        int, added to the start (an op ending before it starts ends at its start).  The
+        device's columnar replay (device/replay_columns.py) computes exactly this."""
+        scale = self.scale(start_ns, end_ns)
+        return [OpRun(name, typ, start_ns + int(s * scale), start_ns + int(max(e, s) * scale),
+                      tid, ins, outs, fused, dev, eager)
+                for name, typ, s, e, tid, ins, outs, fused, dev, eager in self.ops]
+
+    @cached_property
+    def device_ids(self) -> tuple[int, ...]:
+        """The logical devices the schedule's ops ran on, sorted."""
+        return tuple(sorted({op[8] for op in self.ops}))
+
+
 @dataclass
 class Iteration:
-    """One step (one execution of a model) with the ops that ran inside it."""
+    """One step (one execution of a model) with the ops that ran inside it.
+
+    A replayed step may carry its ops as `schedule` (laid over [start_ns, end_ns]) instead of
+    `ops`: then `ops` is empty; `op_runs()` gives the ops either way."""
 
     model_id: int  # 1-based id of the model (graph key) this step executed
     index: int  # 1-based iteration number within the model
@@ -67,6 +104,15 @@ class Iteration:
     # msprof's own agent time just before the step (its flushes and tracer toggles): measured
     # but not the script's, so the emulated timeline leaves it out
     agent_before_ns: int = 0
+    # replayed steps: the sampled schedule their ops are, scaled onto [start_ns, end_ns]
+    # (None: the ops are in `ops`)
+    schedule: OpSchedule | None = None
+
+    def op_runs(self) -> list[OpRun]:
+        """The step's ops as objects (a replayed step's schedule laid over its span)."""
+        if self.schedule is None:
+            return self.ops
+        return self.schedule.runs(self.start_ns, self.end_ns)
 
 
 @dataclass

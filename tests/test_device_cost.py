@@ -169,3 +169,27 @@ def test_fused_epilogue_costs_vector_time():
     reg, c = costs(conv, (*conv, 2))
     assert c.vec[0] == 0 and c.vec[1] > 0
     assert c.dur_ticks[1] >= c.dur_ticks[0]
+
+
+def test_pmu_counters_per_signature_equal_per_task():
+    """event_counters / l2_counters compute once per distinct signature: every task's
+    counters are the ones it gets computed on its own."""
+    from msprof_cli.device.pmu import event_counters, l2_counters
+    from msprof_cli.options import AIC_METRIC_EVENTS, L2_CACHE_EVENTS
+
+    reg, cost = costs(matmul(64, 128, 32), matmul(8, 8, 8, "float32"),
+                      ("Relu", [T((32, 64), "float32")], [T((32, 64), "float32")]),
+                      ("Add", [T((7, 3), "float16")] * 2, [T((7, 3), "float16")]),
+                      ("Conv2D", [T((2, 8, 8, 3), "float32"), T((3, 3, 3, 16), "float32")],
+                       [T((2, 6, 6, 16), "float32")]))
+    tasks = np.random.default_rng(5).integers(0, len(reg), 300)
+    sig = reg.arrays()
+    for events in AIC_METRIC_EVENTS.values():
+        batch = event_counters(cost, tasks, sig, events)
+        alone = np.concatenate([event_counters(cost, tasks[i:i + 1], sig, events)
+                                for i in range(len(tasks))])
+        assert batch.tobytes() == alone.tobytes()
+    batch = l2_counters(cost, tasks, sig, 64, L2_CACHE_EVENTS)
+    alone = np.concatenate([l2_counters(cost, tasks[i:i + 1], sig, 64, L2_CACHE_EVENTS)
+                            for i in range(len(tasks))])
+    assert batch.tobytes() == alone.tobytes()

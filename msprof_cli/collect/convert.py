@@ -30,11 +30,11 @@ from msprof_cli.collect import eager_shapes
 from msprof_cli.collect.collectives import restore_collectives
 from msprof_cli.collect.converter_state import ConverterState, GraphRegistry, Schedule
 from msprof_cli.collect.model_graph import learn_model
-from msprof_cli.collect.op_shapes import (attach_shapes, has_unknown, model_batch, step_batch,
+from msprof_cli.collect.op_shapes import (attach_shapes, model_batch, specs_unknown, step_batch,
                                           with_batch)
 from msprof_cli.collect.records import ExecRecord
 from msprof_cli.collect.replay import (replay, replay_split, replay_wait, sampled_schedule,
-                                       tracer_dropped)
+                                       schedule_ops, tracer_dropped)
 from msprof_cli.collect.tf_graphs import StaticGraph
 from msprof_cli.collect.xspace import Event, Trace
 
@@ -276,10 +276,9 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
                            input_wait_ns=wait_of.get(rec.seq, 0),
                            agent_before_ns=rec.agent_before_ns)
             if ops and not dropped and (not rec.traced_now or key not in state.schedules):
-                state.schedules[key] = Schedule(max(end - start, 1), [
-                    (o.name, o.tf_type, o.start_ns - start, o.end_ns - start, o.thread_id,
-                     o.inputs, o.outputs, o.fused_ops, o.device_id, o.eager) for o in ops],
-                    static.version if static is not None else 0, it.input_wait_ns)
+                state.schedules[key] = Schedule(max(end - start, 1), schedule_ops(ops, start),
+                                                static.version if static is not None else 0,
+                                                it.input_wait_ns)
             if ops and mid not in state.fp_bp_done:
                 learn_model(state.models[mid], ops, static, fp_point, bp_point, chunk)
                 state.fp_bp_done.add(mid)
@@ -289,14 +288,18 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
             replay_split(chunk, state, key, mid, rec, static)
             continue
         else:
+            # the ops stay the shared schedule (Iteration.schedule): the device lays its
+            # columns over the step, no OpRun per replayed op is built
             sched = state.schedules.get(key)
             it = Iteration(model_id=mid, index=state.next_index(mid), start_ns=rec.start_ns,
                            end_ns=max(rec.end_ns, rec.start_ns), thread_id=rec.thread_id,
-                           replayed=True, ops=replay(sched, rec),
+                           replayed=True, schedule=sched,
                            input_wait_ns=replay_wait(sched, rec),
                            agent_before_ns=rec.agent_before_ns)
             if static is not None and sched is not None and sched.version != static.version:
-                for op in it.ops:  # shapes improved since the sample (TF1 shape run)
+                # shapes improved since the sample (TF1 shape run): this step's own objects
+                it.ops, it.schedule = replay(sched, rec), None
+                for op in it.ops:
                     attach_shapes(op, static, state, key)
         chunk.iterations.append(it)
     for mid in used_models:
@@ -309,8 +312,7 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
         chunk.notes.append(f"{expanded_clusters} executions of XLA-compiled functions were "
                            "replaced by their graph's ops (costed as GE compiles the TF graph; "
                            "their host times inside the cluster are not measured)")
-    unknown = sum(1 for it in chunk.iterations for o in it.ops if has_unknown(o)) + \
-        sum(1 for o in chunk.single_ops if has_unknown(o))
+    unknown = _unknown_ops(chunk)
     if unknown:
         chunk.notes.append(f"{unknown} op executions keep unknown (-1) dimensions: each such "
                            "dimension is costed as 32 elements (docs/device-model.md 3)")
@@ -319,6 +321,35 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
                            "were restored from the graph (timed like their replica siblings, or "
                            "from the model's last schedule when all were missing)")
     return chunk
+
+
+def _unknown_ops(chunk: CaptureChunk) -> int:
+    """Op executions of the chunk with unknown dimensions; a replayed step's schedule is
+    looked at once (its ops are the schedule's, `Iteration.schedule`)."""
+    per_schedule: dict[int, int] = {}
+    # ops whose shapes came from one shape cache share their spec tuples: one look per pair
+    # (the chunk's ops keep the tuples alive, so their ids are not reused meanwhile)
+    per_specs: dict[tuple[int, int], bool] = {}
+
+    def unknown(o: OpRun) -> bool:
+        k = (id(o.inputs), id(o.outputs))
+        u = per_specs.get(k)
+        if u is None:
+            u = per_specs[k] = specs_unknown(o.inputs, o.outputs)
+        return u
+
+    n = sum(1 for o in chunk.single_ops if unknown(o))
+    for it in chunk.iterations:
+        sched = it.schedule
+        if sched is None:
+            n += sum(1 for o in it.ops if unknown(o))
+            continue
+        k = per_schedule.get(id(sched))
+        if k is None:  # schedule tuples: inputs at 5, outputs at 6
+            k = per_schedule[id(sched)] = sum(1 for op in sched.ops
+                                              if specs_unknown(op[5], op[6]))
+        n += k
+    return n
 
 
 # executor plumbing of a graph walk: no op of its own on the device or the host

@@ -11,17 +11,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from msprof_cli.capture import ModelInfo
+from msprof_cli.capture import ModelInfo, OpSchedule
 from msprof_cli.collect.tf_graphs import OpShape, StaticGraph
 
 
-@dataclass
-class Schedule:
-    """Op schedule of one sampled execution, times relative to its start (plain tuples in
-    OpRun field order: replay builds thousands of OpRuns per second, so it must be cheap)."""
+@dataclass(eq=False)
+class Schedule(OpSchedule):
+    """Op schedule of one sampled execution (capture.OpSchedule: plain tuples in OpRun field
+    order, times relative to its start), with what the converter needs beside it.  Replayed
+    steps carry it as `Iteration.schedule`, so the device turns it into columns once."""
 
-    duration: int
-    ops: list[tuple]
     version: int = 0  # static graph version the shapes came from
     input_wait: int = 0  # measured input wait of the sampled step (ns)
 

@@ -29,7 +29,12 @@ def attach_shapes(op: OpRun, static: StaticGraph | None, state: ConverterState,
 
 
 def has_unknown(op: OpRun) -> bool:
-    return any(d < 0 for t in op.inputs + op.outputs for d in t.shape)
+    return specs_unknown(op.inputs, op.outputs)
+
+
+def specs_unknown(inputs: tuple[TensorSpec, ...], outputs: tuple[TensorSpec, ...]) -> bool:
+    """Whether any dimension of these specs is unknown (-1)."""
+    return any(d < 0 for t in inputs + outputs for d in t.shape)
 
 
 def _dtype_size(dtype: str) -> int | None:

@@ -13,14 +13,12 @@ from msprof_cli.collect.tf_graphs import StaticGraph
 
 
 def replay(schedule: Schedule | None, rec: ExecRecord) -> list[OpRun]:
-    """The ops of an unsampled step: the sampled schedule's, scaled onto its measured span."""
+    """The ops of an unsampled step as objects: the sampled schedule's, scaled onto its
+    measured span (the converter hands the schedule itself to the device instead:
+    `Iteration.schedule`)."""
     if schedule is None:
         return []
-    t0 = rec.start_ns
-    scale = max(rec.end_ns - t0, 1) / schedule.duration
-    return [OpRun(name, typ, t0 + int(s * scale), t0 + int(max(e, s) * scale), tid, ins, outs,
-                  fused, dev, eager)
-            for name, typ, s, e, tid, ins, outs, fused, dev, eager in schedule.ops]
+    return schedule.runs(rec.start_ns, max(rec.end_ns, rec.start_ns))
 
 
 # a traced step missing this share of its graph's node names (and holding no new one) lost
@@ -57,10 +55,15 @@ def replay_wait(schedule: Schedule | None, rec: ExecRecord) -> int:
 def sampled_schedule(ops: list[OpRun], start: int, end: int, static: StaticGraph | None
                      ) -> Schedule:
     """The op schedule of a sampled step [start, end] (one step of a multi-step call)."""
-    return Schedule(max(end - start, 1), [
-        (o.name, o.tf_type, o.start_ns - start, o.end_ns - start, o.thread_id, o.inputs,
-         o.outputs, o.fused_ops, o.device_id, o.eager) for o in ops],
-        static.version if static is not None else 0)
+    return Schedule(max(end - start, 1), schedule_ops(ops, start),
+                    static.version if static is not None else 0)
+
+
+def schedule_ops(ops: list[OpRun], start: int) -> tuple[tuple, ...]:
+    """A traced step's ops as schedule tuples (capture.OpSchedule), times relative to
+    `start`."""
+    return tuple((o.name, o.tf_type, o.start_ns - start, o.end_ns - start, o.thread_id,
+                  o.inputs, o.outputs, o.fused_ops, o.device_id, o.eager) for o in ops)
 
 
 def replay_split(chunk: CaptureChunk, state: ConverterState, key: str, mid: int,
@@ -77,10 +80,7 @@ def replay_split(chunk: CaptureChunk, state: ConverterState, key: str, mid: int,
         s_ = t0 + (t1 - t0) * i // n
         e_ = t0 + (t1 - t0) * (i + 1) // n
         sched = subs[i] if i < len(subs) else (subs[min(1, len(subs) - 1)] if subs else None)
-        sub_rec = ExecRecord(seq=rec.seq, kind=rec.kind, name=rec.name, fn_name=rec.fn_name,
-                             model_key=rec.model_key, static_key=rec.static_key,
-                             start_ns=s_, end_ns=e_, thread_id=rec.thread_id)
         chunk.iterations.append(Iteration(
             model_id=mid, index=state.next_index(mid), start_ns=s_, end_ns=e_,
-            thread_id=rec.thread_id, replayed=True, ops=replay(sched, sub_rec),
+            thread_id=rec.thread_id, replayed=True, schedule=sched,
             agent_before_ns=0 if i else rec.agent_before_ns))

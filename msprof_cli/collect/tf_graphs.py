@@ -10,6 +10,7 @@ is the base op or a fusable activation gives the absorbed ops (7.7).
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,6 +94,7 @@ def device_index(device: str) -> int:
     return int(m.group(1)) if m else -1
 
 
+@functools.lru_cache(maxsize=1 << 16)  # every traced step asks again for the same names
 def replica_of_name(name: str) -> int:
     """Replica id from the `replica_N/` scope MirroredStrategy gives replicas N >= 1 (else -1)."""
     m = _REPLICA_RE.search(name)

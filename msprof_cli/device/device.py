@@ -39,6 +39,7 @@ from msprof_cli.device.host_pass import HostPass
 from msprof_cli.device.host_records import HCCL_INFO_TYPE, RUNTIME_API_TYPES, launch_windows
 from msprof_cli.device.precision import PrecisionPass
 from msprof_cli.device.op_table import Interner, IterTable, OpTable, SignatureRegistry, build_tables
+from msprof_cli.device.replay_columns import ReplayColumns
 from msprof_cli.device.sample import write_sample_json
 from msprof_cli.device.step_trace import FpBp, NameClasses, replica_counterpart, resolve_fp_bp
 from msprof_cli.device.stream_records import emit, emit_memcpy
@@ -88,6 +89,8 @@ class Device:
         # "aicpu" / "hccl" -> op type -> tasks, over every emulated device
         self.uncollected: dict[str, Counter] = {"aicpu": Counter(), "hccl": Counter()}
         self.names = Interner()
+        # replayed steps' schedules as columns, built once per schedule (replay_columns.py)
+        self.replays = ReplayColumns()
         self.name_classes = NameClasses()  # loop / backward per name (FP/BP markers)
         self.models: dict = {}
         self.fpbp: dict[int, FpBp] = {}  # per model: the choice of its lowest device
@@ -188,7 +191,7 @@ class Device:
             raise RuntimeError("Device.consume() after close(): create a new Device")
         self.models.update(chunk.models)
         self._record_sampling(chunk)
-        ops, iters = build_tables(chunk, self.sigs, self.names)
+        ops, iters = build_tables(chunk, self.sigs, self.names, self.replays)
         ops = self.precision.apply(ops, self.models, self.sigs, self.names)
         ops = self.fuser.apply(ops, self.models, self.sigs, self.names)
         for dev_id in np.unique(ops.device_id).tolist():
@@ -259,6 +262,10 @@ class Device:
         on the device that runs it, the other devices detect theirs automatically (the
         replicas run the same graph, so they get the replica's counterpart ops)."""
         for it in iterations:
+            if it.schedule is not None:  # a replayed step: objects only when still needed
+                if all((it.model_id, d) in self._fpbp_dev for d in it.schedule.device_ids):
+                    continue
+                it = dataclasses.replace(it, ops=it.op_runs(), schedule=None)
             if not it.ops:
                 continue
             devs = sorted({o.device_id for o in it.ops})

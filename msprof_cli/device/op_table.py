@@ -17,6 +17,7 @@ import numpy as np
 
 from msprof_cli.capture import DTYPE_BYTES, SINGLE_OP_MODEL_ID, CaptureChunk, OpRun, TensorSpec
 from msprof_cli.device import op_map
+from msprof_cli.device.replay_columns import ReplayColumns, replayed_rows
 from msprof_cli.raw import enums as EN
 from msprof_cli.raw import layouts as L
 
@@ -353,20 +354,38 @@ class OpTable:
                        self.fused, None if self.eager is None else self.eager[rows])
 
 
-def build_tables(chunk: CaptureChunk, sigs: SignatureRegistry, names: Interner
-                 ) -> tuple[OpTable, IterTable]:
-    """Walk the chunk once: iterations in order (their ops), then single ops."""
-    cols: dict[str, list[int]] = {k: [] for k in ("dev", "model", "iter", "name", "sig", "thr",
-                                                  "s", "e", "fz", "eager")}
+# OpTable columns as build_tables collects them, and their dtypes
+_OP_COLUMNS: dict[str, type] = {"dev": np.int32, "model": np.uint64, "iter": np.int64,
+                                "name": np.int64, "sig": np.int64, "thr": np.uint32,
+                                "s": np.int64, "e": np.int64, "fz": np.int64, "eager": bool}
+
+
+def build_tables(chunk: CaptureChunk, sigs: SignatureRegistry, names: Interner,
+                 replays: ReplayColumns | None = None) -> tuple[OpTable, IterTable]:
+    """Walk the chunk once: iterations in order (their ops), then single ops.
+
+    A replayed step that carries its schedule (`Iteration.schedule`) gets its rows from the
+    schedule's columns (replay_columns.py; `replays` caches them across chunks), a run of
+    consecutive steps replayed from one schedule in one numpy block; the rows are the ones a
+    walk of `Iteration.op_runs()` gives."""
+    replays = replays if replays is not None else ReplayColumns()
+    cols: dict[str, list[int]] = {k: [] for k in _OP_COLUMNS}
+    blocks: list[dict[str, np.ndarray]] = []  # the op rows so far, in order
     fused: list[tuple[str, ...]] = []
-    it_cols: dict[str, list[int]] = {k: [] for k in ("model", "index", "s", "e", "thr",
-                                                     "wait", "agent")}
+    its = chunk.iterations
+    it_cols: dict[str, list[int]] = {
+        "model": [it.model_id for it in its], "index": [it.index for it in its],
+        "s": [it.start_ns for it in its], "e": [it.end_ns for it in its],
+        "thr": [it.thread_id for it in its], "wait": [it.input_wait_ns for it in its],
+        "agent": [it.agent_before_ns for it in its]}
+    it_start = np.array(it_cols["s"], np.int64)
+    it_end = np.array(it_cols["e"], np.int64)
 
     intern = sigs.intern
 
     def add_all(ops: list[OpRun], model: int, iter_row: int) -> None:
-        """One column at a time (a loop-heavy step has thousands of ops, and a replayed one
-        the same again): comprehensions instead of ten appends per op."""
+        """One column at a time (a loop-heavy step has thousands of ops): comprehensions
+        instead of ten appends per op."""
         if not ops:
             return
         n = len(ops)
@@ -388,37 +407,46 @@ def build_tables(chunk: CaptureChunk, sigs: SignatureRegistry, names: Interner
             else:
                 fz.append(-1)
 
-    for row, it in enumerate(chunk.iterations):
-        it_cols["model"].append(it.model_id)
-        it_cols["index"].append(it.index)
-        it_cols["s"].append(it.start_ns)
-        it_cols["e"].append(it.end_ns)
-        it_cols["thr"].append(it.thread_id)
-        it_cols["wait"].append(it.input_wait_ns)
-        it_cols["agent"].append(it.agent_before_ns)
-        add_all(it.ops, it.model_id, row)
+    def flush() -> None:
+        if cols["sig"]:
+            blocks.append({k: np.array(v, _OP_COLUMNS[k]) for k, v in cols.items()})
+            for v in cols.values():
+                v.clear()
+
+    row = 0
+    while row < len(its):
+        it = its[row]
+        sched = it.schedule
+        if sched is None:
+            add_all(it.ops, it.model_id, row)
+            row += 1
+            continue
+        end = row + 1  # the run of steps replayed from this schedule
+        while end < len(its) and its[end].schedule is sched and \
+                its[end].model_id == it.model_id:
+            end += 1
+        sc = replays.of(sched, intern, names)
+        if len(sc):
+            flush()
+            rows = np.arange(row, end, dtype=np.int64)
+            blocks.append(replayed_rows(sched, sc, it.model_id, rows, it_start[rows],
+                                        it_end[rows], len(fused)))
+            fused += sc.fused
+        row = end
     add_all(chunk.single_ops, SINGLE_OP_MODEL_ID, -1)
-    ops = OpTable(
-        device_id=np.array(cols["dev"], np.int32),
-        model_id=np.array(cols["model"], np.uint64),
-        iter_row=np.array(cols["iter"], np.int64),
-        name_idx=np.array(cols["name"], np.int64),
-        sig=np.array(cols["sig"], np.int64),
-        thread=np.array(cols["thr"], np.uint32),
-        host_start=np.array(cols["s"], np.int64),
-        host_end=np.array(cols["e"], np.int64),
-        fused_idx=np.array(cols["fz"], np.int64),
-        fused=fused,
-        eager=np.array(cols["eager"], bool),
-    )
+    flush()
+    col = {k: (np.concatenate([b[k] for b in blocks]) if len(blocks) > 1 else blocks[0][k])
+           if blocks else np.zeros(0, dt) for k, dt in _OP_COLUMNS.items()}
+    ops = OpTable(device_id=col["dev"], model_id=col["model"], iter_row=col["iter"],
+                  name_idx=col["name"], sig=col["sig"], thread=col["thr"],
+                  host_start=col["s"], host_end=col["e"], fused_idx=col["fz"], fused=fused,
+                  eager=col["eager"])
     iters = IterTable(
         model_id=np.array(it_cols["model"], np.uint64),
         index=np.array(it_cols["index"], np.int64),
-        start=np.array(it_cols["s"], np.int64),
-        end=np.array(it_cols["e"], np.int64),
+        start=it_start, end=it_end,
         thread=np.array(it_cols["thr"], np.uint32),
         input_wait=np.array(it_cols["wait"], np.int64),
         agent_before=np.array(it_cols["agent"], np.int64),
     )
     return ops, iters
-

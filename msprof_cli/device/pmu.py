@@ -36,7 +36,18 @@ def _fraction(event: int) -> float:
 
 def event_counters(cost: CostTable, task_sig: np.ndarray, sig: dict[str, np.ndarray],
                    events: Sequence[int]) -> np.ndarray:
-    """(n_tasks, 8) u64 counters for `events` (AI Core tasks with signature `task_sig`)."""
+    """(n_tasks, 8) u64 counters for `events` (AI Core tasks with signature `task_sig`).
+
+    The counters are a function of the signature alone (element-wise arithmetic, no
+    transcendental functions, so the same bits whatever the batch): computed once per
+    distinct signature, then gathered per task (a loop-heavy chunk has ~200k tasks of a
+    few hundred signatures, and ~45 event columns each)."""
+    uniq, inv = np.unique(task_sig, return_inverse=True)
+    return _sig_event_counters(cost, uniq, sig, events)[inv.reshape(-1)]
+
+
+def _sig_event_counters(cost: CostTable, task_sig: np.ndarray, sig: dict[str, np.ndarray],
+                        events: Sequence[int]) -> np.ndarray:
     total = cost.total_cycles[task_sig].astype(np.float64)
     n = len(task_sig)
     ratio = {p: cost.ratio(p)[task_sig] for p in ("vec", "cube", "scalar", "mte1", "mte2",
@@ -114,7 +125,14 @@ def event_counters(cost: CostTable, task_sig: np.ndarray, sig: dict[str, np.ndar
 # 0x5b hit, 0x59 request, 0x5c victim, then 0x7d, 0x7e, 0x71, 0x79, 0x7c
 def l2_counters(cost: CostTable, task_sig: np.ndarray, sig: dict[str, np.ndarray],
                 line_bytes: int, events: Sequence[int]) -> np.ndarray:
-    """(n_tasks, 8) u64 L2 cache event counters (hit rate = hit / request)."""
+    """(n_tasks, 8) u64 L2 cache event counters (hit rate = hit / request); per distinct
+    signature, as `event_counters`."""
+    uniq, inv = np.unique(task_sig, return_inverse=True)
+    return _sig_l2_counters(cost, uniq, sig, line_bytes, events)[inv.reshape(-1)]
+
+
+def _sig_l2_counters(cost: CostTable, task_sig: np.ndarray, sig: dict[str, np.ndarray],
+                     line_bytes: int, events: Sequence[int]) -> np.ndarray:
     bytes_in = sig["bytes_in"][task_sig]
     bytes_out = sig["bytes_out"][task_sig]
     hit_rate = cost.l2_hit[task_sig]

@@ -85,7 +85,7 @@ def schedule_device(device: Device, ctx: ChunkCtx, dd: DeviceDir
     saved = (comp.counter, comp.free_tick)
     no_end = np.full(n_it, S.NEVER, np.int64)
     trial = S.schedule(_compute_plan(device, ctx, clk, it_rows, rows, tt, ready, dur, stream,
-                                     op_iter, no_end, {}, dd.device_id),
+                                     op_iter, no_end, None, dd.device_id),
                        dd.state, S.COMPUTE_STREAM)
     comp.counter, comp.free_tick = saved
     k_ops = trial.op_row >= 0
@@ -174,14 +174,18 @@ def _side_and_compute(device: Device, ctx: ChunkCtx, dd: DeviceDir, clk: S.Devic
         if plan.op_row:
             scheduled[sid] = S.schedule(plan, dd.state, sid)
     other_end = np.full(n_it, S.NEVER, np.int64)
-    op_end = {}
+    # end tick of each op row on these streams (its last task: an HCCL op has one per step;
+    # a later stream's wins), NEVER for the others; an array, not a dict: a loop-heavy
+    # model has ~100k AI CPU tasks in a chunk
+    op_end = np.full(len(ctx.ops), S.NEVER, np.int64)
     for sch in scheduled.values():
         sel = sch.iter_row >= 0
         if n_it and sel.any():
             np.maximum.at(other_end, sch.iter_row[sel], sch.end[sel])
-        for r, e in zip(sch.op_row[sch.op_row >= 0].tolist(),
-                        sch.end[sch.op_row >= 0].tolist()):
-            op_end[r] = e
+        has = sch.op_row >= 0
+        r, e = sch.op_row[has], sch.end[has]
+        rows_u, back = np.unique(r[::-1], return_index=True)
+        op_end[rows_u] = e[len(r) - 1 - back]
     plan = _compute_plan(device, ctx, clk, it_rows, rows, tt, ready, dur, stream, op_iter,
                          other_end, op_end, dd.device_id)
     if plan.op_row:
@@ -230,7 +234,7 @@ def _memcpy_tasks(device: Device, ctx: ChunkCtx, dd: DeviceDir, it_rows: np.ndar
 def _compute_plan(device: Device, ctx: ChunkCtx, clk: S.DeviceClock, it_rows: np.ndarray,
                   rows: np.ndarray, tt: np.ndarray, ready: np.ndarray, dur: np.ndarray,
                   stream: np.ndarray, op_iter: np.ndarray, other_end: np.ndarray,
-                  op_end: dict[int, int], dev: int) -> S.StreamPlan:
+                  op_end: np.ndarray | None, dev: int) -> S.StreamPlan:
     """AI Core kernels + step-trace markers of the compute stream."""
     m = stream == S.COMPUTE_STREAM
     plan = S.StreamPlan()
@@ -261,7 +265,7 @@ def _reduce_markers(plan: S.StreamPlan, ctx: ChunkCtx, rows: np.ndarray,
 def _step_markers(plan: S.StreamPlan, ctx: ChunkCtx, clk: S.DeviceClock,
                   it_rows: np.ndarray, rows: np.ndarray, tt: np.ndarray,
                   ready: np.ndarray, op_iter: np.ndarray, other_end: np.ndarray,
-                  op_end: dict[int, int], dev: int) -> None:
+                  op_end: np.ndarray | None, dev: int) -> None:
     lat = S.LAUNCH_LATENCY_NS
     me_b = ctx.me_begin[it_rows]
     plan.add(op_row=-1, order_ns=me_b, sub=-2, ready=clk.ticks(me_b + lat), dur=0,
@@ -292,8 +296,8 @@ def _step_markers(plan: S.StreamPlan, ctx: ChunkCtx, clk: S.DeviceClock,
         # it runs on another stream: the AI CPU stream can lag behind the compute stream
         ends = np.full(len(ctx.iters), S.NEVER, np.int64)
         w = np.flatnonzero(bp_wait)
-        np.maximum.at(ends, op_iter[w], np.array([op_end.get(int(r), S.NEVER)
-                                                  for r in rows[w]], np.int64))
+        np.maximum.at(ends, op_iter[w], op_end[rows[w]] if op_end is not None
+                      else np.full(len(w), S.NEVER, np.int64))
         rd = np.maximum(ready[bp_pick], ends[op_iter[bp_pick]])
         plan.add(op_row=-1, order_ns=tt[bp_pick], sub=1, ready=rd, dur=0,
                  gap=S.MARKER_GAP_TICKS, tag=TAG_BP, iter_row=op_iter[bp_pick])
