@@ -302,9 +302,12 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
     # not op_summary rows -- the analysis's TaskGear makes op_summary rows of kernel tasks
     # only and one COMMUNICATION row per collective (communication.comm_ops)
     rt_arr = out["rt_type"].to_numpy(object)
-    out["comm_step"] = (out["task_type"].to_numpy(object) == "HCCL") & (rt_arr != NA) \
-        & ~np.isin(rt_arr, list(KERNEL_RT_TYPES)) & ~np.char.startswith(
-            rt_arr.astype(str), "KERNEL_")
+    step = (out["task_type"].to_numpy(object) == "HCCL") & (rt_arr != NA) \
+        & ~np.isin(rt_arr, list(KERNEL_RT_TYPES))
+    if step.any():  # not KERNEL_*: tested per distinct type (code -1, missing: False)
+        codes, types = pd.factorize(rt_arr[at := np.flatnonzero(step)])
+        step[at] = ~np.array([str(t).startswith("KERNEL_") for t in types] + [False])[codes]
+    out["comm_step"] = step
     # the durations as the analysis holds them: exact ns, but its AI CPU tasks' REAL ns from
     # float ms (summaries.op_statistic)
     dur_f = out["dur_ns"].to_numpy(np.float64).copy()
