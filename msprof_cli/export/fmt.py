@@ -67,6 +67,21 @@ def sqlite_round(x: np.ndarray, ndigits: int = 3) -> np.ndarray:
     return _on_uniques(_sqlite_round, np.asarray(x, dtype=np.float64), ndigits)
 
 
+def sqlite_round_text(x: np.ndarray, ndigits: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """(``sqlite_round(x)``, ``float_str`` of it) with one factorization of `x` (the PMU
+    columns: rounded for the rules, printed for op_summary; the values repeat per op)."""
+    import pandas as pd  # lazily: `msprof query` reads control files without pandas
+
+    x = np.asarray(x, dtype=np.float64)
+    if len(x) >= 1024:
+        codes, uniq = pd.factorize(np.ascontiguousarray(x).view(np.int64))
+        if len(uniq) * 2 <= len(x):
+            r = _sqlite_round(np.asarray(uniq, dtype=np.int64).view(np.float64), ndigits)
+            return r[codes], float_str(r)[codes]
+    r = sqlite_round(x, ndigits)
+    return r, float_str(r)
+
+
 def _sqlite_round(x: np.ndarray, ndigits: int = 3) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     scale = 10 ** ndigits
