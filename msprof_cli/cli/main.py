@@ -34,7 +34,8 @@ class LazyGroup(click.Group):
                                      attr), name)
         return self.commands.get(name)
 
-    def resolve_command(self, ctx: click.Context, args: list[str]):
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
         if args and args[0] not in COMMANDS:  # a typo: click suggests from self.commands
             for name in COMMANDS:
                 self.get_command(ctx, name)

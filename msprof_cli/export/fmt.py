@@ -19,8 +19,12 @@ the same shortest round-trip algorithm; checked by the tests).
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _LONG_EXACT = np.finfo(np.longdouble).nmant >= 63  # x86-64 80-bit long double
 
@@ -129,7 +133,7 @@ def obj_full(n: int, value) -> np.ndarray:
     return out
 
 
-def text_frame(cols: dict):
+def text_frame(cols: dict) -> "pd.DataFrame":
     """A table of formatted text cells (a str or ``N/A`` each) as one object-dtype
     DataFrame.  pandas 3 would infer its ``str`` dtype per column, checking and copying
     every cell (~4x the cost of the frame: 70 ms for op_summary's 35 columns at 50k rows,
