@@ -211,3 +211,34 @@ def test_golden_tables(tmp_path: Path) -> None:
     assert list(dev.tasks.connection_id[:7]) == [0, 1, 2, 3, 4, 5, 7]
     assert set(dev.tasks.model_id) == {1}
     assert len(dev.iterations) == 3
+
+
+def test_enclose_matches_the_per_record_definition() -> None:
+    """decode.enclose (per-thread searchsorted, issue 20 item 8): the payload of the last span
+    (by begin, ties in span order) of the record's thread with begin <= ts, when ts <= its
+    end; NaN otherwise -- an int payload stays int only when every record is enclosed."""
+    from msprof_cli.export.decode.enclose import enclose
+
+    rng = np.random.default_rng(5)
+    for _ in range(2000):
+        ns, nr = int(rng.integers(0, 8)), int(rng.integers(0, 10))
+        b = rng.integers(0, 20, ns)
+        spans = pd.DataFrame({"thread_id": rng.integers(0, 3, ns), "begin_ns": b,
+                              "end_ns": b + rng.integers(0, 8, ns),
+                              "cid": rng.integers(0, 100, ns), "f": rng.random(ns)})
+        rec = pd.DataFrame({"thread_id": rng.integers(0, 4, nr), "ts": rng.integers(-2, 30, nr)},
+                           index=rng.permutation(nr) + 5)
+        got = enclose(rec, spans, "ts", ["cid", "f"])
+        want = []
+        for th, ts in zip(rec["thread_id"], rec["ts"]):
+            best = None
+            for i in np.argsort(spans["begin_ns"].to_numpy(), kind="stable"):
+                if spans["thread_id"].iat[i] == th and spans["begin_ns"].iat[i] <= ts:
+                    best = i
+            ok = best is not None and ts <= spans["end_ns"].iat[best]
+            want.append((spans["cid"].iat[best], spans["f"].iat[best]) if ok else (None, None))
+        assert list(got.index) == list(rec.index)
+        all_in = all(w[0] is not None for w in want)
+        assert got["cid"].dtype == (np.int64 if all_in and nr else np.float64)
+        for (c, f), gc, gf in zip(want, got["cid"], got["f"]):
+            assert (np.isnan(gc) and np.isnan(gf)) if c is None else (gc == c and gf == f)

@@ -77,3 +77,19 @@ def test_query_csv_neutralises_a_formula_job_info(tmp_path, capsys):
     rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
     col = rows[0].index("Job Info")
     assert rows[1][col] == "'=cmd|' /C calc'!A0"
+
+
+def test_csv_scan_equals_the_character_scans():
+    """writers.scan_csv (byte scans, issue 20 item 8) finds exactly what the substring
+    formula check and the control-character regex find, non-ASCII and surrogates included."""
+    import random
+
+    from msprof_cli.export.sinks.writers import maybe_formula, scan_csv
+    from msprof_cli.textsafety import CONTROL_RE
+
+    alphabet = list(',\n\r\t"=+-@a1 .\x00\x1b\x7f\x85\x9fµ算') + ["\ud800"]
+    rng = random.Random(7)
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(13)))
+        assert scan_csv(text) == (maybe_formula(text), CONTROL_RE.search(text) is not None), \
+            repr(text)

@@ -2,23 +2,47 @@
 codes.  Imports nothing heavy: `msprof --help` must stay fast (no pandas, no TensorFlow)."""
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
 from msprof_cli import __version__
-from msprof_cli.cli.cluster import cluster
-from msprof_cli.cli.collect import collect
-from msprof_cli.cli.export import export
-from msprof_cli.cli.query import query
-from msprof_cli.cli.report import report
-from msprof_cli.cli.summary import check, diff, summary
 from msprof_cli.errors import MsprofError, ProfDirError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
+# subcommand -> (its module under msprof_cli.cli, the click command's name there)
+COMMANDS = {"collect": ("collect", "collect"), "export": ("export", "export"),
+            "query": ("query", "query"), "summary": ("summary", "summary"),
+            "diff": ("summary", "diff"), "check": ("summary", "check"),
+            "report": ("report", "report"), "cluster": ("cluster", "cluster")}
 
-@click.group(context_settings=CONTEXT)
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported when used: `msprof export` does not import
+    the other commands' modules (their click declarations, the summary limits: a few ms of
+    every start, issue 20 item 8); `--help` imports them all, still without pandas."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)  # click's own order for registered commands
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in COMMANDS and name not in self.commands:
+            module, attr = COMMANDS[name]
+            self.add_command(getattr(importlib.import_module(f"msprof_cli.cli.{module}"),
+                                     attr), name)
+        return self.commands.get(name)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] not in COMMANDS:  # a typo: click suggests from self.commands
+            for name in COMMANDS:
+                self.get_command(ctx, name)
+        return super().resolve_command(ctx, args)
+
+
+@click.group(cls=LazyGroup, context_settings=CONTEXT)
 @click.version_option(__version__, "--version", "-V", prog_name="msprof (msprof_cli)")
 def cli() -> None:
     """Ascend msprof profiling for TensorFlow scripts, on an emulated Ascend 910 NPU.
@@ -33,15 +57,6 @@ def cli() -> None:
     msprof cluster JOB_DIR                many ranks: slow rank/step/link, merged timeline
     """
 
-
-cli.add_command(collect)
-cli.add_command(export)
-cli.add_command(query)
-cli.add_command(summary)
-cli.add_command(diff)
-cli.add_command(check)
-cli.add_command(report)
-cli.add_command(cluster)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import secrets
-import socket
 import time
 import zlib
 from dataclasses import dataclass
@@ -64,6 +62,8 @@ def write_text_atomic(path: Path, text: str) -> None:
     """Write `text` to a unique temporary name in the same dir, fsync, then ``os.replace``:
     readers see the old file or the new one, never a half-written one.  The temporary file is
     created exclusively without following links, mode 0640 whatever the umask."""
+    import secrets  # here: the export reads control files only (hmac etc. not at start-up)
+
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
                  FILE_MODE)
@@ -145,6 +145,8 @@ def _uptime() -> str:
 def info_json(*, pid: int, device_info: dict[str, Any] | None, device_id: int | None,
               rank_id: int = -1, pid_name: str = "python3") -> dict[str, Any]:
     """info.json(.N) in the collector's key order (raw-format.md 3.5)."""
+    import socket  # here: only the collection writes info.json (the export's start-up)
+
     cores = os.cpu_count() or 1
     host = socket.gethostname()
     return {

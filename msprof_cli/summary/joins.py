@@ -90,7 +90,7 @@ class Spans:
         if len(ts) == 0 or len(self.row) == 0:
             return out
         if self.key is None:  # times too far apart for one key: the frame join itself
-            from msprof_cli.export.decode.dataset import enclose
+            from msprof_cli.export.decode.enclose import enclose
 
             spans = pd.DataFrame({"thread_id": self.thread, "begin_ns": self.begin,
                                   "end_ns": self.end, "row": self.row})

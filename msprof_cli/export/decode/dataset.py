@@ -3,8 +3,9 @@
 Host-to-device join (raw-format.md 4.12): per thread, a node-level API (launch) encloses by
 timestamp the op's node_basic_info, tensor_info and task_track records; a ModelExecute API
 encloses the launches and gives the Model ID (outside any: 4294967295).  Device tasks meet
-their task_track on (stream, task, batch, occurrence).  All joins are pandas merges /
-merge_asof, never a loop per record.  Times become local ns (int64) here.
+their task_track on (stream, task, batch, occurrence).  All joins are pandas merges or
+per-thread searchsorted (enclose.py), never a loop per record.  Times become local ns (int64)
+here.
 """
 from __future__ import annotations
 
@@ -25,37 +26,11 @@ from .comm_ops import comm_ops
 from .control_info import NO_MODEL, ResultDirInfo, read_result_dir
 from .data import HARDWARE_OP_TYPES, KERNEL_RT_TYPES, TENSOR_COLS, DeviceData, HostData, ProfData
 from .device import DeviceTables, assign_batches, decode_device
+from .enclose import enclose
 from .host import (NA, HostTables, decode_apis, decode_host, decode_tensors, pack_frame, resolve,
                    type_names, unpack_frame)
 from .rawread import DecodeLog, device_records, host_regex
 from .steptrace import iterations
-
-
-def enclose(records: pd.DataFrame, spans: pd.DataFrame, ts_col: str, payload: list[str]
-            ) -> pd.DataFrame:
-    """For each record, payload of the latest span on the same thread with begin <= ts <= end.
-
-    Returns a frame aligned to `records` (NaN where no span encloses)."""
-    out = pd.DataFrame(index=records.index)
-    if len(records) == 0 or len(spans) == 0:
-        for p in payload:
-            out[p] = np.nan
-        return out
-    left = pd.DataFrame({"_row": np.arange(len(records)),
-                         "thread_id": records["thread_id"].to_numpy(np.int64),
-                         "_ts": records[ts_col].to_numpy(np.int64)}).sort_values("_ts",
-                                                                                 kind="stable")
-    right = spans[["thread_id", "begin_ns", "end_ns"] + payload].sort_values("begin_ns",
-                                                                           kind="stable")
-    m = pd.merge_asof(left, right, left_on="_ts", right_on="begin_ns", by="thread_id",
-                      direction="backward")
-    inside = m["_ts"] <= m["end_ns"]
-    m = m.sort_values("_row")
-    inside = inside.loc[m.index]
-    for p in payload:
-        vals = m[p].where(inside)
-        out[p] = vals.to_numpy()
-    return out
 
 
 def named_apis(host: HostTables, rd: ResultDirInfo) -> pd.DataFrame:
@@ -302,9 +277,12 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
     # not op_summary rows -- the analysis's TaskGear makes op_summary rows of kernel tasks
     # only and one COMMUNICATION row per collective (communication.comm_ops)
     rt_arr = out["rt_type"].to_numpy(object)
-    out["comm_step"] = (out["task_type"].to_numpy(object) == "HCCL") & (rt_arr != NA) \
-        & ~np.isin(rt_arr, list(KERNEL_RT_TYPES)) & ~np.char.startswith(
-            rt_arr.astype(str), "KERNEL_")
+    step = (out["task_type"].to_numpy(object) == "HCCL") & (rt_arr != NA) \
+        & ~np.isin(rt_arr, list(KERNEL_RT_TYPES))
+    if step.any():  # not KERNEL_*: tested per distinct type (code -1, missing: False)
+        codes, types = pd.factorize(rt_arr[at := np.flatnonzero(step)])
+        step[at] = ~np.array([str(t).startswith("KERNEL_") for t in types] + [False])[codes]
+    out["comm_step"] = step
     # the durations as the analysis holds them: exact ns, but its AI CPU tasks' REAL ns from
     # float ms (summaries.op_statistic)
     dur_f = out["dur_ns"].to_numpy(np.float64).copy()

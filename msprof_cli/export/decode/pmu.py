@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..fmt import float_str, int_str, obj_full, py_round, sqlite_round
+from ..fmt import float_str, int_str, obj_full, py_round, sqlite_round_text
 
 NA = "N/A"
 GB = 8589934592.0
@@ -95,7 +95,7 @@ def tail_columns(tasks: pd.DataFrame, metrics: str | None, events: list[int], ai
         aicore = np.where(block > 0, base / np.where(block > 0, block, 1) * waves, base)
     aicore = py_round(aicore, 2)
     cols: dict[str, np.ndarray] = {
-        "aicore_time(us)": _na_where(float_str(sqlite_round(aicore, 3)), ok),
+        "aicore_time(us)": _na_where(sqlite_round_text(aicore, 3)[1], ok),
         "total_cycles": _na_where(int_str(cyc), ok),
     }
     if metrics not in GROUPS:
@@ -110,25 +110,27 @@ def tail_columns(tasks: pd.DataFrame, metrics: str | None, events: list[int], ai
     rounded: dict[str, np.ndarray] = {}
     for spec in GROUPS[metrics]:
         name, ev, kind = spec[0], spec[1], spec[2]
+        text = None  # the texts of v when made with its rounding (one factorization)
         have = all(e in counters for e in (ev if isinstance(ev, tuple) else (ev,))) \
             if ev is not None else True
         if kind == "ratio":
-            v = sqlite_round(ratio(ev), 3) if have else None
+            v, text = sqlite_round_text(ratio(ev), 3) if have else (None, None)
         elif kind == "ratio_sum":
-            v = sqlite_round(ratio(ev[0]) + ratio(ev[1]), 3) if have else None
+            v, text = sqlite_round_text(ratio(ev[0]) + ratio(ev[1]), 3) if have else (None, None)
         elif kind == "time":
-            v = sqlite_round(aicore * ratio(ev), 3) if have else None
+            v, text = sqlite_round_text(aicore * ratio(ev), 3) if have else (None, None)
         elif kind == "quot":
             with np.errstate(divide="ignore", invalid="ignore"):
                 num, den = ratio(ev[0]), ratio(ev[1])
-                v = sqlite_round(np.where(den == 0, 0.0, num / np.where(den == 0, 1, den)), 3) \
-                    if have else None
+                v, text = sqlite_round_text(np.where(den == 0, 0.0, num / np.where(
+                    den == 0, 1, den)), 3) if have else (None, None)
         elif kind == "bw":
             with np.errstate(divide="ignore", invalid="ignore"):
                 secs = cyc / (float(aic_mhz) * 1e6)
                 raw = counters.get(ev, np.zeros(n)) * float(spec[3]) / np.where(secs == 0, 1,
                                                                                   secs) / GB
-            v = sqlite_round(np.where(secs == 0, 0.0, raw), 3) if have else None
+            v, text = sqlite_round_text(np.where(secs == 0, 0.0, raw), 3) if have \
+                else (None, None)
         elif kind == "cube_fops":
             have = 0x49 in counters and 0x4A in counters
             v = (ratio(0x49) * cyc * 16 * 16 * 16 * 2 + ratio(0x4A) * cyc * 16 * 16 * 32 * 2) \
@@ -164,5 +166,5 @@ def tail_columns(tasks: pd.DataFrame, metrics: str | None, events: list[int], ai
             cols[name] = obj_full(n, NA)
             continue
         rounded[name] = v
-        cols[name] = _na_where(float_str(v), ok)
+        cols[name] = _na_where(float_str(v) if text is None else text, ok)
     return {h: cols[h] if h in cols else obj_full(n, NA) for h in header}

@@ -16,7 +16,7 @@ from msprof_cli.raw import layouts as L
 
 from ..decode.control_info import NO_MODEL
 from ..decode.data import ProfData
-from ..decode.dataset import enclose
+from ..decode.enclose import enclose
 from ..decode.host import NA, resolve, unique_rows
 from ..fmt import float_str, int_str
 

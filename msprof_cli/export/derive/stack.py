@@ -23,7 +23,7 @@ import pandas as pd
 from msprof_cli.raw import layouts as L
 
 from ..decode.data import DeviceData, ProfData
-from ..decode.dataset import enclose
+from ..decode.enclose import enclose
 from ..decode.host import NA, resolve, type_names
 from ..fmt import float_str, int_str, obj_full, py_round
 from ..outputs import timeline as T

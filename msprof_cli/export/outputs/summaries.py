@@ -17,7 +17,7 @@ from ..decode.data import DROPPED_GE_TYPES, MEMCPY_SOURCE, DeviceData
 from ..decode.host import NA
 from ..decode.pmu import tail_columns, tail_header
 from ..decode.steptrace import step_columns
-from ..fmt import float_str, int_str, obj_full, py_round, us_list
+from ..fmt import float_str, int_str, obj_full, py_round, text_frame, us_list
 
 Table = tuple[list[str], pd.DataFrame]
 RowRender = Callable[[int, int], pd.DataFrame]  # rows [lo, hi) of a table as str cells
@@ -212,7 +212,7 @@ def op_summary(dev: DeviceData, rows: pd.DataFrame, lo: int = 0, hi: int | None 
     }
     cols.update(tail_columns(rows, metrics, dev.pmu_events, float(dev.rd.aic_mhz),
                              dev.rd.ai_core_num))
-    return header, pd.DataFrame({h: cols[h] for h in header})
+    return header, text_frame({h: cols[h] for h in header})
 
 
 def op_statistic_agg(rows: pd.DataFrame) -> pd.DataFrame:
@@ -261,7 +261,7 @@ def op_statistic(rows: pd.DataFrame, agg: pd.DataFrame | None = None) -> Table:
                           avg_ns)
     agg["_total_us"] = total_us
     order = np.argsort(-total_us, kind="stable")
-    df = pd.DataFrame({
+    df = text_frame({
         "OP Type": agg["op_type"].to_numpy(object),
         "Core Type": agg["task_type"].to_numpy(object),
         "Count": int_str(count),
@@ -283,7 +283,7 @@ def task_time(dev: DeviceData, tasks: pd.DataFrame) -> Table:
         kind = np.where(tasks["comm_step"].to_numpy(bool), rt, kind)
     start = tasks["start_local"].to_numpy(np.int64)
     end = tasks["end_local"].to_numpy(np.int64)
-    df = pd.DataFrame({
+    df = text_frame({
         "kernel_name": tasks["op_name"].to_numpy(object),
         "kernel_type": kind,
         "stream_id": int_str(tasks["stream_id"]),
@@ -307,7 +307,7 @@ def task_time_memcpy(dev: DeviceData, tasks: pd.DataFrame) -> Table:
     end = tasks["end_local"].to_numpy(np.int64)
     dur = analysis_us(end - off, dev.rd) - analysis_us(start - off, dev.rd)
     n = len(tasks)
-    df = pd.DataFrame({
+    df = text_frame({
         "kernel_name": obj_full(n, "MemcopyAsync"),
         "kernel_type": obj_full(n, "other"),
         "stream_id": int_str(tasks["stream_id"]),
@@ -329,7 +329,7 @@ def _opt(ns: np.ndarray, ok: np.ndarray, fn) -> np.ndarray:
 def step_trace(its: pd.DataFrame) -> Table:
     its = its.sort_values("step_end_ns", kind="stable")
     start, end, fp, bp, aug, has_fp, has_bp = step_columns(its)
-    df = pd.DataFrame({
+    df = text_frame({
         "Iteration ID": int_str(its["iteration_id"]),
         "FP Start(us)": _opt(fp, has_fp, stamp),
         "BP End(us)": _opt(bp, has_bp, stamp),
@@ -398,7 +398,7 @@ def api_statistic_of(codes: np.ndarray, dur_ns: np.ndarray, names: np.ndarray,
     dev = py_round((dur_us - avg_of[np.asarray(codes)[order]]) ** 2, 3)
     sq = np.array([sum(dev[a:b].tolist()) for a, b in zip(bounds, ends)])
     del d
-    df = pd.DataFrame({
+    df = text_frame({
         "Level": levels[gid],
         "API Name": names[gid],
         "Time(us)": float_str(time_us),
@@ -446,7 +446,7 @@ def aicpu(dev: DeviceData, tasks: pd.DataFrame, analysis: bool = False) -> Table
     node = m["op_name"].to_numpy(object)
     if analysis:
         node = np.where((t0 <= a_end) & (a_end <= t1), node, NA)
-    df = pd.DataFrame({
+    df = text_frame({
         "Timestamp(us)": stamp(m["start_local"].to_numpy(np.int64)),
         "Node": node,
         "Compute_time(us)": float_str(m["compute_us"].to_numpy(np.float64)),
@@ -491,7 +491,7 @@ def l2_cache_of(l2: pd.DataFrame, names: pd.DataFrame, events: list[int],
     vic = l2[f"ev_{pos[0x5C]}"].to_numpy(np.float64) if 0x5C in pos else np.zeros(n)
     safe = np.where(req == 0, 1, req)
     m = l2.merge(names, on=["stream_id", "task_id"], how="left")
-    df = pd.DataFrame({
+    df = text_frame({
         "Stream Id": int_str(l2["stream_id"]),
         "Task Id": int_str(l2["task_id"]),
         "Hit Rate": float_str(py_round(np.where(req == 0, 0, hit / safe), 6)),

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from msprof_cli.textsafety import FORMULA_LEADS, NUMBER_RE, escape_controls
+from msprof_cli.textsafety import CONTROL_RE, FORMULA_LEADS, NUMBER_RE, escape_controls
 
 from .files import AtomicFile, SliceNamer, append_file
 
@@ -54,6 +54,43 @@ def maybe_formula(text: str) -> bool:
         return True
     return any(ch in text and ("," + ch in text or "\n" + ch in text or ',"' + ch in text
                                or '\n"' + ch in text) for ch in FORMULA_CHARS)
+
+
+_LEAD_BYTES = tuple(ord(ch) for ch in FORMULA_CHARS)
+_COMMA, _LF, _CR, _TAB, _QUOTE, _DEL = (ord(c) for c in ',\n\r\t"\x7f')
+
+
+def scan_csv(text: str) -> tuple[bool, bool]:
+    """(`maybe_formula(text)`, whether `text` may hold a control character that
+    `escape_controls` rewrites), by a few vectorised passes over the UTF-8 bytes: each
+    formula lead present is looked up by memchr, its positions checked for a cell start
+    (after ``,`` or LF, optionally behind the cell's opening quote: UTF-8 keeps every ASCII
+    byte an ASCII character); ASCII text holds a control byte iff it has more bytes below
+    0x20 than TAB / LF / CR, or a DEL.  The regex scan and the substring scans it replaces
+    took ~0.2 s on the 15 MB op_summary of 50k tasks; these ~0.02 s."""
+    try:
+        b = text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: the character-wise scans
+        return maybe_formula(text), CONTROL_RE.search(text) is not None
+    a = np.frombuffer(b, np.uint8)
+    formula = False
+    for lead in _LEAD_BYTES:
+        if b.find(lead) < 0:
+            continue
+        pos = np.flatnonzero(a == lead)
+        prev = np.where(pos >= 1, a[pos - 1], _LF)  # the text's start is a cell start
+        start = (prev == _COMMA) | (prev == _LF)
+        quoted = pos[prev == _QUOTE]  # a quoted cell: the byte before its quote
+        before = np.where(quoted >= 2, a[quoted - 2], _LF)
+        if start.any() or ((before == _COMMA) | (before == _LF)).any():
+            formula = True
+            break
+    if text.isascii():  # O(1): C1 controls (U+0080..U+009F) cannot occur
+        control = b.find(_DEL) >= 0 or \
+            int(np.count_nonzero(a < 0x20)) != b.count(_TAB) + b.count(_LF) + b.count(_CR)
+    else:
+        control = CONTROL_RE.search(text) is not None
+    return formula, control
 
 
 def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:
@@ -139,15 +176,16 @@ def _csv_text(df: pd.DataFrame, fill_na: bool = False) -> str:
 def render_csv(df: pd.DataFrame, fill_na: bool = False) -> str:
     """CSV rows of `df`; `fill_na`: missing cells print ``N/A`` (as after ``fillna``)."""
     text = _csv_text(df, fill_na)
+    formula, control = scan_csv(text)
     # fast path: no formula character at all, or none at the start of a cell
-    if maybe_formula(text):
+    if formula:
         if fill_na and df.isna().to_numpy().any():
             df = df.fillna("N/A")
         safe = neutralise_formulas(df)
         if safe is not df:
-            text = _csv_text(safe)
-    # names chosen by the profiled program never drive the reader's terminal (one C scan)
-    return escape_controls(text)
+            text = _csv_text(safe)  # the same cells, some behind a ': the same controls
+    # names chosen by the profiled program never drive the reader's terminal
+    return escape_controls(text) if control else text
 
 
 def csv_line(values: Iterable[str]) -> str:
