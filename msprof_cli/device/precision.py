@@ -25,7 +25,7 @@ import numpy as np
 
 from msprof_cli.capture import ModelInfo
 from msprof_cli.device import op_map
-from msprof_cli.device.op_table import Interner, OpTable, SignatureRegistry
+from msprof_cli.device.op_table import CUBE_COSTS, Interner, OpTable, SignatureRegistry
 from msprof_cli.options import DEFAULT_PRECISION_MODE as DEFAULT_MODE
 
 MIX = "allow_mix_precision"
@@ -91,7 +91,7 @@ class PrecisionPass:
         for n, s in sig_of.items():
             if sigs.kind[s] != op_map.KIND_AI_CORE:
                 continue
-            list_of[names.items[n]] = (1 if sigs.cost[s] in _CUBE else
+            list_of[names.items[n]] = (1 if sigs.cost[s] in CUBE_COSTS else
                                        -1 if blocked(sigs.ge_type[s]) else 0)
         if model is None or not model.producers:
             keep = {n for n, k in list_of.items() if k > 0}  # no edges: gray ops stay fp32
@@ -120,7 +120,7 @@ class PrecisionPass:
             # single-op mode: no upstream op to follow, only the trustlist is reduced
             single = np.flatnonzero(eager | (ops.iter_row < 0))
             if len(single):
-                cube = np.isin(np.array(sigs.cost, np.int64)[ops.sig[single]], list(_CUBE))
+                cube = np.isin(sigs.arrays()["cost"][ops.sig[single]], CUBE_COSTS)
                 hit[single[cube]] = True
         rows = np.flatnonzero(hit)
         if not len(rows):
@@ -133,6 +133,3 @@ class PrecisionPass:
                        ops.thread, ops.host_start, ops.host_end, ops.fused_idx, ops.fused,
                        ops.eager)
 
-
-_CUBE = frozenset((op_map.COST_MATMUL, op_map.COST_CONV, op_map.COST_CONV_BP_INPUT,
-                   op_map.COST_CONV_BP_FILTER, op_map.COST_DEPTHWISE))
