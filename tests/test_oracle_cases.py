@@ -46,9 +46,11 @@ CASES = {
 # AI CPU tasks in ts_track rptType 12 + DATA_PREPROCESS.AICPU, ts memcpy with its three
 # states, each HCCL step a task with its hccl_info -- nothing removed before the exports;
 # and of tests/oracle/tx_mlp.py (`--msproftx on`): msproftx Marks and MarkEx ranges from two
-# threads, some recorded before the collection began
+# threads, some recorded before the collection began; and of tests/scripts/precision.py with
+# `--precision-mode allow_mix_precision` (session 11: GE's mixed precision halves the gray
+# kernels' times, the analysis reads them as ours)
 FRESH = ("fresh_eager", "fresh_keras_bn", "fresh_tf1_aicpu", "fresh_mirrored_hccl",
-         "fresh_keras_cnn", "fresh_tx_mlp")
+         "fresh_keras_cnn", "fresh_tx_mlp", "fresh_precision_mix")
 CASES.update({c: (c, None) for c in FRESH})
 # the same raw dirs exported in windows of 300 device tasks (the windowed export of big PROF
 # dirs, export/decode/windows.py): the same files as the whole export's
