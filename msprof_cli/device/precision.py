@@ -19,7 +19,7 @@ an element and the vector unit runs 128 lanes wide.  tensor_info keeps the captu
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -129,7 +129,5 @@ class PrecisionPass:
         new = np.array([sigs.reduced(int(s)) for s in uniq.tolist()], np.int64)
         sig = ops.sig.copy()
         sig[rows] = new[inv.reshape(-1)]
-        return OpTable(ops.device_id, ops.model_id, ops.iter_row, ops.name_idx, sig,
-                       ops.thread, ops.host_start, ops.host_end, ops.fused_idx, ops.fused,
-                       ops.eager)
+        return replace(ops, sig=sig)
 
