@@ -51,10 +51,33 @@ def test_iteration_window(prof: Path) -> None:
     trace = json.loads((prof / "device_0/timeline/msprof_0_1_2_3.json").read_text())
     hw = [e for e in trace if e.get("ph") == "X" and "Task Id" in e.get("args", {})]
     assert len(hw) == 12
+    # a step export keeps the CANN rows of its steps (the real analysis's
+    # get_condition_within_iteration): the 6 launches of each of iterations 2 and 3, of 18
     cann = [e for e in trace if e.get("name", "").startswith("Node@")]
-    assert len(cann) == 18  # CANN events are not filtered
+    assert len(cann) == 12
     run_export(prof, model_id=1, iteration_id=3, quiet=True)
     assert (summ / "step_trace_0_1_3.csv").read_text().count("\n") == 2
+    trace = json.loads((prof / "device_0/timeline/msprof_0_1_3.json").read_text())
+    assert len([e for e in trace if e.get("name", "").startswith("Node@")]) == 6
+    run_export(prof, quiet=True)  # all iterations (the real all-export mode): every row
+    trace = json.loads((prof / "device_0/timeline/msprof_0_1_1_3.json").read_text())
+    assert len([e for e in trace if e.get("name", "").startswith("Node@")]) == 18
+
+
+def test_api_window_of_a_step_export() -> None:
+    """[latest step end before the first step's start (0: none), last step's end]; a row is
+    kept when it starts inside (closed) or straddles the low bound."""
+    from msprof_cli.export.derive.selection import api_window, in_api_window
+
+    its = pd.DataFrame({"model_id": [1, 1, 1, 2], "iteration_id": [1, 2, 3, 1],
+                        "step_start_ns": [100, 300, 500, 250],
+                        "step_end_ns": [200, 400, 600, 280]})
+    sel = select(its, {1}, 1, 2, 2)
+    assert api_window(its, sel) == (280, 600)  # model 2's step ended last before 300
+    assert api_window(its, select(its, {1}, 1, 1, 1)) == (0, 200)
+    assert api_window(its, Selection(None, None, None, None, None)) is None
+    keep = in_api_window([279, 270, 280, 600, 601], [279, 285, 290, 610, 700], (280, 600))
+    assert keep.tolist() == [False, True, True, True, False]
 
 
 @pytest.mark.parametrize("kwargs, message", [

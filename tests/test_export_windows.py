@@ -282,6 +282,25 @@ def test_windowed_legacy_files_are_byte_identical(big, tmp_path, monkeypatch, kw
     assert windowed == whole
 
 
+@pytest.mark.parametrize("kw", [{"model_id": 1, "iteration_id": 1},
+                                {"model_id": 2, "iteration_id": 2, "iteration_count": 3}],
+                         ids=["first", "range"])
+def test_a_step_export_stops_decoding_after_its_steps(big, tmp_path, monkeypatch, kw):
+    """A step export (--iteration-id) decodes no window after its steps and its CANN rows
+    (LegacyExport.ended), and writes the same bytes as the whole export."""
+    from msprof_cli.export import plan as PL
+
+    whole = _export(big, tmp_path / "whole", monkeypatch, 0, "legacy", **kw)
+    loaded: list[int] = []
+    real = PL.load_window
+    monkeypatch.setattr(PL, "load_window",
+                        lambda plans, k: (loaded.append(k), real(plans, k))[1])
+    seen = _windows_used(monkeypatch)
+    assert _export(big, tmp_path / "win", monkeypatch, 300, "legacy", **kw) == whole
+    assert seen and loaded == list(range(len(loaded)))
+    assert 1 <= len(loaded) < seen[0], (loaded, seen)
+
+
 def test_windowed_legacy_switches_and_markers(rich, tmp_path, monkeypatch):
     # layer switches in windows: tests/corpus legacy-reports-w700
     for window in (20, 3):  # msprof_tx, one model per window

@@ -33,6 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from .decode.data import DeviceData, ProfData
+from .derive.selection import in_api_window
 from .outputs.comm_layer import CommData
 from .plan import Plan
 from .runtime.memory import release
@@ -115,6 +116,7 @@ class Export:
     tx_layer_all: object = None  # msprof_tx json's
     rows_end: int | None = None  # no rows at or after it (a legacy selection's end)
     model_filter: int | None = None  # fusion_op's model (legacy selection)
+    api_window: tuple[int, int] | None = None  # msprof json's CANN rows (legacy step export)
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
@@ -149,6 +151,19 @@ class Export:
     def emit_host(self, stem: str, table) -> list[Path]:
         """A summary of host data (api_statistic, fusion_op)."""
         raise NotImplementedError
+
+    def cann_apis(self, apis: pd.DataFrame) -> pd.DataFrame:
+        """The host API rows of msprof json's CANN layer: those of `api_window` in a step
+        export (selection.api_window), else all."""
+        if self.api_window is None or apis is None or not len(apis):
+            return apis
+        keep = in_api_window(apis["begin_local"], apis["end_local"], self.api_window)
+        return apis if keep.all() else apis[keep].reset_index(drop=True)
+
+    def ended(self, k: int) -> bool:
+        """Nothing of window k or later is exported (a step export that ended before it:
+        the later windows are not decoded)."""
+        return False
 
     def job_of(self, out: Output) -> str | None:
         """The job an output is fed in (a layout may merge jobs, e.g. for many windows)."""
@@ -225,6 +240,8 @@ def plan_tasks(plan: Plan) -> float:
 def _drive(run: Export, on_window: Callable[[int], None] | None) -> list[Path]:
     """Every window through the outputs, then the final files (see `drive`)."""
     for k in range(len(run.plan)):
+        if k and run.ended(k):
+            break
         w = run.window(k, run.plan.load(k))  # while the previous window's jobs run
         collect(run)  # the previous window's files are where this window continues
         for out in run.outputs:

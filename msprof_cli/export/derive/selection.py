@@ -113,6 +113,37 @@ def in_window(start_ns: np.ndarray, end_ns: np.ndarray, sel: Selection) -> np.nd
         ((start_ns < sel.start_ns) & (end_ns > sel.start_ns))
 
 
+def api_window(its: pd.DataFrame, sel: Selection) -> tuple[int, int] | None:
+    """The host API rows a step export (--iteration-id) keeps in msprof json's CANN layer,
+    as [lo, hi] in local ns: the real analysis (MsprofIteration.get_condition_within_iteration,
+    read by ApiDataViewModel) keeps the rows that start in [lo, hi] or straddle lo, where lo is
+    the latest step end of any iteration before the first selected one's step start (0 when
+    none: the launches of the first step) and hi the last selected one's step end.  None: no
+    step export (every row is kept, as in the real all-export mode)."""
+    if sel.model_id is None or sel.first is None or len(its) == 0:
+        return None
+    mine = its[(its["model_id"] == sel.model_id) & (its["iteration_id"] >= sel.first)
+               & (its["iteration_id"] <= sel.last)]
+    if len(mine) == 0:
+        return None
+    ends = np.sort(its["step_end_ns"].to_numpy(np.int64))
+    starts = mine["step_start_ns"].to_numpy(np.int64)
+    before = np.searchsorted(ends, starts, side="left") - 1  # the latest end < start
+    prev = np.where(before >= 0, ends[np.maximum(before, 0)], 0)
+    return int(prev.min()), int(mine["step_end_ns"].to_numpy(np.int64).max())
+
+
+def in_api_window(begin_ns: np.ndarray, end_ns: np.ndarray,
+                  window: tuple[int, int] | None) -> np.ndarray:
+    """The rows `api_window` keeps (closed bounds, as the real analysis's SQL)."""
+    begin_ns = np.asarray(begin_ns, dtype=np.int64)
+    if window is None:
+        return np.ones(len(begin_ns), dtype=bool)
+    lo, hi = window
+    end_ns = np.asarray(end_ns, dtype=np.int64)
+    return ((begin_ns >= lo) & (begin_ns <= hi)) | ((begin_ns <= lo) & (end_ns >= lo))
+
+
 @dataclass
 class ModelChoice:
     """What one device's legacy export kept, among the models of the device."""

@@ -34,7 +34,7 @@ from ..derive import advice as A
 from ..derive import msproftx as X
 from ..derive import stack
 from ..derive.fusion import fusion_rows, workspace_kb
-from ..derive.selection import ModelChoice, Selection, in_window, select
+from ..derive.selection import ModelChoice, Selection, api_window, in_window, select
 from ..outputs import overlap_layer as OV
 from ..outputs import summaries as S
 from ..outputs import timeline as T
@@ -126,6 +126,13 @@ class LegacyExport(Export):
         # one window: nothing is decoded meanwhile, so the task rows take two jobs
         return OP_ROWS if out.job == TASK_ROWS and not self.one_window else out.job
 
+    def ended(self, k: int) -> bool:
+        # a step export: every task it keeps starts before rows_end and every CANN row at
+        # or before the API window's end; a window starting after both holds none of them
+        if self.api_window is None or self.rows_end is None:
+            return False
+        return self.plan.cuts[k] > max(self.rows_end, self.api_window[1])
+
     def name(self, where: Path, stem: str, ext: str) -> SliceNamer:
         return SliceNamer(where, stem, self.suffix, ext)
 
@@ -157,6 +164,8 @@ class LegacyExport(Export):
         self.sel = sel = select(its, known, *self.args)
         self.suffix = sel.suffix(self.dev_id)
         self.rows_end, self.model_filter = sel.end_ns, sel.model_id
+        if self.args[1] is not None:  # a step export: the CANN rows of its steps
+            self.api_window = api_window(its, sel)
         names = stack.model_names(data)
         counts = its.groupby("model_id")["iteration_id"].nunique() if len(its) else {}
         self.choice = ModelChoice(self.dev_id, sel.model_id, sel.first, sel.last,
