@@ -190,3 +190,37 @@ def test_mindstudio_export_equals_the_real_analysis(raw, expected, case, tmp_pat
         cells, equal, bad = cells + c, equal + e, bad + b
     assert not bad, f"{case}: {equal}/{cells} equal\n" + "\n".join(bad)
     assert equal == cells
+
+
+STEP_CANN = Path(__file__).resolve().parent / "oracle" / "step_export_cann.json"
+
+
+def test_a_step_export_keeps_the_cann_events_the_real_analysis_keeps(raw, tmp_path):
+    """--iteration-id: msprof json's CANN layer holds exactly the API events the real
+    analysis's step export keeps (selection.api_window; fixture: its msprof json's CANN
+    events for four selections of fresh_precision_mix)."""
+    import json
+
+    fixture = json.loads(STEP_CANN.read_text())
+    src = raw[fixture["case"]]
+    all_cann = None
+    for k, case in enumerate(fixture["exports"]):
+        prof = tmp_path / str(k) / src.name
+        shutil.copytree(src, prof)
+        m, i, c = case["model_id"], case["iteration_id"], case["iteration_count"]
+        run_export(prof, model_id=m, iteration_id=i, iteration_count=c, quiet=True)
+        name = f"msprof_0_{m}_{i}.json" if c == 1 else f"msprof_0_{m}_{i}_{i + c - 1}.json"
+        events = json.loads((prof / "device_0" / "timeline" / name).read_text())
+        cann_pids = {e["pid"] for e in events if e.get("ph") == "M"
+                     and e.get("name") == "process_name" and e["args"]["name"] == "CANN"}
+        ours = sorted([e["ts"], e["name"]] for e in events
+                      if e.get("ph") == "X" and e["pid"] in cann_pids)
+        assert ours == case["cann"], (m, i, c)
+        if all_cann is None:  # the all-iterations export keeps every API event
+            whole = tmp_path / "all" / src.name
+            shutil.copytree(src, whole)
+            run_export(whole, layout="mindstudio", quiet=True)
+            trace = next((whole / "mindstudio_profiler_output").glob("msprof_*.json"))
+            all_cann = sum(1 for e in json.loads(trace.read_text())
+                           if e.get("ph") == "X" and str(e.get("name", "")).count("@"))
+        assert len(ours) < all_cann
