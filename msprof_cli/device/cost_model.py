@@ -105,7 +105,11 @@ def evaluate(sig: dict[str, np.ndarray], chip: ChipSpec, rank_size: int = 1) -> 
     pmax = pipes.max(axis=0)
     psum = pipes.sum(axis=0)
     scalar = HEAD_CYCLES + SCALAR_SHARE * psum
-    core = HEAD_CYCLES + pmax + OVERLAP_LOSS * (psum - pmax)
+    # MTE2 (reads) and MTE3 (writes) are separate engines in each core, but they share the
+    # chip's memory system: the op's whole traffic cannot move faster than chip_bw
+    # (reads and writes each at the full bandwidth moved e.g. 2 TB/s against 1.2 TB/s HBM)
+    shared = (bytes_in + bytes_out) / chip_bw
+    core = HEAD_CYCLES + np.maximum(pmax + OVERLAP_LOSS * (psum - pmax), shared)
 
     # --- durations ---------------------------------------------------------------------------
     aic_ns = waves * core * 1000.0 / chip.aic_mhz
