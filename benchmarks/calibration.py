@@ -1,6 +1,6 @@
 """Calibration of the emulated Ascend 910 against published single-card figures (issue 14).
 
-    python benchmarks/calibration.py [--steps 4] [--models resnet50,bert]
+    python benchmarks/calibration.py [--steps 4] [--models resnet50,bert] [--keras 2|3]
 
 Collects each model with `msprof collect` (real TensorFlow on this CPU), exports it, and
 prints the median emulated Iteration Time (step_trace, after the first step) against the
@@ -22,6 +22,14 @@ the ModelZoo's `precision_mode="allow_mix_precision"` in run_classifier.py), so 
 collected with `--precision-mode allow_mix_precision` by default (`--precision-mode` to
 change it; docs/device-model.md 3.2).
 
+`--keras 2` runs the models with legacy Keras 2 (the `tf_keras` package; the child gets
+`TF_USE_LEGACY_KERAS=1`, so `tf.keras` is tf_keras): its BatchNormalization is `fused=True`
+and executes FusedBatchNormV3 / FusedBatchNormGradV3 (one BatchNorm / BatchNormGrad task each),
+as TF-on-Ascend runs (the Ascend TF adapter targets TF 2.6 with Keras 2) and MindSpore's fused
+BatchNorm do.  The default `--keras 3` runs Keras 3, whose BatchNormalization is decomposed
+into moments and element-wise arithmetic (docs/device-model.md, calibration).  Install
+tf_keras matching TensorFlow, e.g. `pip install --no-deps 'tf_keras~=2.21.0'` for TF 2.21.
+
 Target: within +-30 %.  The constants of the device model are not fitted to these models
 (docs/device-model.md); this only reports how far the emulation is.  The same script runs
 itself as the profiled child (`--child MODEL`).
@@ -30,6 +38,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
+import os
 import statistics
 import subprocess
 import sys
@@ -90,6 +100,34 @@ def _bert(steps: int) -> None:
 
 
 CHILDREN = {"resnet50": _resnet50, "bert": _bert}
+LEGACY_KERAS_VAR = "TF_USE_LEGACY_KERAS"
+
+
+def _check_tf_keras() -> None:
+    """--keras 2 needs the tf_keras package in this interpreter (the child's)."""
+    if importlib.util.find_spec("tf_keras") is None:
+        sys.exit(f"calibration.py: --keras 2 needs the tf_keras package (legacy Keras 2) in "
+                 f"{sys.executable}; install the release matching TensorFlow, e.g. "
+                 f"`pip install --no-deps 'tf_keras~=2.21.0'` for TF 2.21")
+
+
+def _child_env(keras: str) -> dict[str, str]:
+    env = dict(os.environ)
+    if keras == "2":
+        env[LEGACY_KERAS_VAR] = "1"
+    else:
+        env.pop(LEGACY_KERAS_VAR, None)  # an inherited TF_USE_LEGACY_KERAS must not switch it
+    return env
+
+
+def _check_child_keras(keras: str) -> None:
+    """In the profiled child: tf.keras is the Keras that --keras asked for."""
+    import tensorflow as tf
+
+    legacy = tf.keras.__name__.startswith("tf_keras")
+    if legacy != (keras == "2"):
+        sys.exit(f"calibration.py --child: --keras {keras} but tf.keras is {tf.keras.__name__} "
+                 f"({LEGACY_KERAS_VAR}={os.environ.get(LEGACY_KERAS_VAR)!r})")
 
 
 def _median_iteration_ms(prof: Path) -> tuple[float, int, float]:
@@ -104,21 +142,25 @@ def _median_iteration_ms(prof: Path) -> tuple[float, int, float]:
 
 
 def run(model: str, steps: int, work: Path, extra: tuple[str, ...] = (),
-        precision: str = "allow_mix_precision") -> dict[str, object]:
+        precision: str = "allow_mix_precision", keras: str = "3") -> dict[str, object]:
     out = work / model
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "msprof_cli", "collect", "--output", str(out),
-                    "--precision-mode", precision, "--",
-                    sys.executable, __file__, "--child", model, "--steps", str(steps), *extra],
-                   check=True, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "msprof_cli", "collect", "--output", str(out),
+                           "--precision-mode", precision, "--",
+                           sys.executable, __file__, "--child", model, "--steps", str(steps),
+                           "--keras", keras, *extra],
+                          capture_output=True, text=True, env=_child_env(keras))
+    if proc.returncode:
+        sys.exit(f"calibration.py: collecting {model} failed (exit {proc.returncode}):\n"
+                 + "\n".join(proc.stderr.splitlines()[-20:]))
     collect_s = time.perf_counter() - t0
     [prof] = sorted(out.glob("PROF_*"))
     subprocess.run([sys.executable, "-m", "msprof_cli", "export", "--output", str(prof)],
                    check=True, capture_output=True, text=True)
     ms, n, fpbp = _median_iteration_ms(prof)
     ref = PUBLISHED_MS[model]
-    return {"model": model, "steps": n, "emulated_ms": round(ms, 2), "published_ms": ref,
-            "ratio": round(ms / ref, 3), "fp_bp_share": round(fpbp, 3),
+    return {"model": model, "keras": keras, "steps": n, "emulated_ms": round(ms, 2),
+            "published_ms": ref, "ratio": round(ms / ref, 3), "fp_bp_share": round(fpbp, 3),
             "collect_s": round(collect_s, 1), "prof": str(prof)}
 
 
@@ -132,23 +174,29 @@ def main() -> None:
                     help="GE's precision mode of the emulated 910 (the published runs: mixed)")
     ap.add_argument("--dropout", action="store_true",
                     help="BERT with the reference's dropout 0.1 (Keras Dropout: AI CPU masks)")
+    ap.add_argument("--keras", choices=("2", "3"), default="3",
+                    help="3: Keras 3 (decomposed BatchNorm); 2: legacy Keras 2 from tf_keras "
+                         "(TF_USE_LEGACY_KERAS=1 in the child; fused BatchNorm)")
     args = ap.parse_args()
     if args.child:
+        _check_child_keras(args.keras)
         global BERT_DROPOUT
         if args.dropout:
             BERT_DROPOUT = 0.1
         CHILDREN[args.child](args.steps)
         return
+    if args.keras == "2":
+        _check_tf_keras()
     extra = ("--dropout",) if args.dropout else ()
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="msprof_calib_"))
     print(f"{'model':10} {'steps':>5} {'emulated ms':>12} {'published ms':>13} {'ratio':>6} "
           f"{'FP-BP share':>11} {'collect s':>9}")
     for model in args.models.split(","):
-        r = run(model.strip(), args.steps, work, extra, args.precision_mode)
+        r = run(model.strip(), args.steps, work, extra, args.precision_mode, args.keras)
         ok = "ok" if 0.7 <= float(r["ratio"]) <= 1.3 else "OUT OF +-30%"
         print(f"{r['model']:10} {r['steps']:>5} {r['emulated_ms']:>12} {r['published_ms']:>13} "
               f"{r['ratio']:>6} {r['fp_bp_share']:>11} {r['collect_s']:>9}  {ok}", flush=True)
-    print(f"precision mode {args.precision_mode}; PROF dirs under {work}")
+    print(f"precision mode {args.precision_mode}; Keras {args.keras}; PROF dirs under {work}")
 
 
 if __name__ == "__main__":
