@@ -6,7 +6,7 @@ PIP    := $(PY) -m pip
 DEMO_OUT ?= demo_output
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-test demo test test-fast bench lint clean
+.PHONY: help install install-test demo test test-fast bench calibrate lint clean
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-13s %s\n", $$1, $$2}'
@@ -42,6 +42,10 @@ test-fast: install-test ## Run the tests that do not start TensorFlow
 
 bench: install-test ## Run the benchmarks (export 50k/1M tasks, query, startup, collect overhead; BENCH_ARGS=--big adds 10M)
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
+
+calibrate: install ## Calibration against published Ascend 910 figures (issue 14; installs tf_keras, ~10 min)
+	$(PIP) install -q --no-deps 'tf_keras~=2.21.0'
+	$(PY) benchmarks/calibration.py $(CALIB_ARGS)
 
 clean: ## Remove the virtualenv, build files and demo output
 	rm -rf $(VENV) build *.egg-info $(DEMO_OUT) .pytest_cache

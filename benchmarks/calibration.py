@@ -22,13 +22,15 @@ the ModelZoo's `precision_mode="allow_mix_precision"` in run_classifier.py), so 
 collected with `--precision-mode allow_mix_precision` by default (`--precision-mode` to
 change it; docs/device-model.md 3.2).
 
-`--keras 2` runs the models with legacy Keras 2 (the `tf_keras` package; the child gets
-`TF_USE_LEGACY_KERAS=1`, so `tf.keras` is tf_keras): its BatchNormalization is `fused=True`
-and executes FusedBatchNormV3 / FusedBatchNormGradV3 (one BatchNorm / BatchNormGrad task each),
-as TF-on-Ascend runs (the Ascend TF adapter targets TF 2.6 with Keras 2) and MindSpore's fused
-BatchNorm do.  The default `--keras 3` runs Keras 3, whose BatchNormalization is decomposed
-into moments and element-wise arithmetic (docs/device-model.md, calibration).  Install
-tf_keras matching TensorFlow, e.g. `pip install --no-deps 'tf_keras~=2.21.0'` for TF 2.21.
+`--keras 2` (the default) runs the models with legacy Keras 2 (the `tf_keras` package; the
+child gets `TF_USE_LEGACY_KERAS=1`, so `tf.keras` is tf_keras): its BatchNormalization is
+`fused=True` and executes FusedBatchNormV3 / FusedBatchNormGradV3, as TF-on-Ascend runs (the
+Ascend TF adapter targets TF 1.15 / 2.6 with Keras 2) and MindSpore's fused BatchNorm do -- the
+like-for-like graph for the published figures.  `--keras 3` runs Keras 3, whose
+BatchNormalization is decomposed into moments and element-wise arithmetic (many more, memory-
+bound tasks: docs/device-model.md, calibration).  tf_keras is not a dependency of msprof_cli:
+`make calibrate` installs the release matching TensorFlow (`pip install --no-deps
+'tf_keras~=2.21.0'` for TF 2.21) and runs this script.
 
 Target: within +-30 %.  The constants of the device model are not fitted to these models
 (docs/device-model.md); this only reports how far the emulation is.  The same script runs
@@ -174,9 +176,10 @@ def main() -> None:
                     help="GE's precision mode of the emulated 910 (the published runs: mixed)")
     ap.add_argument("--dropout", action="store_true",
                     help="BERT with the reference's dropout 0.1 (Keras Dropout: AI CPU masks)")
-    ap.add_argument("--keras", choices=("2", "3"), default="3",
-                    help="3: Keras 3 (decomposed BatchNorm); 2: legacy Keras 2 from tf_keras "
-                         "(TF_USE_LEGACY_KERAS=1 in the child; fused BatchNorm)")
+    ap.add_argument("--keras", choices=("2", "3"), default="2",
+                    help="2 (default): legacy Keras 2 from tf_keras (TF_USE_LEGACY_KERAS=1 in "
+                         "the child; fused BatchNorm, the graph the published runs executed); "
+                         "3: Keras 3 (decomposed BatchNorm)")
     args = ap.parse_args()
     if args.child:
         _check_child_keras(args.keras)
