@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from msprof_cli.capture import CaptureChunk, Iteration, ModelInfo, OpRun
+from msprof_cli.capture import CaptureChunk, OpRun
 from msprof_cli.capture import TensorSpec as T
 from msprof_cli.collect.routes import session_precision
 from msprof_cli.device import Device
@@ -21,6 +21,7 @@ from msprof_cli.errors import OptionsError
 from msprof_cli.options import ProfilingConfig, normalize_precision_mode
 from msprof_cli.raw.control import ClockPair
 from msprof_cli.raw.hashing import name_hash
+from test_ub_fusion import make_chunk as ops_chunk
 
 CLOCK = ClockPair(wall_us=1_700_000_000_000_000, mono_ns=5_000_000_000_000)
 T0 = CLOCK.mono_ns + 1_000_000
@@ -39,17 +40,8 @@ PRODUCERS = {"conv/Conv2D": ("input", "kernel"), "conv/BiasAdd": ("conv/Conv2D",
 
 
 def make_chunk(n_iter: int = 2) -> CaptureChunk:
-    its, t = [], T0
-    for i in range(n_iter):
-        runs = []
-        for name, tf, ins, outs in OPS:
-            runs.append(OpRun(name, tf, t, t + 20_000, 77, ins, outs))
-            t += 30_000
-        its.append(Iteration(1, i + 1, runs[0].start_ns - 5_000, t + 5_000, 77, runs))
-        t += 100_000
-    info = {1: ModelInfo(1, "m", "k", op_order={o[0]: i for i, o in enumerate(OPS)},
-                         producers=dict(PRODUCERS))}
-    return CaptureChunk(models=info, iterations=its)
+    """The precision graph (OPS, PRODUCERS) as a capture chunk (test_ub_fusion's builder)."""
+    return ops_chunk(OPS, dict(PRODUCERS), n_iter)
 
 
 def durations(mode: str) -> dict[str, float]:

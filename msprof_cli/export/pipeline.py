@@ -152,13 +152,17 @@ class Export:
         """A summary of host data (api_statistic, fusion_op)."""
         raise NotImplementedError
 
-    def cann_apis(self, apis: pd.DataFrame) -> pd.DataFrame:
-        """The host API rows of msprof json's CANN layer: those of `api_window` in a step
-        export (selection.api_window), else all."""
+    def cann_apis(self, w: Window) -> pd.DataFrame:
+        """The host API rows of msprof json's CANN layer in window w: those of `api_window`
+        in a step export (selection.api_window), else all; selected once per window (in
+        `prepare`, which the job's fork inherits)."""
+        apis = w.apis
         if self.api_window is None or apis is None or not len(apis):
             return apis
-        keep = in_api_window(apis["begin_local"], apis["end_local"], self.api_window)
-        return apis if keep.all() else apis[keep].reset_index(drop=True)
+        if "cann_apis" not in w.cache:
+            keep = in_api_window(apis["begin_local"], apis["end_local"], self.api_window)
+            w.cache["cann_apis"] = apis if keep.all() else apis[keep].reset_index(drop=True)
+        return w.cache["cann_apis"]
 
     def ended(self, k: int) -> bool:
         """Nothing of window k or later is exported (a step export that ended before it:

@@ -85,12 +85,12 @@ class MsprofJson(TraceOutput):
             if dw.comm is not None:
                 self.comm_lanes[dw.j] = dw.lanes
                 self.any_comm_ops[dw.j] |= dw.comm_ops
-        apis = run.cann_apis(w.apis)
+        apis = run.cann_apis(w)
         if len(apis):
             self.threads.update(int(x) for x in apis["thread_id"].unique())
 
     def feed(self, run: Export, w) -> None:
-        sw, app_pid, apis = run.switches, run.app_pid, run.cann_apis(w.apis)
+        sw, app_pid, apis = run.switches, run.app_pid, run.cann_apis(w)
         lo_key, hi_key = key_bounds(run, w.k)
         tx_on = run.tx_layer is not None and TR.layer_on("tx", sw)
         if self.tx_out is not None and tx_on:
