@@ -12,7 +12,7 @@ v1.disable_eager_execution()
 x = v1.placeholder(tf.float32, (4096, 1024), name="x")
 w = v1.get_variable("w", (1024, 1024))
 mm = tf.matmul(x, w)
-act = tf.math.sigmoid(mm, name="act") * mm  # binary: Grappler does not compose it
+act = tf.math.sigmoid(mm, name="act") * mm  # Grappler may compose it into _MklSwish (CPU-dependent)
 loss = tf.reduce_mean(act, name="loss")
 config = None
 if os.environ.get("PRECISION_MODE"):
