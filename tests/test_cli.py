@@ -86,3 +86,28 @@ def test_collect_command_not_found(tmp_path):
     res = run("collect", "--output", str(tmp_path / "o"), "--", "no-such-command-xyz",
               cwd=tmp_path)
     assert res.returncode == 127 and "no-such-command-xyz" in res.stderr
+
+
+def test_export_process_ends_with_every_file_and_line(tmp_path):
+    """`msprof export` ends without the interpreter's teardown (cli.main.exit_now, issue 20
+    item 8): the process writes the same files, console and exit code as an export run in
+    this process, and an error still reaches stderr with its exit code."""
+    from msprof_cli.errors import ProfDirError
+    from msprof_cli.export.api import run_export
+    from tests.reliability_fixtures import golden, msprof
+
+    a, b = golden(tmp_path / "a"), golden(tmp_path / "b")
+    res = msprof("export", "--output", str(a))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.rstrip().endswith("(plots, opens offline); for CI: msprof summary / "
+                                        "msprof check (docs/summary.md).")
+    run_export(b, quiet=True)
+
+    def outputs(prof):
+        return {str(p.relative_to(prof)): p.read_bytes() for d in ("summary", "timeline")
+                for p in sorted(prof.glob(f"device_*/{d}/*"))}
+
+    assert outputs(a) and outputs(a) == outputs(b)
+    bad = msprof("export", "--output", str(tmp_path / "missing"))
+    assert bad.returncode == ProfDirError.exit_code
+    assert bad.stderr.startswith("[ERROR]") and bad.stdout == ""

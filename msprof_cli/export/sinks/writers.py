@@ -57,7 +57,9 @@ def maybe_formula(text: str) -> bool:
 
 
 _LEAD_BYTES = tuple(ord(ch) for ch in FORMULA_CHARS)
-_COMMA, _LF, _CR, _TAB, _QUOTE, _DEL = (ord(c) for c in ',\n\r\t"\x7f')
+_COMMA, _LF, _QUOTE = (ord(c) for c in ',\n"')
+# the bytes of ASCII text that are not control characters (printable, TAB, LF, CR)
+_NOT_CONTROL = bytes(range(0x20, 0x7F)) + b"\t\n\r"
 
 
 def scan_csv(text: str) -> tuple[bool, bool]:
@@ -66,8 +68,10 @@ def scan_csv(text: str) -> tuple[bool, bool]:
     formula lead present is looked up by memchr, its positions checked for a cell start
     (after ``,`` or LF, optionally behind the cell's opening quote: UTF-8 keeps every ASCII
     byte an ASCII character); ASCII text holds a control byte iff it has more bytes below
-    0x20 than TAB / LF / CR, or a DEL.  The regex scan and the substring scans it replaces
-    took ~0.2 s on the 15 MB op_summary of 50k tasks; these ~0.02 s."""
+    0x20 than TAB / LF / CR, or a DEL, i.e. iff deleting every other byte leaves one
+    (`bytes.translate`: one C pass, 2x faster than comparing and counting with numpy).  The
+    regex scan and the substring scans it replaces took ~0.2 s on the 15 MB op_summary of
+    50k tasks; these ~0.02 s."""
     try:
         b = text.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: the character-wise scans
@@ -86,8 +90,7 @@ def scan_csv(text: str) -> tuple[bool, bool]:
             formula = True
             break
     if text.isascii():  # O(1): C1 controls (U+0080..U+009F) cannot occur
-        control = b.find(_DEL) >= 0 or \
-            int(np.count_nonzero(a < 0x20)) != b.count(_TAB) + b.count(_LF) + b.count(_CR)
+        control = len(b.translate(None, _NOT_CONTROL)) > 0
     else:
         control = CONTROL_RE.search(text) is not None
     return formula, control
