@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -34,6 +35,13 @@ model.fit(x, y, batch_size=32, epochs=1, verbose=0)
 '''
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + sys) of the finished children so far: steadier than wall time on a
+    shared VM, whose other load stretches the wall clock of both runs differently."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -47,30 +55,35 @@ def main() -> None:
     script = work / "lstm.py"
     script.write_text(SCRIPT)
     plain, profiled, sizes = [], [], []
+    plain_cpu, profiled_cpu = [], []
     for k in range(args.repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _children_cpu()
         subprocess.run([sys.executable, str(script), str(args.steps)], check=True,
                        capture_output=True)
         plain.append(time.perf_counter() - t0)
+        plain_cpu.append(_children_cpu() - c0)
         out = work / f"out{k}"
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _children_cpu()
         subprocess.run([sys.executable, "-m", "msprof_cli", "collect", "--output", str(out),
                         "--", sys.executable, str(script), str(args.steps)], check=True,
                        capture_output=True)
         profiled.append(time.perf_counter() - t0)
+        profiled_cpu.append(_children_cpu() - c0)
         [prof] = sorted(out.glob("PROF_*"))
         sizes.append(_size(prof))
         try:  # which steps were traced (the rest replayed): the raw volume depends on it
             meta = json.loads((prof / "msprof_cli_sampling.json").read_text())
             measured = [r for m in meta["models"].values() for r in m["measured"]]
-            print(f"run {k + 1}: plain {plain[-1]:.1f} s, collect {profiled[-1]:.1f} s, "
-                  f"raw {sizes[-1] / 2**20:.1f} MiB, traced steps {measured}", flush=True)
+            print(f"run {k + 1}: plain {plain[-1]:.1f} s, collect {profiled[-1]:.1f} s "
+                  f"(CPU {plain_cpu[-1]:.1f} / {profiled_cpu[-1]:.1f} s), raw {sizes[-1] / 2**20:.1f} MiB, traced steps {measured}", flush=True)
         except (OSError, ValueError, KeyError):
             pass
     p, c = statistics.median(plain), statistics.median(profiled)
     print(f"bidirectional LSTM fit, {args.steps} steps: plain {p:.1f} s, msprof collect "
-          f"{c:.1f} s, ratio {c / p:.2f} (target <= 1.3); raw data "
-          f"{statistics.median(sizes) / 2**20:.1f} MiB")
+          f"{c:.1f} s, ratio {c / p:.2f} (target <= 1.3); CPU (user + sys of the process "
+          f"trees) {statistics.median(plain_cpu):.1f} / {statistics.median(profiled_cpu):.1f} "
+          f"s, ratio {statistics.median(profiled_cpu) / statistics.median(plain_cpu):.2f}; "
+          f"raw data {statistics.median(sizes) / 2**20:.1f} MiB")
 
 
 if __name__ == "__main__":
