@@ -22,7 +22,7 @@ published figure:
   same ModelZoo README's "Final Performance ms/step").  With both BERTs the script also prints
   large minus base against 139.26 - 83.29 = 55.97 ms: large does ~3x base's arithmetic, so the
   per-step time that does not grow with the model (host, framework, the Estimator loop; the
-  published pair says it is at least 27 ms of the 83.29) cancels, and what is left is the
+  published pair puts it at 50-61 ms of the 83.29) cancels, and what is left is the
   device time the emulation models.
 
 Both published figures ran GE's mixed precision (MindSpore's O2/`amp_level` fp16 network;
@@ -83,7 +83,8 @@ BERT_SHAPES = {"bert": (12, 768, 12, 3072), "bert_large": (24, 1024, 16, 4096)}
 def _reference_train_step(model_cls):  # type: ignore[no-untyped-def]
     """A Keras Model whose train step is the reference's optimizer, written as TF ops.
 
-    Google BERT's `optimization.py` (what run_classifier.py, and so the ModelZoo port, calls):
+    Google BERT's `optimization.py` (what its run_classifier.py calls; google-research/bert is
+    the reference implementation the ModelZoo README names for its Ascend port):
     gradients clipped by global norm 1.0, then AdamWeightDecayOptimizer -- Adam's moments,
     the update and the decoupled weight decay (0.01, not on LayerNorm or bias) as separate
     element-wise TF ops on every variable, not one fused ApplyAdam. The learning-rate
