@@ -111,3 +111,25 @@ def test_export_process_ends_with_every_file_and_line(tmp_path):
     bad = msprof("export", "--output", str(tmp_path / "missing"))
     assert bad.returncode == ProfDirError.exit_code
     assert bad.stderr.startswith("[ERROR]") and bad.stdout == ""
+
+
+def test_a_default_export_imports_only_what_it_uses(tmp_path):
+    """A tiny export's time is mostly imports (issue 20 item 8): a default export of a small
+    PROF dir loads pandas and numpy, not TensorFlow, the report's plotly, Dask, rich or the
+    db layout's sqlite3 (each is imported where its feature runs)."""
+    import os
+    from pathlib import Path
+
+    from tests.reliability_fixtures import golden
+
+    prof = golden(tmp_path / "a")
+    code = ("import sys\nfrom msprof_cli.cli.main import main\n"
+            f"try:\n    main(['export', '--output', {str(prof)!r}])\n"
+            "except SystemExit as exc:\n    assert not exc.code, exc.code\n"
+            "top = {m.split('.')[0] for m in sys.modules}\n"
+            "print('HEAVY', sorted(top & {'tensorflow', 'plotly', 'dask', 'distributed', "
+            "'rich', 'sqlite3'}), 'pandas' in top)")
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    assert "HEAVY [] True" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
