@@ -75,7 +75,8 @@ def main() -> None:
             meta = json.loads((prof / "msprof_cli_sampling.json").read_text())
             measured = [r for m in meta["models"].values() for r in m["measured"]]
             print(f"run {k + 1}: plain {plain[-1]:.1f} s, collect {profiled[-1]:.1f} s "
-                  f"(CPU {plain_cpu[-1]:.1f} / {profiled_cpu[-1]:.1f} s), raw {sizes[-1] / 2**20:.1f} MiB, traced steps {measured}", flush=True)
+                  f"(CPU {plain_cpu[-1]:.1f} / {profiled_cpu[-1]:.1f} s), "
+                  f"raw {sizes[-1] / 2**20:.1f} MiB, traced steps {measured}", flush=True)
         except (OSError, ValueError, KeyError):
             pass
     p, c = statistics.median(plain), statistics.median(profiled)

@@ -7,8 +7,8 @@ layouts.
 `tiny` (issue 20 item 8, target <= 0.4 s): the corpus' ascend910_small PROF dir (the golden
 raw dir: 3 iterations, 21 tasks), the median of --repeat whole-process runs after one warm-up
 run; its children (and those of every other case) cache their bytecode under --work
-(PYTHONPYCACHEPREFIX), as an installed package has it (without .pyc files, e.g. PYTHONDONTWRITEBYTECODE on an editable install, the
-imports compile ~0.08 s more).
+(PYTHONPYCACHEPREFIX), as an installed package has it (without .pyc files, e.g.
+PYTHONDONTWRITEBYTECODE on an editable install, the imports compile ~0.08 s more).
 
 Per case: wall seconds of the whole `msprof export` process (interpreter start-up included),
 tasks/s, peak RSS of that process (``os.wait4`` rusage ``ru_maxrss``), bytes read and written
