@@ -52,7 +52,6 @@ def test_tiny_chunks_are_byte_identical(prof_src, tmp_path, monkeypatch, layout)
     whole = _export(prof_src, tmp_path / "whole", layout)
     monkeypatch.setattr(W, "CHUNK_ROWS", 7)
     monkeypatch.setattr(W, "EVENT_CHUNK", 5)
-    monkeypatch.setattr(W, "PIECE_EVENTS", 4000)  # timelines rendered by parallel pieces
     chunked = _export(prof_src, tmp_path / "chunked", layout)
     assert len(whole) >= 9
     if layout == "legacy":  # op_summary in chunks of 7 rows: the same advice, files and report
@@ -68,7 +67,6 @@ def test_sliced_timeline_is_the_whole_file_cut(prof_src, tmp_path, monkeypatch):
     whole_dir = tmp_path / "w"
     _export(prof_src, whole_dir, "mindstudio")
     monkeypatch.setattr(W, "EVENT_CHUNK", 3)
-    monkeypatch.setattr(W, "PIECE_EVENTS", 350)  # pieces end at every slice boundary
     sliced_dir = tmp_path / "s"
     _export(prof_src, sliced_dir, "mindstudio", json_slice_events=1000, csv_slice_rows=500)
     out_w = whole_dir / prof_src.name / "mindstudio_profiler_output"
@@ -164,13 +162,12 @@ def test_event_stream_equals_sorted_list():
 
 @pytest.mark.parametrize("layout", ["legacy", "mindstudio"])
 @pytest.mark.parametrize("devices", [1, 2])
-@pytest.mark.parametrize("split", ["slices", "pieces"])
+@pytest.mark.parametrize("split", ["slices", "whole"])
 def test_parallel_workers_equal_serial(tmp_path_factory, tmp_path, monkeypatch, layout, devices,
                                        split):
-    """Forked export jobs (summary parts, one job per timeline slice or piece, per device)
-    write the same bytes as the serial export; sliced CSVs cross the device boundary
-    (mindstudio); json slices, or the pieces of one json file, come from different workers
-    and no piece is left behind."""
+    """Forked export jobs (summary parts, the timelines, per device) write the same bytes as
+    the serial export; sliced CSVs cross the device boundary (mindstudio); timelines written
+    in place by a worker, sliced or whole, and no temporary file is left behind."""
     root = tmp_path_factory.mktemp(f"par{devices}")
     src = gen_prof.generate(1500, root, devices=devices, batch_tasks=700, quiet=True)
     kw = {"csv_slice_rows": 400, "json_slice_events": 1500 if split == "slices" else 10**6}
@@ -178,7 +175,6 @@ def test_parallel_workers_equal_serial(tmp_path_factory, tmp_path, monkeypatch, 
     serial = _export(src, tmp_path / "serial", layout, **kw)
     monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "3")
     monkeypatch.setattr(W, "CHUNK_ROWS", 90)
-    monkeypatch.setattr(W, "PIECE_EVENTS", 700)
     parallel = _export(src, tmp_path / "parallel", layout, **kw)
     assert len(serial) >= 9
     if split == "slices":
@@ -289,3 +285,36 @@ def test_tensor_info_decoded_by_a_worker_equals_serial(tmp_path, monkeypatch, da
     for a, b in zip(serial.devices, forked.devices, strict=True):
         pd.testing.assert_frame_equal(a.tasks, b.tasks)
     pd.testing.assert_frame_equal(serial.host.apis, forked.host.apis)
+
+
+@pytest.mark.parametrize("begun", [False, True])
+def test_json_stream_in_place_equals_copied(tmp_path, begun):
+    """A timeline whose metadata is known before its first event (a one-window plan) is
+    written in place: each slice starts with ``[`` + metadata, closing is a rename done in
+    this process (no worker, no second copy of the body); the bytes equal those of the
+    copied body.  Metadata that changed after the first event is a bug, and says so."""
+    from msprof_cli.export.sinks.files import SliceNamer
+    from msprof_cli.export.sinks.streams import SLICE_INDEX, JsonStream
+
+    meta = ['{"m": 1}', '{"m": 2}']
+    out = JsonStream(SliceNamer(tmp_path, "msprof", "", "json"), slice_events=4)
+    if begun:
+        out.begin(meta)
+    out.write([f'{{"e": {i}}}' for i in range(6)], keys=[float(i) for i in range(6)])
+    out.write(['{"e": 6}'], keys=[6.0])
+    jobs = out.close_jobs(meta)
+    assert [getattr(j, "inline", False) for j in jobs] == [begun, begun]
+    paths = [p for job in jobs for p in job()]
+    SLICE_INDEX.clear()
+    assert [p.name for p in paths] == ["msprof_slice_0.json", "msprof_slice_1.json"]
+    assert [json.loads(p.read_text()) for p in paths] == [
+        [{"m": 1}, {"m": 2}] + [{"e": i} for i in range(4)],
+        [{"m": 1}, {"m": 2}] + [{"e": i} for i in range(4, 7)]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [p.name for p in paths]
+    if begun:
+        again = JsonStream(SliceNamer(tmp_path / "x", "msprof", "", "json"), slice_events=4)
+        again.begin(meta)
+        again.write(['{"e": 0}'])
+        with pytest.raises(RuntimeError, match="metadata changed"):
+            again.close_jobs(meta + ['{"m": 3}'])
+        again.discard()

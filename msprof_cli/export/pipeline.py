@@ -198,9 +198,12 @@ class Export:
 
 
 def close_traces(run: Export, traces: list[TraceOutput]) -> list[list[Path]]:
-    """Every trace's final files (per trace), written by one batch of jobs."""
+    """Every trace's final files (per trace), written by one batch of jobs; a job marked
+    `inline` (a rename: JsonStream._end_job) runs here, without a worker."""
     jobs = [t.close_jobs(run) for t in traces]
-    results = iter(run_jobs([j for js in jobs for j in js]))
+    flat = [j for js in jobs for j in js]
+    heavy = iter(run_jobs([j for j in flat if not getattr(j, "inline", False)]))
+    results = iter([j() if getattr(j, "inline", False) else next(heavy) for j in flat])
     return [[p for _ in js for p in next(results)] for js in jobs]
 
 

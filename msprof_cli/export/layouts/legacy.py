@@ -200,7 +200,6 @@ class LegacyExport(Export):
         msprof = trace("msprof")
         timeline = WindowTimeline(msprof, [self.dev_id], self.app_pid,
                                   TR.layer_slots(1)["overlap"], self.overlap_sorts)
-        timeline.parallel = self.one_window
         op_summary = OpSummaryCsv(rows("op_summary", []), 1, rules=rules)
         out: list[Output] = [
             MsprofJson(msprof, [timeline], None, 1),

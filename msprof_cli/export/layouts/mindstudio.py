@@ -79,7 +79,7 @@ class MindstudioExport(Export):
     """The mindstudio export of a plan (one device, or the devices of `plan_all_devices`
     with the same cuts)."""
 
-    jobs = (OP_ROWS, TASK_ROWS, TIMELINE)
+    jobs = (TIMELINE, OP_ROWS, TASK_ROWS)
     # the ts memcpy tasks as the real analysis shows them (summaries.task_time,
     # timeline.hardware_layer / memcpy_events): after the other task_time rows, as
     # "MemcopyAsync" events without a lane name or flows
@@ -182,7 +182,6 @@ class MindstudioExport(Export):
             msprof if j == 0 else DeferredEvents(self.name(f"msprof_device_{i}", "json")),
             [i], self.app_pid, at, [self.overlap_sorts[j]]) for j, i in enumerate(self.dev_ids)] \
             or [WindowTimeline(msprof, [], self.app_pid, at)]  # a host dir alone
-        timelines[0].parallel = self.one_window
         # msproftx events: the analysis's host file, merged after the device files
         tx_out = DeferredEvents(self.name("msprof_host", "json"))
         return [

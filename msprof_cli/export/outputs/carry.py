@@ -68,9 +68,6 @@ class WindowTimeline:
         # False once no later window has computing rows (a legacy selection has ended):
         # nothing is held back for a Free gap that cannot come
         self.more_rows = True
-        # a one-window plan: the events are rendered by parallel pieces (nothing else is
-        # decoded meanwhile; JsonStream.write_stream)
-        self.parallel = False
 
     def window(self, layers: list[TR.Layer], busy: list[tuple[np.ndarray, np.ndarray]]
                ) -> None:
@@ -100,7 +97,7 @@ class WindowTimeline:
         self.pending = new
 
     def _write(self, stream: TR.EventStream, lo: int, hi: int) -> None:
-        self.out.write_stream(stream, lo, hi, self.parallel)
+        self.out.write_stream(stream, lo, hi)
 
     def _hold(self, stream: TR.EventStream, layers: list[TR.Layer], present: list[int],
               lo: int, hi: int) -> None:

@@ -68,8 +68,8 @@ def task_scheduler_meta(app_pid: int, streams) -> list[str]:
 
 
 class LayerJson(TraceOutput):
-    """A timeline of the legacy layout: its window events appended to `out` (one stream:
-    rendered by parallel pieces for a one-window plan), its metadata at the end."""
+    """A timeline of the legacy layout: its window events appended to `out`, its metadata
+    at the end (a one-window plan: before the first event, the file written in place)."""
 
     needs_data = False  # written only when a window had its data (`any`)
 
@@ -84,7 +84,9 @@ class LayerJson(TraceOutput):
             if not layers:
                 return
             stream = TR.EventStream(layers)
-        self.out.write_stream(stream, 0, len(stream), run.one_window)
+        if run.one_window:  # the lanes are known (a subclass updates them before `write`)
+            self.out.begin(self.meta(run))
+        self.out.write_stream(stream, 0, len(stream))
 
     def meta(self, run: Export) -> list[str]:
         return []
@@ -163,8 +165,8 @@ class GeJson(LayerJson):
     def feed(self, run: Export, w) -> None:
         scope = scope_of(run, w)
         if len(scope.execs):
-            self.write(run, stack.ge_layers(scope, run.app_pid))
             self.threads.update(int(x) for x in scope.execs["thread_id"].unique())
+            self.write(run, stack.ge_layers(scope, run.app_pid))
         self.any |= stack.has_ge_data(scope)
 
     def meta(self, run: Export) -> list[str]:
@@ -180,9 +182,9 @@ class RuntimeApiJson(LayerJson):
 
     def feed(self, run: Export, w) -> None:
         scope = scope_of(run, w)
-        self.write(run, [stack.runtime_layer(scope, run.app_pid)])
         if len(scope.runtime):
             self.threads.update(int(x) for x in scope.runtime["thread_id"].unique())
+        self.write(run, [stack.runtime_layer(scope, run.app_pid)])
 
     def meta(self, run: Export) -> list[str]:
         return stack.runtime_meta(run.app_pid, self.threads)

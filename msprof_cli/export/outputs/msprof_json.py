@@ -90,6 +90,8 @@ class MsprofJson(TraceOutput):
             self.threads.update(int(x) for x in apis["thread_id"].unique())
 
     def feed(self, run: Export, w) -> None:
+        if run.one_window:  # every lane is known: the file is written in place
+            self.out.begin(self._meta(run))
         sw, app_pid, apis = run.switches, run.app_pid, run.cann_apis(w)
         lo_key, hi_key = key_bounds(run, w.k)
         tx_on = run.tx_layer is not None and TR.layer_on("tx", sw)
@@ -150,9 +152,13 @@ class MsprofJson(TraceOutput):
                 tl.out.replay(self.out)
         if self.tx_out is not None:
             self.tx_out.replay(self.out)
+        return self.out.close_jobs(self._meta(run))
+
+    def _meta(self, run: Export) -> list[str]:
+        """The metadata events of every lane the windows so far have shown."""
         sw = run.switches
         n = len(run.dev_ids)
-        meta = msprof_meta(
+        return msprof_meta(
             run.app_pid, run.first, sw, self.threads, self.stream_ids,
             run.tx_layer if TR.layer_on("tx", sw) else None,
             run.step_meta if sw.get("step_trace", True) else [[]] * n,
@@ -160,7 +166,6 @@ class MsprofJson(TraceOutput):
             [CL.comm_meta(run.dev_ids[j], run.app_pid, self.comm_lanes[j])
              if self.comm_lanes[j] is not None else None for j in range(n)],
             run.overlap_sorts, tx_last=self.tx_out is not None)
-        return self.out.close_jobs(meta)
 
     def discard(self) -> None:
         for st in (self.out, *(tl.out for tl in self.timelines[1:]), self.tx_out):
@@ -179,6 +184,8 @@ class StepTraceJson(TraceOutput):
         self.outs = outs
 
     def feed(self, run: Export, w) -> None:
+        if run.one_window:
+            self.outs[0].begin(self._meta(run))
         for dw in w.devs:
             step = step_layer(run, w, dw.j)
             if len(step):
@@ -189,7 +196,11 @@ class StepTraceJson(TraceOutput):
     def close_jobs(self, run: Export):
         for out in self.outs[1:]:
             out.replay(self.outs[0])
-        return self.outs[0].close_jobs([m for sm in run.step_meta for m in sm])
+        return self.outs[0].close_jobs(self._meta(run))
+
+    @staticmethod
+    def _meta(run: Export) -> list[str]:
+        return [m for sm in run.step_meta for m in sm]
 
     def discard(self) -> None:
         for out in self.outs:
@@ -208,5 +219,5 @@ class TxJson(Output):
         if run.tx_layer_all is None or len(run.tx_layer_all) == 0:
             return []
         meta, events = TR.assemble_stream([run.tx_layer_all])
-        return run.record(self.stem, W.write_events(self.paths, meta, events, len(events),
+        return run.record(self.stem, W.write_events(self.paths, meta, events,
                                                     self.slice_events), timeline=True)

@@ -18,11 +18,11 @@ from __future__ import annotations
 import os
 import pickle
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 
-from ..runtime.parallel import parallel_available, run_jobs
 from . import files as FS
 from . import writers as W
 from .files import AtomicFile, SliceNamer
@@ -38,9 +38,6 @@ class _Slices:
     def __init__(self, paths: SliceNamer) -> None:
         self.paths = paths
         self.tmps: list[Path] = []
-        # the files that follow slice k's own in its body, in order (JsonStream pieces,
-        # adopted instead of copied); appends go to the last one
-        self.extra: dict[int, list[Path]] = {}
         self.owner = os.getpid()
 
     def new(self, head: str = "") -> None:
@@ -52,8 +49,7 @@ class _Slices:
     def append(self):
         """The last slice, opened for appending text (a context manager)."""
         try:
-            last = self.extra.get(len(self.tmps) - 1) or self.tmps
-            return open(last[-1], "a", encoding="utf-8", newline="")
+            return open(self.tmps[-1], "a", encoding="utf-8", newline="")
         except OSError as exc:
             raise FS.write_error(self.paths.single(), exc) from None
 
@@ -64,22 +60,13 @@ class _Slices:
     def discard(self) -> None:
         """Remove the temporary slices, also those a failed worker started (by name)."""
         single = self.paths.single()
-        stale = set(self.tmps) | {p for ps in self.extra.values() for p in ps} | \
-            set(single.parent.glob(f".{single.name}.tmp{self.owner}.*"))
+        stale = set(self.tmps) | set(single.parent.glob(f".{single.name}.tmp{self.owner}.*"))
         for tmp in stale:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
         self.tmps = []
-        self.extra = {}
-
-    def adopt(self, path: Path) -> None:
-        """`path` (a temporary file of this output) continues the last slice's body."""
-        self.extra.setdefault(len(self.tmps) - 1, []).append(path)
-
-    def body(self, k: int) -> list[Path]:
-        return [self.tmps[k], *self.extra.get(k, ())]
 
 
 class CsvStream:
@@ -206,9 +193,27 @@ class JsonStream:
         self.slice_events = slice_events
         self.in_slice = 0
         self.total = 0
+        # the head of every slice once known before the first event (`begin`): each slice's
+        # temporary file then starts as its final file does, and closing it is a rename
+        self.head: str | None = None
         # per slice, the times (µs) its events span, when known (events given as a sorted
         # timeline.EventStream): the slice index of a sliced timeline (SLICE_INDEX)
         self.ranges: dict[int, list[float]] = {}
+
+    @staticmethod
+    def head_of(meta: list[str]) -> str:
+        return "[" + ", ".join(meta) + (", " if meta else "")
+
+    def begin(self, meta: list[str]) -> None:
+        """The metadata, known before the first event (a one-window plan): every slice is
+        written whole in place, `[` + metadata + events, and `close_jobs` only ends it --
+        no second copy of the body.  The metadata given to `close_jobs` must be the same."""
+        if self.head is None and not self.slices.tmps:
+            self.head = self.head_of(meta)
+
+    def _new_slice(self) -> None:
+        self.slices.new(self.head or "")
+        self.in_slice = 0
 
     def _note_ranges(self, stream, lo: int, hi: int) -> None:
         """The slices events [lo, hi) of `stream` will land in (the same arithmetic as
@@ -233,8 +238,7 @@ class JsonStream:
         lo = 0
         while lo < len(events):
             if not self.slices.tmps or self.in_slice == self.slice_events:
-                self.slices.new()
-                self.in_slice = 0
+                self._new_slice()
             take = min(len(events) - lo, self.slice_events - self.in_slice)
             if (keys is not None or span is not None) and take:
                 a, b = span if keys is None else (min(keys[lo:lo + take]),
@@ -252,91 +256,58 @@ class JsonStream:
             self.in_slice += take
             self.total += take
 
-    def write_stream(self, stream, lo: int, hi: int, parallel: bool = False) -> None:
-        """Events [lo, hi) of `stream` (a sorted timeline.EventStream) appended in order.
-        `parallel` (a one-window plan: nothing else is decoded meanwhile): above
-        PIECE_EVENTS they are rendered as pieces by forked jobs (parallel.run_jobs), none
-        across a slice boundary, and each piece's text is appended -- the same bytes."""
+    def write_stream(self, stream, lo: int, hi: int) -> None:
+        """Events [lo, hi) of `stream` (a sorted timeline.EventStream) appended in order,
+        rendered EVENT_CHUNK at a time.  (Rendering one file by parallel pieces was dropped:
+        their text was copied once more into the final file, which cost more than the second
+        core saved beside the other jobs -- docs/performance.md "Small exports".)"""
         self._note_ranges(stream, lo, hi)
-        if not parallel or hi - lo <= W.PIECE_EVENTS or not parallel_available():
-            for chunk in stream.chunks(lo, hi, W.EVENT_CHUNK):
-                self.write(chunk)
-            return
-        ranges = self._pieces(lo, hi, W.PIECE_EVENTS)
-
-        def piece(a: int, b: int) -> Path:
-            af = AtomicFile(self.slices.paths.single(), self.slices.owner)
-            with af.open_temp() as fh:  # named as a slice: discard() finds it
-                W.write_event_range(fh, stream, a, b, first=True)
-            return af.tmp
-
-        paths = run_jobs([lambda a=a, b=b: piece(a, b) for a, b in ranges])
-        for (a, b), path in zip(ranges, paths):
-            self._append_piece(path, b - a)
-
-    def _pieces(self, lo: int, hi: int, size: int) -> list[tuple[int, int]]:
-        """[lo, hi) cut into ranges of at most `size` events that end at every slice
-        boundary the stream will meet."""
-        room = self.slice_events - self.in_slice if self.slices.tmps else self.slice_events
-        out, a = [], lo
-        while a < hi:
-            room = room or self.slice_events
-            b = a + min(size, room, hi - a)
-            out.append((a, b))
-            room -= b - a
-            a = b
-        return out
-
-    def _append_piece(self, path: Path, count: int) -> None:
-        try:
-            if count:
-                if not self.slices.tmps or self.in_slice == self.slice_events:
-                    self.slices.new()
-                    self.in_slice = 0
-                if self.in_slice:
-                    with self.slices.append() as fh:
-                        fh.write(", ")
-                self.slices.adopt(path)  # its text follows as it is: no copy
-                path = None
-                self.in_slice += count
-                self.total += count
-        except OSError as exc:
-            raise FS.write_error(self.slices.paths.single(), exc) from None
-        finally:
-            if path is not None:
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
+        for chunk in stream.chunks(lo, hi, W.EVENT_CHUNK):
+            self.write(chunk)
 
     def close_jobs(self, meta: list[str]) -> list[Callable[[], list[Path]]]:
-        """The writes of the final files, one independent job per slice (a slice's bytes
-        are copied once more: several jobs share the cores, parallel.run_jobs); each job
-        removes its temporary body when done.  The caller `discard`s what is left."""
+        """The writes of the final files, one independent job per slice: a slice that was
+        `begun` is ended in place (``]``, renamed: a job marked `inline`, no worker); else its
+        body is copied after the metadata (several jobs share the cores,
+        parallel.run_jobs) and removed.  The caller `discard`s what is left."""
         if self.total == 0:
             self.discard()
             return []
-        head = "[" + ", ".join(meta) + (", " if meta else "")
+        head = self.head_of(meta)
         targets = self.slices.targets()
         if len(targets) > 1:
             SLICE_INDEX.append([(t, *self.ranges.get(k, (None, None)))
                                 for k, t in enumerate(targets)])
+        if self.head is not None and head != self.head:  # an output's bug, not the data's
+            raise RuntimeError(f"{targets[0].name}: the timeline metadata changed after its "
+                               f"first events were written")
 
-        def job(body: list[Path], target: Path) -> list[Path]:
-            with AtomicFile(target) as fh:
-                fh.write(head)
-                for part in body:
-                    FS.append_file(fh, part)
-                fh.write("]")
-            for part in body:
-                try:
-                    os.unlink(part)
-                except OSError:
-                    pass
+        def end(body: Path, target: Path) -> list[Path]:
+            try:
+                with open(body, "a", encoding="utf-8", newline="") as fh:
+                    fh.write("]")
+                os.replace(body, target)
+            except OSError as exc:
+                raise FS.write_error(target, exc) from None
             return [target]
 
-        return [lambda body=self.slices.body(k), target=target: job(body, target)
-                for k, target in enumerate(self.slices.targets())]
+        def copy(body: Path, target: Path) -> list[Path]:
+            with AtomicFile(target) as fh:
+                fh.write(head)
+                FS.append_file(fh, body)
+                fh.write("]")
+            try:
+                os.unlink(body)
+            except OSError:
+                pass
+            return [target]
+
+        jobs = []
+        for body, target in zip(self.slices.tmps, targets):
+            job = partial(end if self.head is not None else copy, body, target)
+            job.inline = self.head is not None  # type: ignore[attr-defined]
+            jobs.append(job)
+        return jobs
 
     def discard(self) -> None:
         self.slices.discard()
@@ -401,7 +372,7 @@ class DeferredEvents:
         self.parts += 1
         self.total += len(events)
 
-    def write_stream(self, stream, lo: int, hi: int, parallel: bool = False) -> None:
+    def write_stream(self, stream, lo: int, hi: int) -> None:
         for a, chunk in zip(range(lo, hi, W.EVENT_CHUNK), stream.chunks(lo, hi, W.EVENT_CHUNK)):
             self.write(chunk, span=stream.key_range(a, min(a + W.EVENT_CHUNK, hi)))
 

@@ -19,19 +19,16 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from msprof_cli.textsafety import CONTROL_RE, FORMULA_LEADS, NUMBER_RE, escape_controls
 
-from .files import AtomicFile, SliceNamer, append_file
+from .files import AtomicFile, SliceNamer
 
 CSV_SLICE_ROWS = 1_000_000
 JSON_SLICE_EVENTS = 699_050
@@ -296,35 +293,6 @@ class _ListEvents:
             yield self.events[a:min(a + size, hi)]
 
 
-PIECE_EVENTS = 100_000  # a single-file timeline above this is rendered in parallel pieces
-
-
-@dataclass
-class FileJobs:
-    """The jobs writing one output (JobPool.submit_group): `finish` turns their results into
-    the paths written; `discard` removes what finished jobs left when the export fails."""
-
-    jobs: list[Callable[[], Any]]
-    finish: Callable[[list[Any]], list[Path]]
-    discard: Callable[[list[Any]], None] | None = None
-
-    def run(self) -> list[Path]:
-        """Serially, in this process."""
-        return self.finish([job() for job in self.jobs])
-
-    def submit_to(self, pool) -> int:
-        """As one group of `pool` (parallel.JobPool); returns its result index."""
-        return pool.submit_group(self.jobs, self.finish, self.discard)
-
-
-def _remove(paths: Iterable[Path]) -> None:
-    for p in paths:
-        try:
-            os.unlink(p)
-        except OSError:
-            pass
-
-
 def write_event_range(fh, events, lo: int, hi: int, first: bool) -> None:
     """Events [lo, hi) of a sorted stream (``chunks(lo, hi, size)``) as array text, EVENT_CHUNK
     at a time, ``, `` between them (and before the first unless `first`)."""
@@ -336,12 +304,9 @@ def write_event_range(fh, events, lo: int, hi: int, first: bool) -> None:
             first = False
 
 
-def event_jobs(paths: "SliceNamer", meta: list[str], events, total: int | None = None,
-               slice_events: int = JSON_SLICE_EVENTS, pieces: bool = False) -> FileJobs:
-    """The writes of one Chrome-trace array as independent jobs: one per output file (slice),
-    and, with `pieces` (parallel export), a file that is not sliced but has more than
-    PIECE_EVENTS events is rendered as pieces (temporary files) by several jobs and
-    concatenated by `finish` in the calling process.
+def write_events(paths: "SliceNamer", meta: list[str], events,
+                 slice_events: int = JSON_SLICE_EVENTS) -> list[Path]:
+    """Write a Chrome-trace array: metadata strings then event strings (already sorted).
 
     `events`: a list of strings, an iterator of strings, or a lazy sorted stream with
     ``chunks(lo, hi, size)`` (timeline.EventStream), which is rendered and written
@@ -351,53 +316,16 @@ def event_jobs(paths: "SliceNamer", meta: list[str], events, total: int | None =
         events = _ListEvents(list(events))
     total = len(events)
 
-    def write_events_text(fh, lo: int, hi: int, first: bool) -> None:
-        write_event_range(fh, events, lo, hi, first)
-
-    def write_part(path: Path, lo: int, hi: int) -> list[Path]:
+    def write_part(path: Path, lo: int, hi: int) -> Path:
         with AtomicFile(path) as fh:
             fh.write("[" + ", ".join(meta))
-            write_events_text(fh, lo, hi, not meta)
+            write_event_range(fh, events, lo, hi, not meta)
             fh.write("]")
-        return [path]
-
-    owner = os.getpid()  # pieces live until the calling process assembles them
-
-    def write_piece(target: Path, lo: int, hi: int) -> Path:
-        piece = AtomicFile(target, owner)  # its unique temporary name, never renamed
-        with piece.open_temp() as fh:
-            write_events_text(fh, lo, hi, lo == 0 and not meta)
-        return piece.tmp
-
-    def assemble(target: Path, parts: list[Path]) -> list[Path]:
-        try:
-            with AtomicFile(target) as fh:
-                fh.write("[" + ", ".join(meta))
-                fh.flush()
-                for part in parts:
-                    append_file(fh, part)
-                fh.write("]")
-        finally:
-            _remove(parts)
-        return [target]
+        return path
 
     if total <= slice_events:
-        target = paths.single()
-        if not pieces or total <= PIECE_EVENTS:
-            return FileJobs([lambda: write_part(target, 0, total)], lambda res: res[0])
-        return FileJobs([lambda lo=lo: write_piece(target, lo, min(lo + PIECE_EVENTS, total))
-                         for lo in range(0, total, PIECE_EVENTS)],
-                        lambda res: assemble(target, res), _remove)
-    return FileJobs([lambda k=k, lo=lo: write_part(paths.slice(k), lo,
-                                                   min(lo + slice_events, total))
-                     for k, lo in enumerate(range(0, total, slice_events))],
-                    lambda res: [p for r in res for p in r])
-
-
-def write_events(paths: "SliceNamer", meta: list[str], events, total: int | None = None,
-                 slice_events: int = JSON_SLICE_EVENTS) -> list[Path]:
-    """Write a Chrome-trace array: metadata strings then event strings (already sorted);
-    see `event_jobs`."""
-    return event_jobs(paths, meta, events, total, slice_events).run()
+        return [write_part(paths.single(), 0, total)]
+    return [write_part(paths.slice(k), lo, min(lo + slice_events, total))
+            for k, lo in enumerate(range(0, total, slice_events))]
 
 
