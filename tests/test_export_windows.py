@@ -218,9 +218,9 @@ def test_a_failing_window_leaves_no_temporary_file(big, tmp_path, monkeypatch):
 @pytest.mark.parametrize("layout", ["mindstudio", "legacy"])
 def test_a_failing_final_timeline_copy_leaves_no_temporary_file(big, tmp_path, monkeypatch,
                                                                  layout):
-    """The final timeline files are assembled by parallel jobs (body copied behind the
-    metadata): a full disk in one of them stops the export with a clear error and leaves
-    no temporary body or partial file behind."""
+    """The final timeline files of a windowed plan are assembled by parallel jobs (body
+    copied behind the metadata): a full disk in one of them stops the export with a clear
+    error and leaves no temporary body or partial file behind."""
     import errno
 
     monkeypatch.setenv(WN.WINDOW_TASKS_ENV, "1000")
@@ -235,7 +235,6 @@ def test_a_failing_final_timeline_copy_leaves_no_temporary_file(big, tmp_path, m
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(fh, src)
     monkeypatch.setattr(FS, "append_file", full)  # the streams' copies of the bodies
-    monkeypatch.setattr(W, "append_file", full)  # the whole-table writers'
     monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "1")  # the counter lives in this process
     with pytest.raises(ExportError, match="disk .or quota. is full"):
         run_export(prof, layout=layout, quiet=True, json_slice_events=2500)
@@ -664,3 +663,36 @@ def test_a_failing_db_window_leaves_nothing(big, tmp_path, monkeypatch):
     assert len(calls) == 3
     assert not list(prof.glob("msprof_*.db"))
     assert not [p for p in prof.iterdir() if ".tmp" in p.name]
+
+
+@pytest.mark.parametrize("layout", ["mindstudio", "legacy"])
+def test_a_failing_in_place_timeline_end_leaves_no_temporary_file(big, tmp_path, monkeypatch,
+                                                                   layout):
+    """A one-window plan writes each timeline in place and ends it by a rename: a rename that
+    fails (a full disk, a vanished directory) stops the export with a clear error; the
+    temporary files are removed and a final file is whole or absent."""
+    import errno
+    import os as _os
+
+    prof = tmp_path / big.name
+    shutil.copytree(big, prof)
+    real = _os.replace
+    calls = []
+
+    def failing(src, dst, *a, **kw):
+        if str(dst).endswith(".json") and ".tmp" in str(src):
+            calls.append(dst)
+            if len(calls) == 2:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real(src, dst, *a, **kw)
+    monkeypatch.setattr(_os, "replace", failing)
+    monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "1")
+    with pytest.raises(ExportError, match="disk .or quota. is full"):
+        run_export(prof, layout=layout, quiet=True, json_slice_events=2500)
+    assert len(calls) == 2
+    monkeypatch.setattr(_os, "replace", real)
+    left = [p for p in prof.rglob("*") if p.is_file() and (".tmp" in p.name or (
+        p.suffix == ".json" and p.parent.name in ("timeline", OUT)))]
+    assert not [p for p in left if ".tmp" in p.name]
+    for p in left:
+        json.loads(p.read_text())

@@ -14,9 +14,20 @@ def exporter() -> Callable[..., Any]:
     free none of them) cost ~0.04 s of every export's start (issue 20 item 8).  They are
     frozen afterwards: left in the young generations, the first collection of the export
     would traverse them all (~0.025 s); frozen, no collection does (the job pool unfreezes
-    them when its jobs are done, runtime/parallel.py)."""
-    import gc
+    them when its jobs are done, runtime/parallel.py).
 
+    numpy is loaded with OpenBLAS limited to one thread: the export multiplies no matrices,
+    and OpenBLAS would start a thread per core at import, ~0.05 s of a small export's wall
+    time and ~0.12 s of CPU on 2 cores (forked workers drop those threads anyway).  The
+    variable is read when the library loads and removed again at once, so nothing the
+    export starts (Dask workers) inherits it; a user's own setting is left alone."""
+    import gc
+    import os
+    import sys
+
+    blas = "OPENBLAS_NUM_THREADS" not in os.environ and "numpy" not in sys.modules
+    if blas:
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -24,6 +35,8 @@ def exporter() -> Callable[..., Any]:
     finally:
         if enabled:
             gc.enable()
+        if blas:
+            os.environ.pop("OPENBLAS_NUM_THREADS", None)
     gc.freeze()
     return run_export
 

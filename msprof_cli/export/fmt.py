@@ -137,10 +137,13 @@ def text_frame(cols: dict) -> "pd.DataFrame":
     """A table of formatted text cells (a str or ``N/A`` each) as one object-dtype
     DataFrame.  pandas 3 would infer its ``str`` dtype per column, checking and copying
     every cell (~4x the cost of the frame: 70 ms for op_summary's 35 columns at 50k rows,
-    ~2 ms for any small table); the writers read both dtypes alike (writers._str_column)."""
+    ~2 ms for any small table); the writers read both dtypes alike (writers._str_column).
+    `copy=False`: each column stays its own block -- consolidated, pandas would stack the
+    columns into one 2-D array (a copy and a reference count per cell: 0.08 s for a 50k-task
+    export's tables) that no writer needs."""
     import pandas as pd  # lazily: `msprof query` reads control files without pandas
 
-    return pd.DataFrame(cols, dtype=object)
+    return pd.DataFrame(cols, dtype=object, copy=False)
 
 
 def float_str(x: np.ndarray) -> np.ndarray:
