@@ -245,6 +245,48 @@ def test_job_pool_forks_each_job_when_it_starts(monkeypatch):
         pool.results()
 
 
+def test_job_pool_caller_runs_a_lane(monkeypatch, tmp_path):
+    """`caller_runs` (a one-window plan): the jobs wait for `results`, then this process and
+    one forked lane per other core take them one at a time -- every job runs once, the
+    results come back in submission order, both processes worked; a failing job stops the
+    other lane and is raised."""
+    import os
+    import time
+
+    from msprof_cli.errors import ExportError
+    from msprof_cli.export.runtime.parallel import JobPool
+
+    monkeypatch.setenv("MSPROF_EXPORT_WORKERS", "2")
+    pool = JobPool()
+    pool.caller_busy, pool.caller_runs = False, True
+    state = {"x": 0}
+    for i in range(6):
+        pool.submit(lambda i=i: (i, state["x"], os.getpid(), time.sleep(0.05)))
+    state["x"] = 7  # prepared after the submits, before `results`: every job sees it
+    got = pool.results()
+    assert [g[0] for g in got] == list(range(6)) and {g[1] for g in got} == {7}
+    pids = {g[2] for g in got}
+    assert os.getpid() in pids and len(pids) == 2
+
+    mark, me = tmp_path / "ran", os.getpid()
+
+    def slow_then_mark():  # whoever is free takes the next job: the lane or this process
+        time.sleep(1.0)
+        if os.getpid() != me:  # a forked lane that was not stopped
+            mark.write_text("the other lane ran on")
+
+    def boom():
+        raise ExportError("disk full")
+    pool = JobPool()
+    pool.caller_busy, pool.caller_runs = False, True
+    pool.submit(slow_then_mark)
+    pool.submit(boom)
+    with pytest.raises(ExportError, match="disk full"):
+        pool.results()
+    time.sleep(1.2)
+    assert not mark.exists()
+
+
 def test_job_pool_serial_runs_at_submit(monkeypatch):
     import os
 

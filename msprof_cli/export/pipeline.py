@@ -262,6 +262,8 @@ def _drive(run: Export, on_window: Callable[[int], None] | None) -> list[Path]:
                 groups.setdefault(job, []).append(i)
         pool = JobPool()
         pool.caller_busy = False  # this process only decodes the next window meanwhile
+        # ... or, in a one-window plan, nothing: it runs jobs itself while it waits
+        pool.caller_runs = run.one_window
         order = [idx for idx in groups.values() if idx]
         for idx in order:  # the jobs bind their window now (a job may fork later)
             pool.submit(lambda idx=idx, w=w: _feed(run, idx, w))

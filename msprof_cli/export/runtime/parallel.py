@@ -119,6 +119,12 @@ class JobPool:
         self.groups: list[_Group] = []
         self.jobs = 0
         self.caller_busy = True
+        # the caller runs queued jobs itself while it waits (`results`, `_lanes`): it is
+        # one of the `workers`, and a job it runs needs no fork, no copy-on-write faults of
+        # the parent's pages and no pickled result (a one-window plan: the caller has
+        # nothing else to do once its jobs are submitted)
+        self.caller_runs = False
+        self.waiting = False  # in `results`
         self.failure: BaseException | None = None  # first failure: nothing new starts
 
     @property
@@ -158,13 +164,46 @@ class JobPool:
     def results(self) -> list[Any]:
         """Wait for every job; re-raise the first failure."""
         self.caller_busy = False
+        self.waiting = True
         release()  # the caller's preparation temporaries: not inherited by the next workers
         try:
+            if self.caller_runs and self.parallel and 1 < len(self.queue) <= _MAX_SHARED:
+                self._lanes()
             self._start()
             self._wait(lambda: bool(self.running or self.queue))
         finally:
             gc.unfreeze()
         return [g.result for g in self.groups]
+
+    def _lanes(self) -> None:
+        """The queued jobs taken one at a time from a pipe by this process and by one forked
+        lane per free core: whoever is free takes the next (in submission order), so no
+        core waits for a fork that only a busy caller could make.  A lane sends its jobs'
+        results together when the pipe is empty."""
+        queued, self.queue = self.queue, []
+        r, w = os.pipe()
+        os.write(w, struct.pack(f"<{len(queued)}I", *range(len(queued))))
+        os.close(w)  # readers see EOF once every number is taken
+
+        def lane() -> list[tuple[int, Any]]:
+            done: list[tuple[int, Any]] = []
+            while len(b := os.read(r, 4)) == 4:  # a 4-byte pipe read is atomic
+                index, job = queued[struct.unpack("<I", b)[0]]
+                done.append((index, job()))
+            return done
+
+        try:
+            for _ in range(min(self._slots(), len(queued) - 1)):
+                self._fork(_LANE, lane)
+            while len(b := os.read(r, 4)) == 4:
+                self._run_here(*queued[struct.unpack("<I", b)[0]])
+                self._poll(block=False)
+                self._check()
+        except BaseException:
+            self.cancel()
+            raise
+        finally:
+            os.close(r)
 
     def wait_below(self, pending: int) -> None:
         """Wait until fewer than `pending` jobs run or wait (back-pressure: a caller that
@@ -200,17 +239,21 @@ class JobPool:
                 g.finished = True
 
     # -- internals --------------------------------------------------------------------
+    def _run_here(self, index: int, job: Job) -> None:
+        """Run job `index` in this process (its failure is the pool's)."""
+        try:
+            self.done[index] = (True, job())
+        except BaseException as exc:
+            self.done[index] = (False, exc)
+            if self.failure is None:
+                self.failure = exc
+            raise
+
     def _submit(self, job: Job) -> int:
         index = self.jobs
         self.jobs += 1
         if not self.parallel:
-            try:
-                self.done[index] = (True, job())
-            except BaseException as exc:
-                self.done[index] = (False, exc)
-                if self.failure is None:
-                    self.failure = exc
-                raise
+            self._run_here(index, job)
             return index
         self.queue.append((index, job))
         self._poll(block=False)
@@ -242,9 +285,12 @@ class JobPool:
             raise self.failure
 
     def _slots(self) -> int:
-        return self.workers - (1 if self.caller_busy else 0) - len(self.running)
+        caller = self.caller_busy or self.caller_runs  # the caller's own core
+        return self.workers - (1 if caller else 0) - len(self.running)
 
     def _start(self) -> None:
+        if self.caller_runs and self.caller_busy is False and not self.waiting:
+            return  # every job waits for `results` (`_lanes`)
         while self.queue and self._slots() > 0:
             index, job = self.queue.pop(0)
             self._fork(index, job)
@@ -297,7 +343,12 @@ class JobPool:
             os.close(fd)
             del self.running[fd]
             _, status = os.waitpid(child.pid, 0)
-            ok, value = self.done[child.index] = self._outcome(child, status)
+            ok, value = self._outcome(child, status)
+            if ok and child.index == _LANE:  # a lane's jobs (`_lanes`)
+                for index, result in value:
+                    self.done[index] = (True, result)
+            else:
+                self.done[child.index] = (ok, value)
             if not ok and self.failure is None:
                 self.failure = value
 
@@ -334,6 +385,7 @@ class JobPool:
 
 
 _MAX_SHARED = 16_000  # job numbers (4 bytes each) that fit in a pipe's 64 KiB buffer
+_LANE = -1  # the job index of a forked lane of `JobPool._lanes` (it runs several)
 
 
 def _shared(jobs: list[Job], finish: Finish, discard: Discard | None, runners: int
