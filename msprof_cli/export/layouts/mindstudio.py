@@ -79,7 +79,7 @@ class MindstudioExport(Export):
     """The mindstudio export of a plan (one device, or the devices of `plan_all_devices`
     with the same cuts)."""
 
-    jobs = (TIMELINE, OP_ROWS, TASK_ROWS)
+    jobs = (TIMELINE, OP_ROWS, TASK_ROWS)  # longest first (legacy.LegacyExport.jobs)
     # the ts memcpy tasks as the real analysis shows them (summaries.task_time,
     # timeline.hardware_layer / memcpy_events): after the other task_time rows, as
     # "MemcopyAsync" events without a lane name or flows

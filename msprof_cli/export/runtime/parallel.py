@@ -8,6 +8,12 @@ to then: the caller may keep preparing (e.g. building the timeline layers) while
 jobs already run, and submit the jobs that need that preparation afterwards.  Only each
 job's small result (paths written, advice) travels back, pickled through a pipe.
 
+A pool whose caller has nothing else to do (a one-window plan: `caller_runs`) holds its
+jobs until `results` and then runs them in *lanes*: the calling process and one forked lane
+per other core take the next job from a pipe whenever they are free.  The caller's jobs need
+no fork, make no copy-on-write copies of its pages and send back no pickle; the forked lane
+is forked once, when everything is prepared.
+
 A *group* is several jobs whose results a `finish` function combines in the calling process
 (the pieces of one file are concatenated, the advice is computed from op_summary's chunks);
 it runs as soon as the group's last job is done, while other jobs go on.
@@ -167,7 +173,7 @@ class JobPool:
         self.waiting = True
         release()  # the caller's preparation temporaries: not inherited by the next workers
         try:
-            if self.caller_runs and self.parallel and 1 < len(self.queue) <= _MAX_SHARED:
+            if self.caller_runs and self.parallel and 0 < len(self.queue) <= _MAX_SHARED:
                 self._lanes()
             self._start()
             self._wait(lambda: bool(self.running or self.queue))
