@@ -29,6 +29,7 @@ from .device import DeviceTables, assign_batches, decode_device
 from .enclose import enclose
 from .host import (NA, HostTables, decode_apis, decode_host, decode_tensors, pack_frame, resolve,
                    type_names, unpack_frame)
+from .join import occurrence_match
 from .rawread import DecodeLog, device_records, host_regex
 from .steptrace import iterations
 
@@ -166,80 +167,108 @@ def device_iterations(rd: ResultDirInfo, steps: pd.DataFrame) -> pd.DataFrame:
     return its[its["step_start_ns"] >= rd.begin_local_ns].reset_index(drop=True)
 
 
+def _merged_int(col: np.ndarray, at: np.ndarray, known: np.ndarray, fill: int) -> np.ndarray:
+    """`col[at]` where `known`, `fill` elsewhere and where the value is NaN, as int64 -- via
+    float64 when the left merge this replaces made the column float64 (an int column with
+    rows of no match, or a float one): the values it gave, rounding of values past 2**53
+    included."""
+    v = col[np.where(known, at, 0)] if len(col) else np.zeros(len(at), np.int64)
+    if v.dtype.kind == "f" or not known.all():
+        v = v.astype(np.float64)
+        v[~known | np.isnan(v)] = fill
+    return v.astype(np.int64)
+
+
+def _u64(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(values, is NA) of a u64 column (nullable UInt64 or plain), exact; NA values 0."""
+    return col.to_numpy(np.uint64, na_value=0), col.isna().to_numpy()
+
+
+def _launch_rows(tk: dict[str, np.ndarray], tt: pd.DataFrame, device_id: int) -> np.ndarray:
+    """Per task, its launch: the `host_task_info` row of its device with the same (stream,
+    task, batch) and the same occurrence (tasks in their order, launches in time order), or
+    -1 (the analysis's join, raw-format.md 4.12)."""
+    rows = np.flatnonzero(tt["device_id"].to_numpy(np.int64) == device_id)
+    rows = rows[np.argsort(tt["ts_ns"].to_numpy(np.int64)[rows], kind="stable")]
+    right = [tt[c].to_numpy(np.int64)[rows] for c in ("stream_id", "task_id", "batch_id")]
+    at = occurrence_match([tk["stream_id"], tk["task_id"], tk["batch_id"]], right)
+    return np.where(at >= 0, rows[np.maximum(at, 0)] if len(rows) else -1, -1)
+
+
 def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: DecodeLog,
                  host_info: pd.DataFrame | None = None, tensors_later: bool = False
                  ) -> DeviceData:
     """`host_info`: `host_task_info` of the host tables when the caller already has it
     (computed once per PROF dir, not once per device)."""
-    tasks = dev.tasks.copy()
-    tasks["start_local"] = tasks["start_ns"] + rd.offset_ns
-    tasks["end_local"] = tasks["end_ns"] + rd.offset_ns
+    # the task columns as arrays: a copy, a filtered copy and a merged copy of the whole
+    # task frame were a third of this function's time
+    start = dev.tasks["start_ns"].to_numpy(np.int64)
     # rows starting before the collection began are dropped (the analysis does the same)
-    tasks = tasks[tasks["start_local"] >= rd.begin_local_ns].reset_index(drop=True)
-    tasks["dur_ns"] = tasks["end_ns"] - tasks["start_ns"]
+    keep = np.flatnonzero(start + rd.offset_ns >= rd.begin_local_ns)
+    tk = {c: dev.tasks[c].to_numpy()[keep] for c in ("stream_id", "task_id", "batch_id",
+                                                      "start_ns", "end_ns", "recv_ns",
+                                                      "source")}
+    for c in ("stream_id", "task_id", "batch_id", "start_ns", "end_ns", "recv_ns"):
+        tk[c] = tk[c].astype(np.int64, copy=False)
+    n = len(keep)
     ht = host.tables
     has_host = ht is not None and len(ht.task_track) > 0 and bool(ht.types)
     has_node = has_host and len(ht.node_basic) > 0
     if has_host:
         tt = host_task_info(ht) if host_info is None else host_info
-        tt = tt[tt["device_id"] == (rd.device_id or 0)]
-        tt = tt.sort_values("ts_ns", kind="stable")
-        tt["occ"] = tt.groupby(["stream_id", "task_id", "batch_id"], sort=False).cumcount()
-        tasks["occ"] = tasks.groupby(["stream_id", "task_id", "batch_id"], sort=False).cumcount()
-        # the u64 kernel-name hash stays exact for tasks without a launch (a left merge
-        # would turn a plain u64 column holding NaN into float64: unresolvable names)
-        tt = tt.astype({"kernel_name": "UInt64"})
-        tasks = tasks.merge(tt.drop(columns=["device_id"]), how="left",
-                            on=["stream_id", "task_id", "batch_id", "occ"])
-        tasks["host_known"] = tasks["thread_id"].notna()
+        at = _launch_rows(tk, tt, rd.device_id or 0)
+        known = at >= 0
     else:
-        tasks["host_known"] = False
-    n = len(tasks)
-
-    def col(name: str, fill) -> np.ndarray:
-        if name in tasks:
-            return tasks[name].to_numpy()
-        return obj_full(n, fill)
-
-    known = tasks["host_known"].to_numpy(bool)
+        known = np.zeros(n, bool)
     # names
     if has_host:
-        # hashes taken per present row: a nullable UInt64 column with NA would become
-        # float64 (inexact) through to_numpy()
-        op_hash, kern = tasks["op_name_hash"], tasks["kernel_name"]
-        has_op, has_k = op_hash.notna().to_numpy(), kern.notna().to_numpy()
+        ak = at[known]
+
+        def got(name: str) -> np.ndarray:  # the launch column of the tasks with a launch
+            return tt[name].to_numpy()[ak]
+
+        # the nullable UInt64 hashes are read with a fill value: to_numpy() of a column
+        # with NA would be float64 (inexact)
+        op_hash = _u64(tt["op_name_hash"])
+        has_op = np.zeros(n, bool)
+        has_op[known] = ~op_hash[1][ak]
         hash_src = np.zeros(n, np.uint64)
-        hash_src[has_k] = kern[has_k].to_numpy(np.uint64)
-        hash_src[has_op] = op_hash[has_op].to_numpy(np.uint64)
-        okh = has_op | has_k
+        hash_src[known] = tt["kernel_name"].to_numpy(np.uint64)[ak]
+        hash_src[has_op] = op_hash[0][at[has_op]]
         op_name = obj_full(n, NA)
-        op_name[okh] = resolve(hash_src[okh], ht.hashes)
-        has_nb = ~pd.isna(tasks["ge_type"].to_numpy())
+        op_name[known] = resolve(hash_src[known], ht.hashes)
+        ge_k = got("ge_type")
+        nb_k = ~pd.isna(ge_k)  # tasks of a launch with node_basic_info
+        has_nb = np.zeros(n, bool)
+        has_nb[known] = nb_k
+        nb_rows = ak[nb_k]
         op_type = obj_full(n, NA)
-        op_type[has_nb] = resolve(tasks["op_type_hash"][has_nb].to_numpy(np.uint64),
-                                  ht.hashes)
+        op_type[has_nb] = resolve(_u64(tt["op_type_hash"])[0][nb_rows], ht.hashes)
         ge = obj_full(n, NA)
-        ge_ids = tasks["ge_type"].to_numpy()[has_nb].astype(np.uint64)
-        ge[has_nb] = resolve(ge_ids, {k: v for k, v in EN.GE_TASK_TYPES.items()})
+        ge[has_nb] = resolve(ge_k[nb_k].astype(np.uint64),
+                             {k: v for k, v in EN.GE_TASK_TYPES.items()})
         state = obj_full(n, NA)
-        aging = tasks["aging"].to_numpy()
-        state[has_nb] = np.where(aging[has_nb].astype(bool), "dynamic", "static")
-        block = np.where(has_nb, tasks["block_dim"].fillna(0).to_numpy(), 0).astype(np.int64)
+        state[has_nb] = np.where(tt["aging"].to_numpy()[nb_rows].astype(bool), "dynamic",
+                                 "static")
+        block = np.zeros(n, np.int64)
+        block[has_nb] = tt["block_dim"].to_numpy()[nb_rows].astype(np.int64)
         hf32 = obj_full(n, NA)
-        hf32[has_nb] = np.where(tasks["hf32"].to_numpy()[has_nb].astype(bool), "YES", "NO")
-        rt_name = np.where(known, tasks["rt_name"].to_numpy(), NA)
-        model = tasks["model_id"].to_numpy()
-        model_id = np.where(pd.isna(model), NO_MODEL, model).astype(np.int64)
-        cid = tasks["launch_cid"].to_numpy()
-        conn = np.where(pd.isna(cid), -1, cid).astype(np.int64)
-        tt_thread = np.where(known, tasks["thread_id"].fillna(0).to_numpy(), 0).astype(np.int64)
-        tt_local = np.where(known, tasks["ts_ns"].fillna(0).to_numpy(), 0).astype(np.int64) \
+        hf32[has_nb] = np.where(tt["hf32"].to_numpy()[nb_rows].astype(bool), "YES", "NO")
+        rt_name = obj_full(n, NA)
+        rt_name[known] = got("rt_name")
+        model_id = _merged_int(tt["model_id"].to_numpy(), at, known, NO_MODEL)
+        conn = _merged_int(tt["launch_cid"].to_numpy(), at, known, -1)
+        tt_thread = _merged_int(tt["thread_id"].to_numpy(), at, known, 0)
+        tt_local = _merged_int(tt["ts_ns"].to_numpy(), at, known, 0) \
             + np.int64(host.rd.offset_ns if host.rd else 0)
         # tensors_later: `host_info` is launch_info without the tensor columns (they are
         # attached by attach_tensors, once the worker that joins them is done)
-        tensors = {c: obj_full(n, NA) if tensors_later else
-                   np.where(pd.isna(tasks[c].to_numpy()), NA, tasks[c].to_numpy())
-                   for c in TENSOR_COLS}
+        tensors = {c: obj_full(n, NA) for c in TENSOR_COLS}
+        if not tensors_later:
+            for c in TENSOR_COLS:
+                v = np.asarray(got(c), dtype=object)
+                v[pd.isna(v)] = NA
+                tensors[c][known] = v
     else:
         op_name = obj_full(n, NA)
         op_type = obj_full(n, NA)
@@ -254,17 +283,17 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         tt_local = np.zeros(n, dtype=np.int64)
         tensors = {c: obj_full(n, NA) for c in TENSOR_COLS}
     # AI CPU tasks from aicpu.data are AI_CPU even without node info
-    src = tasks["source"].to_numpy()
+    src = tk["source"]
     ge = np.where((src == "aicpu") & (ge == NA), "AI_CPU", ge)
     out = pd.DataFrame({
-        "stream_id": tasks["stream_id"].to_numpy(np.int64),
-        "task_id": tasks["task_id"].to_numpy(np.int64),
-        "batch_id": tasks["batch_id"].to_numpy(np.int64),
-        "start_local": tasks["start_local"].to_numpy(np.int64),
-        "end_local": tasks["end_local"].to_numpy(np.int64),
-        "dur_ns": tasks["dur_ns"].to_numpy(np.int64),
+        "stream_id": tk["stream_id"],
+        "task_id": tk["task_id"],
+        "batch_id": tk["batch_id"],
+        "start_local": tk["start_ns"] + rd.offset_ns,
+        "end_local": tk["end_ns"] + rd.offset_ns,
+        "dur_ns": tk["end_ns"] - tk["start_ns"],
         # when the TS received the task (ts memcpy tasks; the others: their start)
-        "recv_local": tasks["recv_ns"].to_numpy(np.int64) + np.int64(rd.offset_ns),
+        "recv_local": tk["recv_ns"] + np.int64(rd.offset_ns),
         "source": src,
         "host_known": known,
         "op_name": op_name, "op_type": op_type, "op_state": state, "task_type": ge,
@@ -293,22 +322,18 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         e0 = out["end_local"].to_numpy(np.int64)[ai] - np.int64(rd.offset_ns)
         dur_f[ai] = (analysis_time(e0, rd, 1e9) / 1e6 - analysis_time(s0, rd, 1e9) / 1e6) * 1e6
     out["dur_f"] = dur_f
-    del tasks
     if not out["start_local"].is_monotonic_increasing:  # decode sorted them already
         out = out.sort_values("start_local", kind="stable", ignore_index=True)
-    # PMU: matched by (stream, task) in occurrence order; AI CPU/DSA/DVPP rows get none
+    # PMU: matched by (stream, task) in occurrence order (the aicore records': theirs in
+    # record order); AI CPU/DSA/DVPP rows get none
     if dev.pmu is not None and len(out):
-        # only the key columns of the candidate rows are taken (a filtered copy of the whole
-        # task table was the decode's memory peak); counters assigned once per column
         cand_rows = _pmu_candidates(out)
-        stream = out["stream_id"].to_numpy(np.int64)[cand_rows]
-        task = out["task_id"].to_numpy(np.int64)[cand_rows]
-        key = pd.DataFrame({"_row": cand_rows, "stream_id": stream, "task_id": task})
-        key["occ"] = key.groupby(["stream_id", "task_id"], sort=False).cumcount().to_numpy()
-        j = key.merge(dev.pmu, on=["stream_id", "task_id", "occ"], how="inner")
-        del key, stream, task, cand_rows
-        _put_pmu(out, j["_row"].to_numpy(), j)
-        del j
+        at = occurrence_match([out["stream_id"].to_numpy(np.int64)[cand_rows],
+                               out["task_id"].to_numpy(np.int64)[cand_rows]],
+                              [dev.pmu["stream_id"].to_numpy(np.int64),
+                               dev.pmu["task_id"].to_numpy(np.int64)])
+        hit = at >= 0
+        _put_pmu(out, cand_rows[hit], dev.pmu, at[hit])
     else:
         out["pmu_ok"] = np.zeros(len(out), dtype=bool)
     its = device_iterations(rd, dev.steps)
@@ -327,11 +352,14 @@ def _pmu_candidates(out: pd.DataFrame) -> np.ndarray:
     return np.flatnonzero(cand)
 
 
-def _put_pmu(out: pd.DataFrame, rows: np.ndarray, pmu: pd.DataFrame) -> None:
-    """PMU columns of the task table: `pmu` row i belongs to task row `rows[i]`."""
+def _put_pmu(out: pd.DataFrame, rows: np.ndarray, pmu: pd.DataFrame,
+             at: np.ndarray | None = None) -> None:
+    """PMU columns of the task table: `pmu` row i (`at[i]`) belongs to task row
+    `rows[i]`."""
     for name in ["total_cycles"] + [f"pmu_{k}" for k in range(8)]:
         v = np.zeros(len(out), dtype=np.int64)
-        v[rows] = pmu[name].to_numpy(np.int64)
+        col = pmu[name].to_numpy(np.int64)
+        v[rows] = col if at is None else col[at]
         out[name] = v
     ok = np.zeros(len(out), dtype=bool)
     ok[rows] = True
