@@ -25,11 +25,13 @@ from ..runtime.parallel import JobPool, parallel_available
 from .comm_ops import comm_ops
 from .control_info import NO_MODEL, ResultDirInfo, read_result_dir
 from .data import HARDWARE_OP_TYPES, KERNEL_RT_TYPES, TENSOR_COLS, DeviceData, HostData, ProfData
-from .device import DeviceTables, assign_batches, decode_device
-from .enclose import enclose
+from .device import DeviceTables, decode_device
+from .enclose import enclose  # noqa: F401 (read from here by the tests)
 from .host import (NA, HostTables, decode_apis, decode_host, decode_tensors, pack_frame, resolve,
                    type_names, unpack_frame)
 from .join import occurrence_match
+# host_batches: read from here by summary.decode and the tests
+from .launch import host_batches, host_task_info, launch_info, tensors_by_launch  # noqa: F401
 from .rawread import DecodeLog, device_records, host_regex
 from .steptrace import iterations
 
@@ -49,94 +51,6 @@ def named_apis(host: HostTables, rd: ResultDirInfo) -> pd.DataFrame:
     a["end_local"] = a["end_ns"] + rd.offset_ns
     a["dur_ns"] = a["end_ns"] - a["begin_ns"]
     return a
-
-
-def host_task_info(host: HostTables, tensors: pd.DataFrame | None = None) -> pd.DataFrame:
-    """task_track rows with launch connection id, model id, op info, tensor info and host
-    batch id.  `tensors`: `tensors_by_launch` of the host tables when already computed (a
-    worker does it while this process decodes the rest, see load_prof)."""
-    tt = launch_info(host)
-    if tensors is None:
-        tensors = tensors_by_launch(host.tensors, host.apis)
-    return with_tensors(tt, tensors)
-
-
-def _nodes(apis: pd.DataFrame) -> pd.DataFrame:
-    return apis[apis["level"] == L.LEVEL_NODE]
-
-
-def launch_info(host: HostTables) -> pd.DataFrame:
-    """task_track rows with launch connection id, model id, op info and host batch id."""
-    tt = host.task_track.copy()
-    tt["rt_name"] = type_names(np.full(len(tt), L.LEVEL_RUNTIME), tt["rt_type"].to_numpy(),
-                               host.types)
-    is_flip = tt["rt_name"] == "FLIP_TASK"
-    flips = tt[is_flip][["ts_ns", "stream_id", "task_id", "device_id"]]
-    tt = tt[~is_flip & (tt["rt_name"] != "MAINTENANCE")].reset_index(drop=True)
-    apis = host.apis
-    nodes = _nodes(apis)
-    models = apis[(apis["level"] == L.LEVEL_MODEL) & (apis["type"] == L.MODEL_EXECUTE)].copy()
-    models["model_id"] = models["item_id"].astype(np.int64)
-    tt["launch_cid"] = enclose(tt, nodes, "ts_ns", ["connection_id"])["connection_id"]
-    tt["model_id"] = enclose(tt, models, "ts_ns", ["model_id"])["model_id"]
-    # op info of the launch (last record inside it)
-    nb = host.node_basic.copy()
-    nb["launch_cid"] = enclose(nb, nodes, "ts_ns", ["connection_id"])["connection_id"]
-    nb = nb.dropna(subset=["launch_cid"]).drop_duplicates("launch_cid", keep="last")
-    # u64 hashes stay exact for task_track rows without op info (MEMCPY_ASYNC copies): a left
-    # merge would turn a plain u64 column holding NaN into float64
-    nb = nb.astype({"op_name_hash": "UInt64", "op_type_hash": "UInt64"})
-    tt = tt.merge(nb[["launch_cid", "op_name_hash", "ge_type", "op_type_hash", "block_dim",
-                      "hf32", "aging"]], on="launch_cid", how="left")
-    tt["batch_id"] = host_batches(tt, flips)
-    return tt
-
-
-def tensors_by_launch(tensors: pd.DataFrame, apis: pd.DataFrame) -> pd.DataFrame:
-    """launch_cid and TENSOR_COLS of the last tensor_info record inside each launch."""
-    tens = tensors.copy()
-    if len(tens):
-        tens["launch_cid"] = enclose(tens, _nodes(apis), "ts_ns",
-                                     ["connection_id"])["connection_id"]
-        tens = tens.dropna(subset=["launch_cid"]).drop_duplicates("launch_cid", keep="last")
-        return tens[["launch_cid"] + TENSOR_COLS].reset_index(drop=True)
-    return pd.DataFrame(columns=["launch_cid"] + TENSOR_COLS)
-
-
-def with_tensors(tt: pd.DataFrame, tens: pd.DataFrame) -> pd.DataFrame:
-    """`launch_info` rows with the tensor columns of their launch (N/A: NaN)."""
-    if len(tens):
-        # the batch id moves behind the tensor columns, the column order of the first join
-        batch = tt.pop("batch_id")
-        tt = tt.merge(tens, on="launch_cid", how="left")
-        tt["batch_id"] = batch.to_numpy()
-        return tt
-    tt = tt.copy()
-    batch = tt.pop("batch_id")
-    for c in TENSOR_COLS:
-        tt[c] = np.nan
-    tt["batch_id"] = batch.to_numpy()
-    return tt
-
-
-def host_batches(tt: pd.DataFrame, flips: pd.DataFrame) -> np.ndarray:
-    """Batch id of each task_track launch: the FLIP records of its device and stream passed
-    (device.assign_batches on the launches in time order; a device's flips do not move
-    another device's launches)."""
-    out = np.zeros(len(tt), np.int64)
-    if len(tt) == 0 or len(flips) == 0:
-        return out
-    dev = tt["device_id"].to_numpy(np.int64)
-    fdev = flips["device_id"].to_numpy(np.int64)
-    for d in np.unique(dev):
-        rows = np.flatnonzero(dev == d)
-        f = flips[fdev == d]
-        if len(f) == 0:
-            continue
-        sub = tt.iloc[rows]
-        order = np.argsort(sub["ts_ns"].to_numpy(np.int64), kind="stable")
-        out[rows[order]] = assign_batches(sub.iloc[order], f, "ts_ns")
-    return out
 
 
 def attach_tensors(d: DeviceData, tens: pd.DataFrame) -> None:
