@@ -28,7 +28,7 @@ from .data import HARDWARE_OP_TYPES, KERNEL_RT_TYPES, TENSOR_COLS, DeviceData, H
 from .device import DeviceTables, decode_device
 from .enclose import enclose  # noqa: F401 (read from here by the tests)
 from .host import (NA, HostTables, decode_apis, decode_host, decode_tensors, pack_frame, resolve,
-                   type_names, unpack_frame)
+                   resolve_codes, type_names, unpack_frame)
 from .join import occurrence_match
 # host_batches: read from here by summary.decode and the tests
 from .launch import host_batches, host_task_info, launch_info, tensors_by_launch  # noqa: F401
@@ -134,7 +134,10 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         known = at >= 0
     else:
         known = np.zeros(n, bool)
-    # names
+    # the task type as codes into ge_names (N/A, AI_CPU, then the resolved ones): the tests
+    # on it below are one per distinct type, not a string compare per task
+    ge_names = np.array([NA, "AI_CPU"], dtype=object)
+    ge_code = np.zeros(n, np.intp)
     if has_host:
         ak = at[known]
 
@@ -158,9 +161,10 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         nb_rows = ak[nb_k]
         op_type = obj_full(n, NA)
         op_type[has_nb] = resolve(_u64(tt["op_type_hash"])[0][nb_rows], ht.hashes)
-        ge = obj_full(n, NA)
-        ge[has_nb] = resolve(ge_k[nb_k].astype(np.uint64),
-                             {k: v for k, v in EN.GE_TASK_TYPES.items()})
+        ge_inv, ge_res = resolve_codes(ge_k[nb_k].astype(np.uint64),
+                                       {k: v for k, v in EN.GE_TASK_TYPES.items()})
+        ge_names = np.concatenate([ge_names, ge_res])
+        ge_code[has_nb] = 2 + ge_inv
         state = obj_full(n, NA)
         state[has_nb] = np.where(tt["aging"].to_numpy()[nb_rows].astype(bool), "dynamic",
                                  "static")
@@ -186,7 +190,6 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
     else:
         op_name = obj_full(n, NA)
         op_type = obj_full(n, NA)
-        ge = obj_full(n, NA)
         state = obj_full(n, NA)
         block = np.zeros(n, dtype=np.int64)
         hf32 = obj_full(n, NA)
@@ -198,8 +201,9 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         tensors = {c: obj_full(n, NA) for c in TENSOR_COLS}
     # AI CPU tasks from aicpu.data are AI_CPU even without node info
     src = tk["source"]
-    ge = np.where((src == "aicpu") & (ge == NA), "AI_CPU", ge)
-    out = pd.DataFrame({
+    is_aicpu = src == "aicpu"
+    ge_code[is_aicpu & (ge_names == NA)[ge_code]] = 1
+    cols = {
         "stream_id": tk["stream_id"],
         "task_id": tk["task_id"],
         "batch_id": tk["batch_id"],
@@ -210,38 +214,45 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         "recv_local": tk["recv_ns"] + np.int64(rd.offset_ns),
         "source": src,
         "host_known": known,
-        "op_name": op_name, "op_type": op_type, "op_state": state, "task_type": ge,
+        "op_name": op_name, "op_type": op_type, "op_state": state,
+        "task_type": ge_names[ge_code],
         "rt_type": rt_name, "block_dim": block, "hf32": hf32, "model_id": model_id,
         "connection_id": conn, "tt_thread": tt_thread, "tt_local": tt_local,
         **tensors,
-    })
+    }
     # the steps of a collective (HCCL-level tasks: a non-kernel runtime task of an HCCL op,
     # raw-format: an hccl_info step): task_time / hardware rows named by their runtime type,
     # not op_summary rows -- the analysis's TaskGear makes op_summary rows of kernel tasks
     # only and one COMMUNICATION row per collective (communication.comm_ops)
-    rt_arr = out["rt_type"].to_numpy(object)
-    step = (out["task_type"].to_numpy(object) == "HCCL") & (rt_arr != NA) \
-        & ~np.isin(rt_arr, list(KERNEL_RT_TYPES))
+    step = np.zeros(n, bool)
+    hccl = np.flatnonzero((ge_names == "HCCL")[ge_code])
+    rt_h = rt_name[hccl]
+    step[hccl] = (rt_h != NA) & ~np.isin(rt_h, list(KERNEL_RT_TYPES))
     if step.any():  # not KERNEL_*: tested per distinct type (code -1, missing: False)
-        codes, types = pd.factorize(rt_arr[at := np.flatnonzero(step)])
+        codes, types = pd.factorize(rt_name[at := np.flatnonzero(step)])
         step[at] = ~np.array([str(t).startswith("KERNEL_") for t in types] + [False])[codes]
-    out["comm_step"] = step
     # the durations as the analysis holds them: exact ns, but its AI CPU tasks' REAL ns from
     # float ms (summaries.op_statistic)
-    dur_f = out["dur_ns"].to_numpy(np.float64).copy()
-    ai = out["source"].to_numpy(object) == "aicpu"
-    if ai.any():
+    dur_f = cols["dur_ns"].astype(np.float64)
+    if is_aicpu.any():
         from .device import analysis_time
-        s0 = out["start_local"].to_numpy(np.int64)[ai] - np.int64(rd.offset_ns)
-        e0 = out["end_local"].to_numpy(np.int64)[ai] - np.int64(rd.offset_ns)
-        dur_f[ai] = (analysis_time(e0, rd, 1e9) / 1e6 - analysis_time(s0, rd, 1e9) / 1e6) * 1e6
+        s0 = cols["start_local"][is_aicpu] - np.int64(rd.offset_ns)
+        e0 = cols["end_local"][is_aicpu] - np.int64(rd.offset_ns)
+        dur_f[is_aicpu] = (analysis_time(e0, rd, 1e9) / 1e6
+                           - analysis_time(s0, rd, 1e9) / 1e6) * 1e6
+    # rows that may own an aicore PMU record (_pmu_candidates)
+    pmu_cand = (src == "hwts") & ~np.isin(ge_names, list(HARDWARE_OP_TYPES))[ge_code]
+    if not pd.Index(cols["start_local"]).is_monotonic_increasing:  # decode sorted them
+        order = np.argsort(cols["start_local"], kind="stable")
+        cols = {k: v[order] for k, v in cols.items()}
+        step, dur_f, pmu_cand = step[order], dur_f[order], pmu_cand[order]
+    out = pd.DataFrame(cols)
+    out["comm_step"] = step
     out["dur_f"] = dur_f
-    if not out["start_local"].is_monotonic_increasing:  # decode sorted them already
-        out = out.sort_values("start_local", kind="stable", ignore_index=True)
     # PMU: matched by (stream, task) in occurrence order (the aicore records': theirs in
     # record order); AI CPU/DSA/DVPP rows get none
     if dev.pmu is not None and len(out):
-        cand_rows = _pmu_candidates(out)
+        cand_rows = np.flatnonzero(pmu_cand)
         at = occurrence_match([out["stream_id"].to_numpy(np.int64)[cand_rows],
                                out["task_id"].to_numpy(np.int64)[cand_rows]],
                               [dev.pmu["stream_id"].to_numpy(np.int64),

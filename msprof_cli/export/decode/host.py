@@ -40,12 +40,19 @@ class HostTables:
 
 
 def resolve(values: np.ndarray, table: dict[int, str]) -> np.ndarray:
+    codes, names = resolve_codes(values, table)
+    return names[codes]
+
+
+def resolve_codes(values: np.ndarray, table: dict[int, str]) -> tuple[np.ndarray, np.ndarray]:
+    """`resolve` as (code per value, name per code): tests on the names are then one per
+    distinct name."""
     values = np.asarray(values, dtype=np.uint64)
     if len(values) == 0:
-        return np.zeros(0, dtype=object)
+        return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=object)
     inv, uniq = pd.factorize(values)
     names = np.array([table.get(int(u), str(int(u))) for u in uniq], dtype=object)
-    return names[inv]
+    return inv, names
 
 
 def type_names(levels: np.ndarray, types: np.ndarray, table: dict[tuple[int, int], str]
