@@ -278,6 +278,12 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         cols = {k: v[order] for k, v in cols.items()}
         step, dur_f, pmu_cand = step[order], dur_f[order], pmu_cand[order]
     out = pd.DataFrame(cols)
+    # the frame holds copies: the arrays it was built from go now, before the PMU join
+    # (the memory peak at 1M tasks)
+    del cols, tk, src, op_name, op_type, state, block, hf32, rt_name, model_id, conn, \
+        tt_thread, tt_local, tensors, known
+    if has_host:
+        del at
     out["comm_step"] = step
     out["dur_f"] = dur_f
     # PMU: matched by (stream, task) in occurrence order (the aicore records': theirs in
