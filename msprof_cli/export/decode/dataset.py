@@ -25,10 +25,13 @@ from ..runtime.parallel import JobPool, parallel_available
 from .comm_ops import comm_ops
 from .control_info import NO_MODEL, ResultDirInfo, read_result_dir
 from .data import HARDWARE_OP_TYPES, KERNEL_RT_TYPES, TENSOR_COLS, DeviceData, HostData, ProfData
-from .device import DeviceTables, assign_batches, decode_device
-from .enclose import enclose
+from .device import DeviceTables, decode_device
+from .enclose import enclose  # noqa: F401 (read from here by the tests)
 from .host import (NA, HostTables, decode_apis, decode_host, decode_tensors, pack_frame, resolve,
-                   type_names, unpack_frame)
+                   resolve_codes, type_names)
+from .join import occurrence_match
+# host_batches: read from here by summary.decode and the tests
+from .launch import host_batches, host_task_info, launch_info, tensors_by_launch  # noqa: F401
 from .rawread import DecodeLog, device_records, host_regex
 from .steptrace import iterations
 
@@ -50,94 +53,6 @@ def named_apis(host: HostTables, rd: ResultDirInfo) -> pd.DataFrame:
     return a
 
 
-def host_task_info(host: HostTables, tensors: pd.DataFrame | None = None) -> pd.DataFrame:
-    """task_track rows with launch connection id, model id, op info, tensor info and host
-    batch id.  `tensors`: `tensors_by_launch` of the host tables when already computed (a
-    worker does it while this process decodes the rest, see load_prof)."""
-    tt = launch_info(host)
-    if tensors is None:
-        tensors = tensors_by_launch(host.tensors, host.apis)
-    return with_tensors(tt, tensors)
-
-
-def _nodes(apis: pd.DataFrame) -> pd.DataFrame:
-    return apis[apis["level"] == L.LEVEL_NODE]
-
-
-def launch_info(host: HostTables) -> pd.DataFrame:
-    """task_track rows with launch connection id, model id, op info and host batch id."""
-    tt = host.task_track.copy()
-    tt["rt_name"] = type_names(np.full(len(tt), L.LEVEL_RUNTIME), tt["rt_type"].to_numpy(),
-                               host.types)
-    is_flip = tt["rt_name"] == "FLIP_TASK"
-    flips = tt[is_flip][["ts_ns", "stream_id", "task_id", "device_id"]]
-    tt = tt[~is_flip & (tt["rt_name"] != "MAINTENANCE")].reset_index(drop=True)
-    apis = host.apis
-    nodes = _nodes(apis)
-    models = apis[(apis["level"] == L.LEVEL_MODEL) & (apis["type"] == L.MODEL_EXECUTE)].copy()
-    models["model_id"] = models["item_id"].astype(np.int64)
-    tt["launch_cid"] = enclose(tt, nodes, "ts_ns", ["connection_id"])["connection_id"]
-    tt["model_id"] = enclose(tt, models, "ts_ns", ["model_id"])["model_id"]
-    # op info of the launch (last record inside it)
-    nb = host.node_basic.copy()
-    nb["launch_cid"] = enclose(nb, nodes, "ts_ns", ["connection_id"])["connection_id"]
-    nb = nb.dropna(subset=["launch_cid"]).drop_duplicates("launch_cid", keep="last")
-    # u64 hashes stay exact for task_track rows without op info (MEMCPY_ASYNC copies): a left
-    # merge would turn a plain u64 column holding NaN into float64
-    nb = nb.astype({"op_name_hash": "UInt64", "op_type_hash": "UInt64"})
-    tt = tt.merge(nb[["launch_cid", "op_name_hash", "ge_type", "op_type_hash", "block_dim",
-                      "hf32", "aging"]], on="launch_cid", how="left")
-    tt["batch_id"] = host_batches(tt, flips)
-    return tt
-
-
-def tensors_by_launch(tensors: pd.DataFrame, apis: pd.DataFrame) -> pd.DataFrame:
-    """launch_cid and TENSOR_COLS of the last tensor_info record inside each launch."""
-    tens = tensors.copy()
-    if len(tens):
-        tens["launch_cid"] = enclose(tens, _nodes(apis), "ts_ns",
-                                     ["connection_id"])["connection_id"]
-        tens = tens.dropna(subset=["launch_cid"]).drop_duplicates("launch_cid", keep="last")
-        return tens[["launch_cid"] + TENSOR_COLS].reset_index(drop=True)
-    return pd.DataFrame(columns=["launch_cid"] + TENSOR_COLS)
-
-
-def with_tensors(tt: pd.DataFrame, tens: pd.DataFrame) -> pd.DataFrame:
-    """`launch_info` rows with the tensor columns of their launch (N/A: NaN)."""
-    if len(tens):
-        # the batch id moves behind the tensor columns, the column order of the first join
-        batch = tt.pop("batch_id")
-        tt = tt.merge(tens, on="launch_cid", how="left")
-        tt["batch_id"] = batch.to_numpy()
-        return tt
-    tt = tt.copy()
-    batch = tt.pop("batch_id")
-    for c in TENSOR_COLS:
-        tt[c] = np.nan
-    tt["batch_id"] = batch.to_numpy()
-    return tt
-
-
-def host_batches(tt: pd.DataFrame, flips: pd.DataFrame) -> np.ndarray:
-    """Batch id of each task_track launch: the FLIP records of its device and stream passed
-    (device.assign_batches on the launches in time order; a device's flips do not move
-    another device's launches)."""
-    out = np.zeros(len(tt), np.int64)
-    if len(tt) == 0 or len(flips) == 0:
-        return out
-    dev = tt["device_id"].to_numpy(np.int64)
-    fdev = flips["device_id"].to_numpy(np.int64)
-    for d in np.unique(dev):
-        rows = np.flatnonzero(dev == d)
-        f = flips[fdev == d]
-        if len(f) == 0:
-            continue
-        sub = tt.iloc[rows]
-        order = np.argsort(sub["ts_ns"].to_numpy(np.int64), kind="stable")
-        out[rows[order]] = assign_batches(sub.iloc[order], f, "ts_ns")
-    return out
-
-
 def attach_tensors(d: DeviceData, tens: pd.DataFrame) -> None:
     """The tensor columns of `d`'s tasks from `tensors_by_launch` rows, by the task's launch
     (connection id): what `with_tensors` + `build_device` give in one join."""
@@ -153,6 +68,37 @@ def attach_tensors(d: DeviceData, tens: pd.DataFrame) -> None:
         d.tasks[c] = col
 
 
+def attach_packed_tensors(devices: list[DeviceData], packed: dict) -> None:
+    """`attach_tensors` of every device from the worker's `pack_frame` of `tensors_by_launch`
+    as it is sent, without unpacking it: a column's values are its distinct strings taken by
+    code (as unpack_frame takes them), N/A for NaN tested on the distinct strings -- the
+    unpacked frame and the NaN test per task were ~15 ms at 50k tasks."""
+    cid = packed["launch_cid"]
+    launches = cid[1] if cid[0] == "array" else np.asarray(cid[2], dtype=object)[cid[1]]
+    if len(launches) == 0:
+        return
+    index = pd.Index(np.asarray(launches).astype(np.int64))
+    tables: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for c in TENSOR_COLS:
+        kind, *item = packed[c]
+        if kind == "codes":
+            table, codes = np.asarray(item[1], dtype=object), item[0]
+        else:
+            table, codes = np.asarray(item[0], dtype=object), np.arange(len(item[0]))
+        table = table.copy()
+        table[pd.isna(table)] = NA
+        tables[c] = (table, codes)
+    for d in devices:
+        conn = d.tasks["connection_id"].to_numpy(np.int64)
+        at = index.get_indexer(conn)
+        ok = (at >= 0) & (conn >= 0)
+        rows = at[ok]
+        for c, (table, codes) in tables.items():
+            col = obj_full(len(conn), NA)
+            col[ok] = table[codes[rows]]
+            d.tasks[c] = col
+
+
 def device_iterations(rd: ResultDirInfo, steps: pd.DataFrame) -> pd.DataFrame:
     """The step-trace iterations of a device in local ns, those that start after the
     collection began."""
@@ -166,84 +112,115 @@ def device_iterations(rd: ResultDirInfo, steps: pd.DataFrame) -> pd.DataFrame:
     return its[its["step_start_ns"] >= rd.begin_local_ns].reset_index(drop=True)
 
 
+def _merged_int(col: np.ndarray, at: np.ndarray, known: np.ndarray, fill: int) -> np.ndarray:
+    """`col[at]` where `known`, `fill` elsewhere and where the value is NaN, as int64 -- via
+    float64 when the left merge this replaces made the column float64 (an int column with
+    rows of no match, or a float one): the values it gave, rounding of values past 2**53
+    included."""
+    v = col[np.where(known, at, 0)] if len(col) else np.zeros(len(at), np.int64)
+    if v.dtype.kind == "f" or not known.all():
+        v = v.astype(np.float64)
+        v[~known | np.isnan(v)] = fill
+    return v.astype(np.int64)
+
+
+def _u64(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(values, is NA) of a u64 column (nullable UInt64 or plain), exact; NA values 0."""
+    return col.to_numpy(np.uint64, na_value=0), col.isna().to_numpy()
+
+
+def _launch_rows(tk: dict[str, np.ndarray], tt: pd.DataFrame, device_id: int) -> np.ndarray:
+    """Per task, its launch: the `host_task_info` row of its device with the same (stream,
+    task, batch) and the same occurrence (tasks in their order, launches in time order), or
+    -1 (the analysis's join, raw-format.md 4.12)."""
+    rows = np.flatnonzero(tt["device_id"].to_numpy(np.int64) == device_id)
+    rows = rows[np.argsort(tt["ts_ns"].to_numpy(np.int64)[rows], kind="stable")]
+    right = [tt[c].to_numpy(np.int64)[rows] for c in ("stream_id", "task_id", "batch_id")]
+    at = occurrence_match([tk["stream_id"], tk["task_id"], tk["batch_id"]], right)
+    return np.where(at >= 0, rows[np.maximum(at, 0)] if len(rows) else -1, -1)
+
+
 def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: DecodeLog,
                  host_info: pd.DataFrame | None = None, tensors_later: bool = False
                  ) -> DeviceData:
     """`host_info`: `host_task_info` of the host tables when the caller already has it
     (computed once per PROF dir, not once per device)."""
-    tasks = dev.tasks.copy()
-    tasks["start_local"] = tasks["start_ns"] + rd.offset_ns
-    tasks["end_local"] = tasks["end_ns"] + rd.offset_ns
+    # the task columns as arrays: a copy, a filtered copy and a merged copy of the whole
+    # task frame were a third of this function's time
+    start = dev.tasks["start_ns"].to_numpy(np.int64)
     # rows starting before the collection began are dropped (the analysis does the same)
-    tasks = tasks[tasks["start_local"] >= rd.begin_local_ns].reset_index(drop=True)
-    tasks["dur_ns"] = tasks["end_ns"] - tasks["start_ns"]
+    keep = np.flatnonzero(start + rd.offset_ns >= rd.begin_local_ns)
+    tk = {c: dev.tasks[c].to_numpy()[keep] for c in ("stream_id", "task_id", "batch_id",
+                                                      "start_ns", "end_ns", "recv_ns",
+                                                      "source")}
+    for c in ("stream_id", "task_id", "batch_id", "start_ns", "end_ns", "recv_ns"):
+        tk[c] = tk[c].astype(np.int64, copy=False)
+    n = len(keep)
     ht = host.tables
     has_host = ht is not None and len(ht.task_track) > 0 and bool(ht.types)
     has_node = has_host and len(ht.node_basic) > 0
     if has_host:
         tt = host_task_info(ht) if host_info is None else host_info
-        tt = tt[tt["device_id"] == (rd.device_id or 0)]
-        tt = tt.sort_values("ts_ns", kind="stable")
-        tt["occ"] = tt.groupby(["stream_id", "task_id", "batch_id"], sort=False).cumcount()
-        tasks["occ"] = tasks.groupby(["stream_id", "task_id", "batch_id"], sort=False).cumcount()
-        # the u64 kernel-name hash stays exact for tasks without a launch (a left merge
-        # would turn a plain u64 column holding NaN into float64: unresolvable names)
-        tt = tt.astype({"kernel_name": "UInt64"})
-        tasks = tasks.merge(tt.drop(columns=["device_id"]), how="left",
-                            on=["stream_id", "task_id", "batch_id", "occ"])
-        tasks["host_known"] = tasks["thread_id"].notna()
+        at = _launch_rows(tk, tt, rd.device_id or 0)
+        known = at >= 0
     else:
-        tasks["host_known"] = False
-    n = len(tasks)
-
-    def col(name: str, fill) -> np.ndarray:
-        if name in tasks:
-            return tasks[name].to_numpy()
-        return obj_full(n, fill)
-
-    known = tasks["host_known"].to_numpy(bool)
-    # names
+        known = np.zeros(n, bool)
+    # the task type as codes into ge_names (N/A, AI_CPU, then the resolved ones): the tests
+    # on it below are one per distinct type, not a string compare per task
+    ge_names = np.array([NA, "AI_CPU"], dtype=object)
+    ge_code = np.zeros(n, np.intp)
     if has_host:
-        # hashes taken per present row: a nullable UInt64 column with NA would become
-        # float64 (inexact) through to_numpy()
-        op_hash, kern = tasks["op_name_hash"], tasks["kernel_name"]
-        has_op, has_k = op_hash.notna().to_numpy(), kern.notna().to_numpy()
+        ak = at[known]
+
+        def got(name: str) -> np.ndarray:  # the launch column of the tasks with a launch
+            return tt[name].to_numpy()[ak]
+
+        # the nullable UInt64 hashes are read with a fill value: to_numpy() of a column
+        # with NA would be float64 (inexact)
+        op_hash = _u64(tt["op_name_hash"])
+        has_op = np.zeros(n, bool)
+        has_op[known] = ~op_hash[1][ak]
         hash_src = np.zeros(n, np.uint64)
-        hash_src[has_k] = kern[has_k].to_numpy(np.uint64)
-        hash_src[has_op] = op_hash[has_op].to_numpy(np.uint64)
-        okh = has_op | has_k
+        hash_src[known] = tt["kernel_name"].to_numpy(np.uint64)[ak]
+        hash_src[has_op] = op_hash[0][at[has_op]]
         op_name = obj_full(n, NA)
-        op_name[okh] = resolve(hash_src[okh], ht.hashes)
-        has_nb = ~pd.isna(tasks["ge_type"].to_numpy())
+        op_name[known] = resolve(hash_src[known], ht.hashes)
+        ge_k = got("ge_type")
+        nb_k = ~pd.isna(ge_k)  # tasks of a launch with node_basic_info
+        has_nb = np.zeros(n, bool)
+        has_nb[known] = nb_k
+        nb_rows = ak[nb_k]
         op_type = obj_full(n, NA)
-        op_type[has_nb] = resolve(tasks["op_type_hash"][has_nb].to_numpy(np.uint64),
-                                  ht.hashes)
-        ge = obj_full(n, NA)
-        ge_ids = tasks["ge_type"].to_numpy()[has_nb].astype(np.uint64)
-        ge[has_nb] = resolve(ge_ids, {k: v for k, v in EN.GE_TASK_TYPES.items()})
+        op_type[has_nb] = resolve(_u64(tt["op_type_hash"])[0][nb_rows], ht.hashes)
+        ge_inv, ge_res = resolve_codes(ge_k[nb_k].astype(np.uint64),
+                                       {k: v for k, v in EN.GE_TASK_TYPES.items()})
+        ge_names = np.concatenate([ge_names, ge_res])
+        ge_code[has_nb] = 2 + ge_inv
         state = obj_full(n, NA)
-        aging = tasks["aging"].to_numpy()
-        state[has_nb] = np.where(aging[has_nb].astype(bool), "dynamic", "static")
-        block = np.where(has_nb, tasks["block_dim"].fillna(0).to_numpy(), 0).astype(np.int64)
+        state[has_nb] = np.where(tt["aging"].to_numpy()[nb_rows].astype(bool), "dynamic",
+                                 "static")
+        block = np.zeros(n, np.int64)
+        block[has_nb] = tt["block_dim"].to_numpy()[nb_rows].astype(np.int64)
         hf32 = obj_full(n, NA)
-        hf32[has_nb] = np.where(tasks["hf32"].to_numpy()[has_nb].astype(bool), "YES", "NO")
-        rt_name = np.where(known, tasks["rt_name"].to_numpy(), NA)
-        model = tasks["model_id"].to_numpy()
-        model_id = np.where(pd.isna(model), NO_MODEL, model).astype(np.int64)
-        cid = tasks["launch_cid"].to_numpy()
-        conn = np.where(pd.isna(cid), -1, cid).astype(np.int64)
-        tt_thread = np.where(known, tasks["thread_id"].fillna(0).to_numpy(), 0).astype(np.int64)
-        tt_local = np.where(known, tasks["ts_ns"].fillna(0).to_numpy(), 0).astype(np.int64) \
+        hf32[has_nb] = np.where(tt["hf32"].to_numpy()[nb_rows].astype(bool), "YES", "NO")
+        rt_name = obj_full(n, NA)
+        rt_name[known] = got("rt_name")
+        model_id = _merged_int(tt["model_id"].to_numpy(), at, known, NO_MODEL)
+        conn = _merged_int(tt["launch_cid"].to_numpy(), at, known, -1)
+        tt_thread = _merged_int(tt["thread_id"].to_numpy(), at, known, 0)
+        tt_local = _merged_int(tt["ts_ns"].to_numpy(), at, known, 0) \
             + np.int64(host.rd.offset_ns if host.rd else 0)
         # tensors_later: `host_info` is launch_info without the tensor columns (they are
         # attached by attach_tensors, once the worker that joins them is done)
-        tensors = {c: obj_full(n, NA) if tensors_later else
-                   np.where(pd.isna(tasks[c].to_numpy()), NA, tasks[c].to_numpy())
-                   for c in TENSOR_COLS}
+        tensors = {c: obj_full(n, NA) for c in TENSOR_COLS}
+        if not tensors_later:
+            for c in TENSOR_COLS:
+                v = np.asarray(got(c), dtype=object)
+                v[pd.isna(v)] = NA
+                tensors[c][known] = v
     else:
         op_name = obj_full(n, NA)
         op_type = obj_full(n, NA)
-        ge = obj_full(n, NA)
         state = obj_full(n, NA)
         block = np.zeros(n, dtype=np.int64)
         hf32 = obj_full(n, NA)
@@ -254,61 +231,71 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         tt_local = np.zeros(n, dtype=np.int64)
         tensors = {c: obj_full(n, NA) for c in TENSOR_COLS}
     # AI CPU tasks from aicpu.data are AI_CPU even without node info
-    src = tasks["source"].to_numpy()
-    ge = np.where((src == "aicpu") & (ge == NA), "AI_CPU", ge)
-    out = pd.DataFrame({
-        "stream_id": tasks["stream_id"].to_numpy(np.int64),
-        "task_id": tasks["task_id"].to_numpy(np.int64),
-        "batch_id": tasks["batch_id"].to_numpy(np.int64),
-        "start_local": tasks["start_local"].to_numpy(np.int64),
-        "end_local": tasks["end_local"].to_numpy(np.int64),
-        "dur_ns": tasks["dur_ns"].to_numpy(np.int64),
+    src = tk["source"]
+    is_aicpu = src == "aicpu"
+    ge_code[is_aicpu & (ge_names == NA)[ge_code]] = 1
+    cols = {
+        "stream_id": tk["stream_id"],
+        "task_id": tk["task_id"],
+        "batch_id": tk["batch_id"],
+        "start_local": tk["start_ns"] + rd.offset_ns,
+        "end_local": tk["end_ns"] + rd.offset_ns,
+        "dur_ns": tk["end_ns"] - tk["start_ns"],
         # when the TS received the task (ts memcpy tasks; the others: their start)
-        "recv_local": tasks["recv_ns"].to_numpy(np.int64) + np.int64(rd.offset_ns),
+        "recv_local": tk["recv_ns"] + np.int64(rd.offset_ns),
         "source": src,
         "host_known": known,
-        "op_name": op_name, "op_type": op_type, "op_state": state, "task_type": ge,
+        "op_name": op_name, "op_type": op_type, "op_state": state,
+        "task_type": ge_names[ge_code],
         "rt_type": rt_name, "block_dim": block, "hf32": hf32, "model_id": model_id,
         "connection_id": conn, "tt_thread": tt_thread, "tt_local": tt_local,
         **tensors,
-    })
+    }
     # the steps of a collective (HCCL-level tasks: a non-kernel runtime task of an HCCL op,
     # raw-format: an hccl_info step): task_time / hardware rows named by their runtime type,
     # not op_summary rows -- the analysis's TaskGear makes op_summary rows of kernel tasks
     # only and one COMMUNICATION row per collective (communication.comm_ops)
-    rt_arr = out["rt_type"].to_numpy(object)
-    step = (out["task_type"].to_numpy(object) == "HCCL") & (rt_arr != NA) \
-        & ~np.isin(rt_arr, list(KERNEL_RT_TYPES))
+    step = np.zeros(n, bool)
+    hccl = np.flatnonzero((ge_names == "HCCL")[ge_code])
+    rt_h = rt_name[hccl]
+    step[hccl] = (rt_h != NA) & ~np.isin(rt_h, list(KERNEL_RT_TYPES))
     if step.any():  # not KERNEL_*: tested per distinct type (code -1, missing: False)
-        codes, types = pd.factorize(rt_arr[at := np.flatnonzero(step)])
+        codes, types = pd.factorize(rt_name[at := np.flatnonzero(step)])
         step[at] = ~np.array([str(t).startswith("KERNEL_") for t in types] + [False])[codes]
-    out["comm_step"] = step
     # the durations as the analysis holds them: exact ns, but its AI CPU tasks' REAL ns from
     # float ms (summaries.op_statistic)
-    dur_f = out["dur_ns"].to_numpy(np.float64).copy()
-    ai = out["source"].to_numpy(object) == "aicpu"
-    if ai.any():
+    dur_f = cols["dur_ns"].astype(np.float64)
+    if is_aicpu.any():
         from .device import analysis_time
-        s0 = out["start_local"].to_numpy(np.int64)[ai] - np.int64(rd.offset_ns)
-        e0 = out["end_local"].to_numpy(np.int64)[ai] - np.int64(rd.offset_ns)
-        dur_f[ai] = (analysis_time(e0, rd, 1e9) / 1e6 - analysis_time(s0, rd, 1e9) / 1e6) * 1e6
+        s0 = cols["start_local"][is_aicpu] - np.int64(rd.offset_ns)
+        e0 = cols["end_local"][is_aicpu] - np.int64(rd.offset_ns)
+        dur_f[is_aicpu] = (analysis_time(e0, rd, 1e9) / 1e6
+                           - analysis_time(s0, rd, 1e9) / 1e6) * 1e6
+    # rows that may own an aicore PMU record (_pmu_candidates)
+    pmu_cand = (src == "hwts") & ~np.isin(ge_names, list(HARDWARE_OP_TYPES))[ge_code]
+    if not pd.Index(cols["start_local"]).is_monotonic_increasing:  # decode sorted them
+        order = np.argsort(cols["start_local"], kind="stable")
+        cols = {k: v[order] for k, v in cols.items()}
+        step, dur_f, pmu_cand = step[order], dur_f[order], pmu_cand[order]
+    out = pd.DataFrame(cols)
+    # the frame holds copies: the arrays it was built from go now, before the PMU join
+    # (the memory peak at 1M tasks)
+    del cols, tk, src, op_name, op_type, state, block, hf32, rt_name, model_id, conn, \
+        tt_thread, tt_local, tensors, known
+    if has_host:
+        del at
+    out["comm_step"] = step
     out["dur_f"] = dur_f
-    del tasks
-    if not out["start_local"].is_monotonic_increasing:  # decode sorted them already
-        out = out.sort_values("start_local", kind="stable", ignore_index=True)
-    # PMU: matched by (stream, task) in occurrence order; AI CPU/DSA/DVPP rows get none
+    # PMU: matched by (stream, task) in occurrence order (the aicore records': theirs in
+    # record order); AI CPU/DSA/DVPP rows get none
     if dev.pmu is not None and len(out):
-        # only the key columns of the candidate rows are taken (a filtered copy of the whole
-        # task table was the decode's memory peak); counters assigned once per column
-        cand_rows = _pmu_candidates(out)
-        stream = out["stream_id"].to_numpy(np.int64)[cand_rows]
-        task = out["task_id"].to_numpy(np.int64)[cand_rows]
-        key = pd.DataFrame({"_row": cand_rows, "stream_id": stream, "task_id": task})
-        key["occ"] = key.groupby(["stream_id", "task_id"], sort=False).cumcount().to_numpy()
-        j = key.merge(dev.pmu, on=["stream_id", "task_id", "occ"], how="inner")
-        del key, stream, task, cand_rows
-        _put_pmu(out, j["_row"].to_numpy(), j)
-        del j
+        cand_rows = np.flatnonzero(pmu_cand)
+        at = occurrence_match([out["stream_id"].to_numpy(np.int64)[cand_rows],
+                               out["task_id"].to_numpy(np.int64)[cand_rows]],
+                              [dev.pmu["stream_id"].to_numpy(np.int64),
+                               dev.pmu["task_id"].to_numpy(np.int64)])
+        hit = at >= 0
+        _put_pmu(out, cand_rows[hit], dev.pmu, at[hit])
     else:
         out["pmu_ok"] = np.zeros(len(out), dtype=bool)
     its = device_iterations(rd, dev.steps)
@@ -327,11 +314,14 @@ def _pmu_candidates(out: pd.DataFrame) -> np.ndarray:
     return np.flatnonzero(cand)
 
 
-def _put_pmu(out: pd.DataFrame, rows: np.ndarray, pmu: pd.DataFrame) -> None:
-    """PMU columns of the task table: `pmu` row i belongs to task row `rows[i]`."""
+def _put_pmu(out: pd.DataFrame, rows: np.ndarray, pmu: pd.DataFrame,
+             at: np.ndarray | None = None) -> None:
+    """PMU columns of the task table: `pmu` row i (`at[i]`) belongs to task row
+    `rows[i]`."""
     for name in ["total_cycles"] + [f"pmu_{k}" for k in range(8)]:
         v = np.zeros(len(out), dtype=np.int64)
-        v[rows] = pmu[name].to_numpy(np.int64)
+        col = pmu[name].to_numpy(np.int64)
+        v[rows] = col if at is None else col[at]
         out[name] = v
     ok = np.zeros(len(out), dtype=bool)
     ok[rows] = True
@@ -440,16 +430,15 @@ def load_prof(prof: Path) -> ProfData:
                 del launch
                 packed, tlog = pool.results()[0]
                 pool = None
-                tens = unpack_frame(packed) if has_host else None
+                if has_host:
+                    attach_packed_tensors([d for d, _ in built], packed)
                 del packed
                 log.merge(tlog)
                 log.merge(post_log)
                 for d, dlog in built:  # the serial decode's warning order
-                    if tens is not None:
-                        attach_tensors(d, tens)
                     log.merge(dlog)
                     devices.append(d)
-                del built, tens
+                del built
             elif has_host:
                 host_info = host_task_info(tables)
     finally:

@@ -22,7 +22,9 @@ STREAM_MASK = 0x7FF
 class DeviceTables:
     tasks: pd.DataFrame  # stream_id, task_id, batch_id, start_ns, end_ns, source, recv_ns
     # ('hwts' | 'aicpu' | 'memcpy': ts_track rptType 11)
-    pmu: pd.DataFrame | None  # stream_id, task_id, occ, total_cycles, pmu_0..7
+    # stream_id, task_id, total_cycles, pmu_0..7; a task meets its (stream, task)'s records
+    # in record order (dataset.build_device)
+    pmu: pd.DataFrame | None
     steps: pd.DataFrame  # ts_ns, index_id, model_id, stream_id, task_id, tag_id
     flips: pd.DataFrame  # ts_ns, stream_id, flip_num, task_id
     aicpu: pd.DataFrame | None
@@ -256,10 +258,8 @@ def decode_device(rd: ResultDirInfo, log: DecodeLog, select: dict[str, np.ndarra
                 "stream_id": ai["stream_id"].astype(np.int64) & STREAM_MASK,
                 "task_id": ai["task_id"].astype(np.int64),
                 "total_cycles": ai["total_cycles"].astype(np.int64),
+                **{f"pmu_{k}": ai["pmu"][:, k].astype(np.int64) for k in range(8)},
             })
-            for k in range(8):
-                pmu[f"pmu_{k}"] = ai["pmu"][:, k].astype(np.int64)
-            pmu["occ"] = pmu.groupby(["stream_id", "task_id"], sort=False).cumcount()
 
     l2c = device_records(d, "l2_cache", log, select=sel.get("l2_cache"))
     l2 = l2_frame(l2c) if len(l2c["stream_id"]) else None

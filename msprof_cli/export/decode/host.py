@@ -40,24 +40,39 @@ class HostTables:
 
 
 def resolve(values: np.ndarray, table: dict[int, str]) -> np.ndarray:
+    codes, names = resolve_codes(values, table)
+    return names[codes]
+
+
+def resolve_codes(values: np.ndarray, table: dict[int, str]) -> tuple[np.ndarray, np.ndarray]:
+    """`resolve` as (code per value, name per code): tests on the names are then one per
+    distinct name."""
     values = np.asarray(values, dtype=np.uint64)
     if len(values) == 0:
-        return np.zeros(0, dtype=object)
+        return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=object)
     inv, uniq = pd.factorize(values)
     names = np.array([table.get(int(u), str(int(u))) for u in uniq], dtype=object)
-    return names[inv]
+    return inv, names
 
 
 def type_names(levels: np.ndarray, types: np.ndarray, table: dict[tuple[int, int], str]
                ) -> np.ndarray:
     """`{level}_{type}` -> name via type_info_dic; unknown pairs print as the type number."""
+    codes, names = type_name_codes(levels, types, table)
+    return names[codes]
+
+
+def type_name_codes(levels: np.ndarray, types: np.ndarray,
+                    table: dict[tuple[int, int], str]) -> tuple[np.ndarray, np.ndarray]:
+    """`type_names` as (code per row, name per code): a test on the names is then one per
+    distinct name, not one per row."""
     key = (np.asarray(levels, dtype=np.uint64) << np.uint64(32)) | np.asarray(types, np.uint64)
     if len(key) == 0:
-        return np.zeros(0, dtype=object)
+        return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=object)
     inv, uniq = pd.factorize(key)
     names = np.array([table.get((int(u) >> 32, int(u) & 0xFFFFFFFF), str(int(u) & 0xFFFFFFFF))
                       for u in uniq], dtype=object)
-    return names[inv]
+    return inv, names
 
 
 def decode_apis(data_dir: Path, log: DecodeLog, select: np.ndarray | None = None

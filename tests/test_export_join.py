@@ -1,0 +1,51 @@
+"""decode/join.py: the numpy (group, occurrence) join equals the pandas merge it replaced."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from msprof_cli.export.decode.join import group_codes, occurrence_match, stable_order
+
+
+def _merge_rows(left: list[np.ndarray], right: list[np.ndarray]) -> np.ndarray:
+    keys = [f"k{i}" for i in range(len(left))]
+    lf = pd.DataFrame(dict(zip(keys, left)))
+    rf = pd.DataFrame(dict(zip(keys, right)))
+    lf["occ"] = lf.groupby(keys, sort=False).cumcount()
+    rf["occ"] = rf.groupby(keys, sort=False).cumcount()
+    rf["_row"] = np.arange(len(rf))
+    got = lf.merge(rf, on=keys + ["occ"], how="left")["_row"]
+    return got.fillna(-1).to_numpy(np.int64)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_occurrence_match_is_the_cumcount_merge(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n, m = rng.integers(0, 400, 2)
+    hi = [4, 7, 3] if seed % 3 else [2**62, 2**40, 5]  # packed keys; wide ones (fallback)
+    lo = [0, 0, 0] if seed % 4 else [-5, -(2**40), 0]
+    left = [rng.integers(a, b, n) for a, b in zip(lo, hi)]
+    right = [rng.integers(a, b, m) for a, b in zip(lo, hi)]
+    if seed % 3 == 0 and n and m:  # make some wide keys meet
+        for c in range(3):
+            right[c][: min(n, m) // 2] = left[c][: min(n, m) // 2]
+    assert occurrence_match(left, right).tolist() == _merge_rows(left, right).tolist()
+
+
+def test_stable_order_is_a_stable_argsort() -> None:
+    rng = np.random.default_rng(7)
+    for bits in (1, 15, 16, 17, 33, 62):
+        key = rng.integers(0, 2**bits, 5000) if bits < 62 else \
+            rng.integers(0, 2**62, 5000)
+        key[::3] = key[0]  # ties
+        assert (stable_order(key, bits) == np.argsort(key, kind="stable")).all()
+
+
+def test_group_codes_equal_iff_rows_equal() -> None:
+    a = np.array([5, 5, -3, 2**62, 5], np.int64)
+    b = np.array([1, 1, 1, 0, 2], np.int64)
+    codes, _ = group_codes([a, b])
+    assert codes[0] == codes[1] and len(set(codes.tolist())) == 4
+    empty, _ = group_codes([np.zeros(0, np.int64)])
+    assert len(empty) == 0
