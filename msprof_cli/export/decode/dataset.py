@@ -53,26 +53,11 @@ def named_apis(host: HostTables, rd: ResultDirInfo) -> pd.DataFrame:
     return a
 
 
-def attach_tensors(d: DeviceData, tens: pd.DataFrame) -> None:
-    """The tensor columns of `d`'s tasks from `tensors_by_launch` rows, by the task's launch
-    (connection id): what `with_tensors` + `build_device` give in one join."""
-    if len(tens) == 0:
-        return
-    conn = d.tasks["connection_id"].to_numpy(np.int64)
-    at = pd.Index(tens["launch_cid"].to_numpy(np.int64)).get_indexer(conn)
-    ok = (at >= 0) & (conn >= 0)
-    for c in TENSOR_COLS:
-        col = obj_full(len(conn), NA)
-        col[ok] = tens[c].to_numpy(object)[at[ok]]
-        col[pd.isna(col)] = NA
-        d.tasks[c] = col
-
-
 def attach_packed_tensors(devices: list[DeviceData], packed: dict) -> None:
-    """`attach_tensors` of every device from the worker's `pack_frame` of `tensors_by_launch`
-    as it is sent, without unpacking it: a column's values are its distinct strings taken by
-    code (as unpack_frame takes them), N/A for NaN tested on the distinct strings -- the
-    unpacked frame and the NaN test per task were ~15 ms at 50k tasks."""
+    """The tensor columns of every device's tasks by their launch (connection id), from the
+    worker's `pack_frame` of `tensors_by_launch` as it is sent: a column's values are its
+    distinct strings taken by code, N/A for NaN tested on the distinct strings (an unpacked
+    frame and a NaN test per task were ~15 ms at 50k tasks)."""
     cid = packed["launch_cid"]
     launches = cid[1] if cid[0] == "array" else np.asarray(cid[2], dtype=object)[cid[1]]
     if len(launches) == 0:

@@ -312,18 +312,6 @@ def pack_frame(df: pd.DataFrame) -> dict:
     return out
 
 
-def unpack_frame(packed: dict) -> pd.DataFrame:
-    """The frame `pack_frame` packed (same columns, values and dtypes)."""
-    cols = {}
-    for name, item in packed.items():
-        if item[0] == "codes":
-            cols[name] = np.asarray(item[2], dtype=object)[item[1]] if len(item[1]) \
-                else np.zeros(0, dtype=object)
-        else:
-            cols[name] = item[1]
-    return pd.DataFrame(cols)
-
-
 def decode_tensors(data_dir: Path, log: DecodeLog, select: np.ndarray | None = None
                    ) -> pd.DataFrame:
     """One row per (timestamp, thread, opName) with the 6 printed tensor columns.
