@@ -10,9 +10,9 @@ timeline -dir PROF``, the two commands that write what `msprof export --layout m
 writes in one.  Each real run starts from a fresh copy of the raw data (the analysis parses
 the raw files into sqlite inside the PROF dir on its first run and reuses them after, which is
 not what a user's first export costs).  Ours: the whole `msprof export` process of both
-layouts (export_bench.run_case: bytecode cached, as an installed package has it).  Per size
-the minimum of --repeat runs of each (the VM's speed moves within minutes; the minimum is
-the steadiest figure of both), and the ratio real / ours.
+layouts (export_bench.run_case: bytecode cached, as an installed package has it).  The sides
+alternate, --repeat rounds; per size the minimum of each (the VM's speed moves within
+minutes; the minimum is the steadiest figure of both), and the ratio real / ours.
 
 The oracle's msprof.py: --oracle, else $MSPROF_ORACLE, else
 ~/.cache/msprof-oracle/analysis/msprof/msprof.py (where ../shared/oracle/setup.sh puts it).
@@ -93,9 +93,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     gen_prof.generate(n, prof.parent, devices=1, quiet=True)
             cached = {"PYTHONPYCACHEPREFIX": str(work / "pycache"), "PYTHONDONTWRITEBYTECODE": ""}
             run_case(prof, "mindstudio", n, "", cached)  # fills the bytecode cache
-            real = [run_real(oracle, prof, work / "real") for _ in range(a.repeat)]
-            ours = {lay: [run_case(prof, lay, n, "", cached)["wall_s"] for _ in range(a.repeat)]
-                    for lay in ("mindstudio", "legacy")}
+            # the sides alternate: this VM's speed drifts by tens of percent within minutes
+            real: list[tuple[float, float]] = []
+            ours: dict[str, list[float]] = {"mindstudio": [], "legacy": []}
+            for _ in range(a.repeat):
+                real.append(run_real(oracle, prof, work / "real"))
+                for lay, walls in ours.items():
+                    walls.append(run_case(prof, lay, n, "", cached)["wall_s"])
             _clean_outputs(prof)
             best = min(real, key=sum)
             row = {"size": size, "tasks": n, "real_summary_s": round(best[0], 3),

@@ -49,9 +49,10 @@ Discard = Callable[[list[Any]], None]
 
 
 # a one-window plan of at most this many device tasks runs its jobs in the export process
-# (docs/performance.md "Small exports": equal at 5k-20k tasks, forks cost 0.1 s on a tiny
-# dir and save 0.25 s at 50k when a core is free)
-IN_PROCESS_TASKS = 20_000
+# (docs/performance.md "Small exports"; round 4: since its jobs run in two lanes -- one fork,
+# not one per job -- forking wins from a few thousand tasks on: 4k tasks 0.65 s against
+# 0.74 s in-process, 10k 0.87 against 0.92 s, medians of 8 alternated runs)
+IN_PROCESS_TASKS = 2_000
 _in_process = False  # set by `in_process` for the jobs of a small export
 
 
