@@ -40,7 +40,7 @@ test: install-test ## Install test dependencies and run the whole test suite
 test-fast: install-test ## Run the tests that do not start TensorFlow
 	$(PY) -m pytest -q -m "not e2e"
 
-bench: install-test ## Run the benchmarks (export 50k/1M tasks, query, startup, collect overhead; BENCH_ARGS=--big adds 10M)
+bench: install-test ## Run the benchmarks (export tiny/50k/1M tasks and, if the real analysis is laid out, side by side with it; query, startup, collect overhead; BENCH_ARGS=--big adds 10M)
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
 
 calibrate: install ## Calibration against published Ascend 910 figures (issue 14; installs tf_keras, ~10-20 min)

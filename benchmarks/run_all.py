@@ -13,6 +13,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 BENCHES = ["startup_bench", "query_bench", "summary_bench", "export_bench", "collect_overhead"]
 
 
+def oracle_side_by_side() -> None:
+    """oracle_bench (tiny and 50k against the real analysis) when the real analysis is laid
+    out on this machine (../shared/oracle/README.md); a line saying so otherwise."""
+    import os
+
+    import oracle_bench
+
+    path = os.environ.get("MSPROF_ORACLE") or str(oracle_bench.DEFAULT_ORACLE)
+    if not Path(path).is_file():
+        print(f"oracle   skipped: the real analysis is not at {path} (oracle_bench.py's doc)")
+        return
+    oracle_bench.main(["--sizes", "tiny,50k", "--repeat", "3"])
+
+
 def main() -> None:
     for name in BENCHES:
         try:
@@ -22,6 +36,7 @@ def main() -> None:
             continue
         if name == "export_bench":
             module.main(sys.argv[1:])
+            oracle_side_by_side()
         elif name == "summary_bench":
             module.main([])
         else:  # the other benchmarks parse sys.argv themselves: not export_bench's options
