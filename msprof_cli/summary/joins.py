@@ -13,42 +13,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-
-def group_codes(*cols: np.ndarray) -> np.ndarray:
-    """One int64 code per distinct tuple of the int64 columns (equal tuples, equal codes)."""
-    n = len(cols[0])
-    if n == 0:
-        return np.zeros(0, np.int64)
-    if all(c.min() >= 0 for c in cols):
-        bits = [max(int(c.max()).bit_length(), 1) for c in cols]
-        if sum(bits) <= 62:  # packed: the tuple itself
-            key = np.zeros(n, np.int64)
-            for c, b in zip(cols, bits):
-                key = (key << b) | c
-            return key
-    return pd.DataFrame({i: c for i, c in enumerate(cols)}).groupby(
-        list(range(len(cols))), sort=False).ngroup().to_numpy(np.int64)
+from msprof_cli.export.decode.join import occurrence_match
 
 
 def match(left: tuple[np.ndarray, ...], right: tuple[np.ndarray, ...]) -> np.ndarray:
     """Per left row, the right row of the same group (equal key columns) and the same
-    occurrence (rank among the earlier rows of its group, in row order), or -1."""
-    n = len(left[0])
-    out = np.full(n, -1, np.int64)
-    if n == 0 or len(right[0]) == 0:
-        return out
-    codes = group_codes(*(np.concatenate([a, b]) for a, b in zip(left, right)))
-    lc, rc = codes[:n], codes[n:]
-    lo = np.argsort(lc, kind="stable")  # by group, row order inside: occurrence order
-    ls = lc[lo]
-    first = np.flatnonzero(np.r_[True, ls[1:] != ls[:-1]])
-    occ = np.arange(n) - np.repeat(first, np.diff(np.r_[first, n]))
-    ro = np.argsort(rc, kind="stable")
-    rs = rc[ro]
-    pos = np.searchsorted(rs, ls, side="left") + occ
-    ok = pos < np.searchsorted(rs, ls, side="right")
-    out[lo[ok]] = ro[pos[ok]]
-    return out
+    occurrence (rank among the earlier rows of its group, in row order), or -1: the export's
+    own join (export.decode.join.occurrence_match), one definition for both."""
+    return occurrence_match(list(left), list(right))
 
 
 @dataclass
