@@ -28,7 +28,7 @@ from ..decode.host import NA, resolve, type_names
 from ..fmt import float_str, int_str, obj_full, py_round
 from ..outputs import timeline as T
 from ..outputs import trace as TR
-from ..outputs.numeric_trace import thread_meta, x_events
+from ..outputs.numeric_trace import ArgsTemplate, thread_meta, x_events
 from .selection import Selection
 
 Table = tuple[list[str], pd.DataFrame]
@@ -231,17 +231,17 @@ def ai_stack_rows(scope: Scope) -> pd.DataFrame:
 
 
 def _stack_args(iter_id: np.ndarray, start: np.ndarray, end: np.ndarray):
-    """The args objects of AI Stack Time events, rendered per chunk (x_events: lazy)."""
+    """The args objects of AI Stack Time events, rendered inside each event's template per
+    chunk (x_events: lazy)."""
     it = np.asarray(iter_id).astype(np.int64)
     b = np.asarray(start).astype(np.int64)
     e = np.asarray(end).astype(np.int64)
     tmpl = '{"Iter ID": %d, "Start Time": %d, "End Time": %d, "Duration Time(ns)": %d}'
 
-    def args(idx: np.ndarray) -> list[str]:
+    def columns(idx: np.ndarray) -> list[list]:
         bb, ee = b[idx], e[idx]
-        return list(map(tmpl.__mod__, zip(it[idx].tolist(), bb.tolist(), ee.tolist(),
-                                          (ee - bb).tolist())))
-    return args
+        return [it[idx].tolist(), bb.tolist(), ee.tolist(), (ee - bb).tolist()]
+    return ArgsTemplate(tmpl, columns)
 
 
 def ai_stack_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] | None:
@@ -392,7 +392,7 @@ def runtime_layer(scope: Scope, app_pid: int) -> TR.Layer:
     if len(rt) == 0:
         return TR.Layer()
     thread = rt["thread_id"].to_numpy(np.int64)
-    args = lambda idx: list(map('{"Thread Id": %d}'.__mod__, thread[idx].tolist()))  # noqa
+    args = ArgsTemplate('{"Thread Id": %d}', lambda idx: [thread[idx].tolist()])
     return x_events(rt["type_name"].to_numpy(object), app_pid, thread, rt["begin_local"],
                     rt["dur_ns"], args)
 

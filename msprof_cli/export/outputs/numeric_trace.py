@@ -8,6 +8,7 @@ encoding.  Events are rendered column-wise from templates in the key order
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -15,11 +16,23 @@ from ..fmt import int_str, ts_sort_key
 from . import trace as TR
 
 
+@dataclass(frozen=True)
+class ArgsTemplate:
+    """An args object rendered inside the event's own template (one ``%`` format per event,
+    not one for the args and one for the event): `text` with ``%`` fields, `columns(idx)` the
+    values of rows `idx`, a list per field."""
+
+    text: str
+    columns: Callable[[np.ndarray], list[list]]
+
+
 def x_events(name: np.ndarray, pid: int | np.ndarray, tid: np.ndarray, start_ns: np.ndarray,
-             dur_ns: np.ndarray, args: np.ndarray | str | Callable[[np.ndarray], list[str]]
+             dur_ns: np.ndarray,
+             args: np.ndarray | str | Callable[[np.ndarray], list[str]] | ArgsTemplate
              ) -> TR.Layer:
     """X events with numeric ts/dur; `name` raw strings, `args` pre-rendered JSON objects (one
-    string for all rows, one per row, or a function giving the strings of rows `idx`).
+    string for all rows, one per row, or a function giving the strings of rows `idx`) or an
+    ArgsTemplate.
 
     The layer is lazy (timeline.Layer.render): event text exists only for the chunk being
     written, so a file of millions of events never holds them all as strings."""
@@ -35,9 +48,13 @@ def x_events(name: np.ndarray, pid: int | np.ndarray, tid: np.ndarray, start_ns:
             '"ph": "X"}')
     if np.isscalar(pid):
         tmpl = tmpl.replace('"pid": %s', '"pid": ' + str(pid).replace("%", "%%"))
+    arg_cols = None
     if isinstance(args, str):
         tmpl = tmpl.replace('"args": %s', '"args": ' + args.replace("%", "%%"))
         args_of = None
+    elif isinstance(args, ArgsTemplate):
+        tmpl = tmpl.replace('"args": %s', '"args": ' + args.text)
+        args_of, arg_cols = None, args.columns
     elif callable(args):
         args_of = args
     else:
@@ -52,6 +69,8 @@ def x_events(name: np.ndarray, pid: int | np.ndarray, tid: np.ndarray, start_ns:
         cols += [tid_a[idx].tolist(), w, f, TR.dur_text(dur[idx])]
         if args_of is not None:
             cols.append(list(args_of(idx)))
+        if arg_cols is not None:
+            cols += arg_cols(idx)
         return list(map(tmpl.__mod__, zip(*cols)))
 
     return TR.Layer([], keys=ts_sort_key(start_ns), render=render)
