@@ -188,22 +188,16 @@ class JobPool:
         core waits for a fork that only a busy caller could make.  A lane sends its jobs'
         results together when the pipe is empty."""
         queued, self.queue = self.queue, []
-        r, w = os.pipe()
-        os.write(w, struct.pack(f"<{len(queued)}I", *range(len(queued))))
-        os.close(w)  # readers see EOF once every number is taken
+        r = _number_pipe(len(queued))
 
         def lane() -> list[tuple[int, Any]]:
-            done: list[tuple[int, Any]] = []
-            while len(b := os.read(r, 4)) == 4:  # a 4-byte pipe read is atomic
-                index, job = queued[struct.unpack("<I", b)[0]]
-                done.append((index, job()))
-            return done
+            return [(queued[k][0], queued[k][1]()) for k in _take(r)]
 
         try:
             for _ in range(min(self._slots(), len(queued) - 1)):
                 self._fork(_LANE, lane)
-            while len(b := os.read(r, 4)) == 4:
-                self._run_here(*queued[struct.unpack("<I", b)[0]])
+            for k in _take(r):
+                self._run_here(*queued[k])
                 self._poll(block=False)
                 self._check()
         except BaseException:
@@ -392,6 +386,22 @@ class JobPool:
 
 
 _MAX_SHARED = 16_000  # job numbers (4 bytes each) that fit in a pipe's 64 KiB buffer
+
+
+def _number_pipe(n: int) -> int:
+    """The read end of a pipe holding the numbers 0..n-1 (at most _MAX_SHARED), closed for
+    writing: readers see EOF once every number is taken."""
+    r, w = os.pipe()
+    os.write(w, struct.pack(f"<{n}I", *range(n)))
+    os.close(w)
+    return r
+
+
+def _take(r: int) -> Iterator[int]:
+    """The numbers this process takes from a `_number_pipe` (a 4-byte pipe read is atomic:
+    each number goes to exactly one reader)."""
+    while len(b := os.read(r, 4)) == 4:
+        yield struct.unpack("<I", b)[0]
 _LANE = -1  # the job index of a forked lane of `JobPool._lanes` (it runs several)
 
 
@@ -400,15 +410,12 @@ def _shared(jobs: list[Job], finish: Finish, discard: Discard | None, runners: i
     """The jobs of a group (the slices or pieces of one file) run by `runners` workers that
     take them one at a time from a pipe: one fork per runner instead of one per job, i.e.
     the copy-on-write copies of the parent's pages a worker makes are paid once per runner."""
-    r, w = os.pipe()
-    os.write(w, struct.pack(f"<{len(jobs)}I", *range(len(jobs))))
-    os.close(w)  # readers see EOF once every number is taken
+    r = _number_pipe(len(jobs))
 
     def runner() -> list[tuple[int, Any]]:
         done: list[tuple[int, Any]] = []
         try:
-            while len(b := os.read(r, 4)) == 4:  # a 4-byte pipe read is atomic
-                i = struct.unpack("<I", b)[0]
+            for i in _take(r):
                 done.append((i, jobs[i]()))
         except BaseException:
             if discard is not None:
