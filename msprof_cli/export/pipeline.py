@@ -199,7 +199,8 @@ class Export:
 
 def close_traces(run: Export, traces: list[TraceOutput]) -> list[list[Path]]:
     """Every trace's final files (per trace), written by one batch of jobs; a job marked
-    `inline` (a rename: JsonStream._end_job) runs here, without a worker."""
+    `inline` (the rename that ends a trace written in place, JsonStream.close_jobs) runs
+    here, without a worker."""
     jobs = [t.close_jobs(run) for t in traces]
     flat = [j for js in jobs for j in js]
     heavy = iter(run_jobs([j for j in flat if not getattr(j, "inline", False)]))

@@ -1,7 +1,7 @@
 """Run independent export jobs in forked worker processes when more than one core is free.
 
-The export of one PROF dir splits into jobs that share the decoded tables read-only (the
-pieces or slices of a big file, each summary, the tensor_info decode).  Every job is
+The export of one PROF dir splits into jobs that share the decoded tables read-only (each
+summary, the timelines, the tensor_info decode, the slices of a windowed trace).  Every job is
 *forked* from the calling process at the moment it starts, so it inherits the decoded data
 copy-on-write instead of receiving it pickled, and it sees everything the caller prepared up
 to then: the caller may keep preparing (e.g. building the timeline layers) while the first
@@ -14,9 +14,6 @@ per other core take the next job from a pipe whenever they are free.  The caller
 no fork, make no copy-on-write copies of its pages and send back no pickle; the forked lane
 is forked once, when everything is prepared.
 
-A *group* is several jobs whose results a `finish` function combines in the calling process
-(the pieces of one file are concatenated, the advice is computed from op_summary's chunks);
-it runs as soon as the group's last job is done, while other jobs go on.
 
 With one usable core (or ``MSPROF_EXPORT_WORKERS=1``), or where fork does not exist, each
 job runs in the calling process when it is submitted: the files are the same bytes either
@@ -36,7 +33,6 @@ import struct
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from msprof_cli.errors import ExportError
@@ -44,8 +40,6 @@ from msprof_cli.errors import ExportError
 from .memory import release
 
 Job = Callable[[], Any]
-Finish = Callable[[list[Any]], Any]
-Discard = Callable[[list[Any]], None]
 
 
 # a one-window plan of at most this many device tasks runs its jobs in the export process
@@ -98,24 +92,13 @@ class _Child:
         self.data = bytearray()
 
 
-@dataclass
-class _Group:
-    jobs: list[int]  # job indices
-    finish: Finish | None  # None: the single job's result is the group's
-    discard: Discard | None = None
-    result: Any = None
-    finished: bool = False
-
-
 class JobPool:
     """``submit(job)`` now or when a slot frees; ``results()`` in submission order.
-    ``submit_group(jobs, finish, discard)``: jobs whose results `finish` combines in this
-    process once all of them are done; the group counts as one result.
 
     `workers` processes run at once.  While the caller is still preparing work
     (until ``results()``), it counts as one of them, so the machine is not oversubscribed:
     with 2 cores one job runs beside the preparing caller, then two jobs run while the
-    caller only waits (and runs the groups' `finish`)."""
+    caller only waits."""
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = usable_cores() if workers is None else max(1, workers)
@@ -123,7 +106,6 @@ class JobPool:
         self.queue: list[tuple[int, Job]] = []
         self.running: dict[int, _Child] = {}  # fd -> child
         self.done: dict[int, tuple[bool, Any]] = {}  # job index -> (ok, value)
-        self.groups: list[_Group] = []
         self.jobs = 0
         self.caller_busy = True
         # the caller runs queued jobs itself while it waits (`results`, `_lanes`): it is
@@ -140,33 +122,16 @@ class JobPool:
         was made, before its first job)."""
         return self.forks and (not _in_process or bool(self.running or self.queue))
 
-    @property
-    def count(self) -> int:
-        """Results (groups) submitted so far."""
-        return len(self.groups)
-
     # -- public -----------------------------------------------------------------------
     def submit(self, job: Job) -> int:
         """Start (or queue) `job`; returns the index of its result."""
-        return self.submit_group([job], None)
-
-    def submit_group(self, jobs: list[Job], finish: Finish | None,
-                     discard: Discard | None = None) -> int:
-        """`discard(results of the jobs that succeeded)` runs instead of `finish` when the
-        pool fails (removes the pieces those jobs left)."""
-        if finish is not None and self.parallel and 1 < len(jobs) <= _MAX_SHARED:
-            jobs, finish, discard = _shared(jobs, finish, discard, min(self.workers, len(jobs)))
-        group = _Group([], finish, discard)
-        self.groups.append(group)
         try:
-            for job in jobs:
-                group.jobs.append(self._submit(job))
-            self._finish_ready()
+            index = self._submit(job)
             self._check()
         except BaseException:
             self.cancel()
             raise
-        return len(self.groups) - 1
+        return index
 
     def results(self) -> list[Any]:
         """Wait for every job; re-raise the first failure."""
@@ -180,7 +145,7 @@ class JobPool:
             self._wait(lambda: bool(self.running or self.queue))
         finally:
             gc.unfreeze()
-        return [g.result for g in self.groups]
+        return [self.done[i][1] for i in range(self.jobs)]
 
     def _lanes(self) -> None:
         """The queued jobs taken one at a time from a pipe by this process and by one forked
@@ -218,10 +183,8 @@ class JobPool:
         try:
             while more():
                 self._poll(block=True)
-                self._finish_ready()
                 self._check()
                 self._start()
-            self._finish_ready()
             self._check()
         except BaseException:
             self.cancel()
@@ -230,14 +193,6 @@ class JobPool:
     def cancel(self) -> None:
         """Stop every running or queued job (the caller failed); nothing is published."""
         self._kill_all()
-        for g in self.groups:
-            if g.discard is not None and not g.finished:
-                ok = [self.done[i][1] for i in g.jobs if i in self.done and self.done[i][0]]
-                try:
-                    g.discard(ok)
-                except OSError:
-                    pass
-                g.finished = True
 
     # -- internals --------------------------------------------------------------------
     def _run_here(self, index: int, job: Job) -> None:
@@ -261,23 +216,6 @@ class JobPool:
         self._check()
         self._start()
         return index
-
-    def _finish_ready(self) -> None:
-        """Run the `finish` of every group whose jobs are all done (in this process)."""
-        if self.failure is not None:
-            return
-        for g in self.groups:
-            if g.finished or not all(i in self.done for i in g.jobs):
-                continue
-            if not all(self.done[i][0] for i in g.jobs):
-                return  # the failure is reported by _check
-            values = [self.done[i][1] for i in g.jobs]
-            g.finished = True
-            try:
-                g.result = g.finish(values) if g.finish is not None else values[0]
-            except BaseException as exc:
-                self.failure = exc
-                return
 
     def _check(self) -> None:
         """Fail fast: after a job failed (a full disk...), nothing else is started and the
@@ -405,45 +343,6 @@ def _take(r: int) -> Iterator[int]:
 _LANE = -1  # the job index of a forked lane of `JobPool._lanes` (it runs several)
 
 
-def _shared(jobs: list[Job], finish: Finish, discard: Discard | None, runners: int
-            ) -> tuple[list[Job], Finish, Discard]:
-    """The jobs of a group (the slices or pieces of one file) run by `runners` workers that
-    take them one at a time from a pipe: one fork per runner instead of one per job, i.e.
-    the copy-on-write copies of the parent's pages a worker makes are paid once per runner."""
-    r = _number_pipe(len(jobs))
-
-    def runner() -> list[tuple[int, Any]]:
-        done: list[tuple[int, Any]] = []
-        try:
-            for i in _take(r):
-                done.append((i, jobs[i]()))
-        except BaseException:
-            if discard is not None:
-                discard([v for _, v in done])
-            raise
-        return done
-
-    def flat(results: list[list[tuple[int, Any]]]) -> list[Any]:
-        return [v for _, v in sorted((p for res in results for p in res), key=lambda p: p[0])]
-
-    def close() -> None:
-        try:
-            os.close(r)
-        except OSError:
-            pass
-
-    def finish_all(results: list[list[tuple[int, Any]]]) -> Any:
-        close()
-        return finish(flat(results))
-
-    def discard_all(results: list[list[tuple[int, Any]]]) -> None:
-        close()
-        if discard is not None:
-            discard(flat(results))
-
-    return [runner] * runners, finish_all, discard_all
-
-
 def _stop_worker(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
@@ -451,7 +350,8 @@ def _stop_worker(signum: int, frame: object) -> None:
 def run_jobs(jobs: list[Job], workers: int | None = None) -> list[Any]:
     """Results of `jobs` in order; up to `workers` (default: usable cores) run at once."""
     pool = JobPool(workers)
-    pool.caller_busy = False  # everything is prepared: the caller only waits
+    # everything is prepared: the caller runs them too, beside one lane per other core
+    pool.caller_busy, pool.caller_runs = False, True
     for job in jobs:
         pool.submit(job)
     return pool.results()

@@ -8,10 +8,12 @@ boundaries (`slice_rows` rows, `slice_events` events), and the final names are g
 under the temporary names of writers.AtomicFile (removed on failure, or as stale files of a
 dead process by the next export).
 
-A Chrome-trace file repeats its metadata events at the head of every slice, and the
-metadata (every thread and stream lane) is only known after the last window: the events go
-to temporary body files, and ``close_jobs(meta)`` write each final file as ``[`` + metadata +
-body + ``]`` (a buffered copy of the body, files.append_file).
+A Chrome-trace file repeats its metadata events at the head of every slice.  In a
+one-window plan the metadata (every thread and stream lane) is known before the first event
+(`JsonStream.begin`): each slice is written in place and ended by ``]`` and a rename.  In a
+windowed plan it is only known after the last window: the events go to temporary body files,
+and ``close_jobs(meta)`` write each final file as ``[`` + metadata + body + ``]`` (a buffered
+copy of the body, files.append_file).
 """
 from __future__ import annotations
 
@@ -185,8 +187,8 @@ SLICE_INDEX: list[list[tuple[Path, float | None, float | None]]] = []
 
 class JsonStream:
     """A Chrome-trace array appended window by window (event strings in their final order);
-    the jobs of ``close_jobs(meta)`` (pipeline.close_traces) write it as
-    writers.event_jobs writes the whole stream."""
+    the jobs of ``close_jobs(meta)`` (pipeline.close_traces) end it with the bytes
+    writers.write_events gives the whole stream."""
 
     def __init__(self, paths: SliceNamer, slice_events: int) -> None:
         self.slices = _Slices(paths)
