@@ -23,7 +23,7 @@ import pandas as pd
 from msprof_cli.raw import layouts as L
 
 from ..decode.data import DeviceData, ProfData
-from ..decode.enclose import enclose
+from ..decode.enclose import enclosing
 from ..decode.host import NA, resolve, type_names
 from ..fmt import float_str, int_str, obj_full, py_round
 from ..outputs import timeline as T
@@ -52,20 +52,33 @@ class Scope:
     model_names: dict[int, str]
 
 
-def _spans(df: pd.DataFrame, payload: str) -> pd.DataFrame:
-    return pd.DataFrame({"thread_id": df["thread_id"].to_numpy(np.int64),
-                         "begin_ns": df["begin_local"].to_numpy(np.int64),
-                         "end_ns": df["end_local"].to_numpy(np.int64),
-                         payload: df["connection_id"].to_numpy(np.int64)})
+Spans = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # thread, begin, end, cid
 
 
-def _enclosing(records: pd.DataFrame, spans: pd.DataFrame, ts_col: str, payload: str
-               ) -> np.ndarray:
-    """Payload of the enclosing span (-1 where none), aligned to `records`."""
-    if len(records) == 0:
-        return np.zeros(0, dtype=np.int64)
-    got = enclose(records.reset_index(drop=True), spans, ts_col, [payload])[payload]
-    return got.fillna(-1).to_numpy().astype(np.int64)
+def _spans(df: pd.DataFrame, rows: np.ndarray) -> Spans:
+    """(thread, begin, end, connection id) of the API rows `rows`, the spans of `_enclosing`."""
+    return tuple(df[c].to_numpy(np.int64)[rows]  # type: ignore[return-value]
+                 for c in ("thread_id", "begin_local", "end_local", "connection_id"))
+
+
+def _enclosing(thread: np.ndarray, ts: np.ndarray, spans: Spans) -> np.ndarray:
+    """Connection id of the span of the same thread enclosing each (thread, ts), -1 where
+    none (decode.enclose.enclosing on numpy columns: the frames a join builds cost more
+    than the join itself on a small export, issue 20 item 8)."""
+    s_thread, begin, end, cid = spans
+    if len(cid) == 0:
+        return np.full(len(ts), -1, np.int64)
+    at = enclosing(thread, ts, s_thread, begin, end)
+    return np.where(at >= 0, cid[np.maximum(at, 0)], -1)
+
+
+def _lookup(keys: np.ndarray, values: np.ndarray, want: np.ndarray, missing: int = -1
+            ) -> np.ndarray:
+    """values[i] where keys[i] == want (keys sorted, unique), `missing` elsewhere."""
+    if len(keys) == 0:
+        return np.full(len(want), missing, np.int64)
+    pos = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+    return np.where(keys[pos] == want, values[pos], missing)
 
 
 def model_names(data: ProfData) -> dict[int, str]:
@@ -77,24 +90,25 @@ def model_names(data: ProfData) -> dict[int, str]:
     return dict(zip(g["model_id"].astype(int).tolist(), names.tolist()))
 
 
-def _runtime_devices(data: ProfData, runtime: pd.DataFrame) -> pd.DataFrame:
-    """(connection_id, device_id, stream_id) of the task_track each runtime API encloses."""
+def _runtime_devices(data: ProfData, runtime_rows: np.ndarray, apis: pd.DataFrame
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(connection id sorted, device id, stream id) of the first task_track each runtime API
+    (`runtime_rows` of `apis`) encloses."""
     ht = data.host.tables
-    empty = pd.DataFrame({"connection_id": [], "device_id": [], "stream_id": []})
-    if ht is None or len(ht.task_track) == 0 or len(runtime) == 0:
-        return empty
+    none = np.zeros(0, np.int64)
+    if ht is None or len(ht.task_track) == 0 or len(runtime_rows) == 0:
+        return none, none, none
     tt = ht.task_track
     names = type_names(np.full(len(tt), L.LEVEL_RUNTIME), tt["rt_type"].to_numpy(), ht.types)
-    tt = tt[~np.isin(names, ["FLIP_TASK", "MAINTENANCE"])]
+    rows = np.flatnonzero(~np.isin(names, ["FLIP_TASK", "MAINTENANCE"]))
     off = data.host.rd.offset_ns if data.host.rd else 0
-    rec = pd.DataFrame({"thread_id": tt["thread_id"].to_numpy(np.int64),
-                        "ts": tt["ts_ns"].to_numpy(np.int64) + off,
-                        "device_id": tt["device_id"].to_numpy(np.int64),
-                        "stream_id": tt["stream_id"].to_numpy(np.int64)})
-    rec["connection_id"] = _enclosing(rec, _spans(runtime, "rt_cid").rename(
-        columns={"rt_cid": "connection_id"}), "ts", "connection_id")
-    rec = rec[rec["connection_id"] >= 0].drop_duplicates("connection_id", keep="first")
-    return rec[["connection_id", "device_id", "stream_id"]]
+    cid = _enclosing(tt["thread_id"].to_numpy(np.int64)[rows],
+                     tt["ts_ns"].to_numpy(np.int64)[rows] + off, _spans(apis, runtime_rows))
+    inside = np.flatnonzero(cid >= 0)
+    keys, first = np.unique(cid[inside], return_index=True)  # a runtime API's first record
+    at = rows[inside[first]]
+    return (keys, tt["device_id"].to_numpy(np.int64)[at],
+            tt["stream_id"].to_numpy(np.int64)[at])
 
 
 RUNTIME_COLS = ["connection_id", "type_name", "thread_id", "begin_local", "end_local", "dur_ns",
@@ -106,67 +120,81 @@ SCOPE_TASK_COLS = ["op_name", "task_type", "rt_type", "host_known", "start_local
 def build_scope(data: ProfData, dev: DeviceData, sel: Selection, tasks: pd.DataFrame,
                 exec_base: dict[int, int] | None = None) -> Scope:
     """`exec_base`: per model, the executions before these host data (the windows before,
-    legacy.py): execution n of a model is the n-th of the whole collection."""
+    legacy.py): execution n of a model is the n-th of the whole collection.
+
+    On numpy columns: a tiny export spent ~20 ms here in pandas' per-call costs (merges,
+    groupby, sorts of a few rows; issue 20 item 8)."""
     apis = data.host.apis
     names = model_names(data)
     empty = pd.DataFrame()
     if apis is None or len(apis) == 0:
         return Scope(empty, empty, empty, tasks.iloc[0:0], names)
     lvl, typ = apis["level"].to_numpy(), apis["type"].to_numpy()
-    me = apis[(lvl == L.LEVEL_MODEL) & (typ == L.MODEL_EXECUTE)].copy()
-    me["model_id"] = me["item_id"].astype(np.int64)
-    me = me.sort_values(["model_id", "begin_local"], kind="stable")
-    me["exec_id"] = me.groupby("model_id").cumcount() + 1
-    if exec_base:
-        me["exec_id"] += me["model_id"].map(exec_base).fillna(0).astype(np.int64)
-    spans = _spans(me, "me_cid")
-    chosen = me
-    if sel.model_id is not None:
-        chosen = me[(me["model_id"] == sel.model_id) & (me["exec_id"] >= sel.first)
-                    & (me["exec_id"] <= sel.last)]
-    chosen_ids = set(chosen["connection_id"].astype(int).tolist())
-    execs = pd.DataFrame({
-        "me_cid": chosen["connection_id"].to_numpy(np.int64),
-        "model_id": chosen["model_id"].to_numpy(np.int64),
-        "exec_id": chosen["exec_id"].to_numpy(np.int64),
-        "thread_id": chosen["thread_id"].to_numpy(np.int64),
-        "begin_local": chosen["begin_local"].to_numpy(np.int64),
-        "end_local": chosen["end_local"].to_numpy(np.int64),
-    }).sort_values(["begin_local", "model_id"], kind="stable", ignore_index=True)
-    # every API -> its enclosing ModelExecute (a ModelExecute is its own)
-    me_of = _enclosing(apis, spans, "begin_local", "me_cid")
     is_me = (lvl == L.LEVEL_MODEL) & (typ == L.MODEL_EXECUTE)
-    me_of = np.where(is_me, apis["connection_id"].to_numpy(np.int64), me_of)
-    in_scope = np.isin(me_of, list(chosen_ids)) if sel.model_id is not None \
-        else np.ones(len(apis), dtype=bool)
+    # ModelExecutes by model, then begin (stable); exec_id: 1, 2, ... per model
+    me = np.flatnonzero(is_me)
+    model = apis["item_id"].to_numpy()[me].astype(np.int64)
+    order = np.lexsort((apis["begin_local"].to_numpy(np.int64)[me], model))
+    me, model = me[order], model[order]
+    n = len(me)
+    first = np.r_[True, model[1:] != model[:-1]] if n else np.zeros(0, bool)
+    exec_id = np.arange(n) - np.maximum.accumulate(np.where(first, np.arange(n), 0)) + 1
+    if exec_base and n:
+        uniq, inv = np.unique(model, return_inverse=True)
+        exec_id = exec_id + np.array([int(exec_base.get(int(m), 0)) for m in uniq],
+                                     np.int64)[inv]
+    spans = _spans(apis, me)
+    m_thread, m_begin, m_end, m_cid = spans
+    chosen = np.ones(n, bool)
+    if sel.model_id is not None:
+        chosen = (model == sel.model_id) & (exec_id >= sel.first) & (exec_id <= sel.last)
+    c_cid = m_cid[chosen]
+    # the chosen executions by begin, then model (stable)
+    o = np.lexsort((model[chosen], m_begin[chosen]))
+    execs = pd.DataFrame({"me_cid": c_cid[o], "model_id": model[chosen][o],
+                          "exec_id": exec_id[chosen][o], "thread_id": m_thread[chosen][o],
+                          "begin_local": m_begin[chosen][o], "end_local": m_end[chosen][o]})
+    ids = np.sort(c_cid)
+    # every API -> its enclosing ModelExecute (a ModelExecute is its own)
+    cid = apis["connection_id"].to_numpy(np.int64)
+    me_of = np.where(is_me, cid, _enclosing(apis["thread_id"].to_numpy(np.int64),
+                                            apis["begin_local"].to_numpy(np.int64), spans))
     scoped = apis.assign(me_cid=me_of)
-    if not in_scope.all():  # a filtered copy only when something is out of scope
-        scoped = scoped[in_scope].reset_index(drop=True)
-    # GE copies per execution
+    if sel.model_id is not None:
+        in_scope = np.isin(me_of, ids)
+        if not in_scope.all():  # a filtered copy only when something is out of scope
+            scoped = scoped[in_scope].reset_index(drop=True)
+            lvl, typ, me_of = lvl[in_scope], typ[in_scope], me_of[in_scope]
+    # GE copies per execution: the first of each execution
+    s_begin = scoped["begin_local"].to_numpy(np.int64)
+    s_end = scoped["end_local"].to_numpy(np.int64)
     for typ_id, pre in ((L.MODEL_INPUT_COPY, "in"), (L.MODEL_OUTPUT_COPY, "out")):
-        c = scoped[(scoped["level"] == L.LEVEL_MODEL) & (scoped["type"] == typ_id)
-                   & (scoped["me_cid"] >= 0)].drop_duplicates("me_cid", keep="first")
-        m = execs[["me_cid"]].merge(c[["me_cid", "begin_local", "end_local"]], on="me_cid",
-                                    how="left")
-        execs[f"{pre}_b"] = m["begin_local"].fillna(-1).to_numpy().astype(np.int64)
-        execs[f"{pre}_e"] = m["end_local"].fillna(-1).to_numpy().astype(np.int64)
-    # runtime APIs of this device
+        rows = np.flatnonzero((lvl == L.LEVEL_MODEL) & (typ == typ_id) & (me_of >= 0))
+        keys, at = np.unique(me_of[rows], return_index=True)
+        rows = rows[at]
+        execs[f"{pre}_b"] = _lookup(keys, s_begin[rows], c_cid[o])
+        execs[f"{pre}_e"] = _lookup(keys, s_end[rows], c_cid[o])
+    # runtime APIs of this device (those whose first task_track is on another one are not)
     # only the columns the runtime outputs read (not every named-API column: memory)
-    rt = scoped.loc[scoped["level"] == L.LEVEL_RUNTIME, RUNTIME_COLS].reset_index(drop=True)
-    where = _runtime_devices(data, apis[lvl == L.LEVEL_RUNTIME])
-    rt = rt.merge(where, on="connection_id", how="left")
-    keep = rt["device_id"].isna() | (rt["device_id"] == dev.device_id)
-    rt = rt[keep].reset_index(drop=True)
-    rt["stream_id"] = rt["stream_id"].fillna(-1).astype(np.int64)
+    rt_rows = np.flatnonzero(lvl == L.LEVEL_RUNTIME)
+    keys, r_dev, r_stream = _runtime_devices(data, np.flatnonzero(apis["level"].to_numpy()
+                                                                  == L.LEVEL_RUNTIME), apis)
+    r_cid = scoped["connection_id"].to_numpy(np.int64)[rt_rows]
+    dev_of = _lookup(keys, r_dev, r_cid)
+    keep = (dev_of < 0) | (dev_of == dev.device_id)
+    rt = scoped[RUNTIME_COLS].take(rt_rows[keep]).reset_index(drop=True)
+    rt["device_id"] = np.where(dev_of[keep] >= 0, dev_of[keep], np.nan)
+    rt["stream_id"] = _lookup(keys, r_stream, r_cid[keep])
     # device tasks -> execution of their launch
     # only the columns ai_stack_time reads (not a copy of every task column)
-    t = tasks.loc[tasks["host_known"].to_numpy(bool), SCOPE_TASK_COLS]
-    rec = pd.DataFrame({"thread_id": t["tt_thread"].to_numpy(np.int64),
-                        "ts": t["tt_local"].to_numpy(np.int64)})
-    t = t.assign(me_cid=_enclosing(rec, spans, "ts", "me_cid"))
-    t = t[t["me_cid"].isin(list(chosen_ids))]
-    t = t.merge(execs[["me_cid", "exec_id"]], on="me_cid", how="left")
-    return Scope(execs, rt, scoped, t.reset_index(drop=True), names)
+    known = np.flatnonzero(tasks["host_known"].to_numpy(bool))
+    t_me = _enclosing(tasks["tt_thread"].to_numpy(np.int64)[known],
+                      tasks["tt_local"].to_numpy(np.int64)[known], spans)
+    mine = np.isin(t_me, ids)
+    t = tasks[SCOPE_TASK_COLS].take(known[mine]).reset_index(drop=True)
+    t["me_cid"] = t_me[mine]
+    t["exec_id"] = _lookup(ids, exec_id[chosen][np.argsort(c_cid, kind="stable")], t_me[mine])
+    return Scope(execs, rt, scoped, t, names)
 
 
 # --- ai_stack_time ---------------------------------------------------------------------------
