@@ -131,6 +131,58 @@ def test_iterations_fp_bp_and_data_aug() -> None:
     assert list(its.data_aug_ns) == [-1, 46]
 
 
+def _iterations_by_loop(steps: pd.DataFrame) -> list[tuple]:
+    """The analysis's state machine record by record (the module docstring's), per model in
+    time order: (model, iteration, start, end, fp, bp, {reduce column: time})."""
+    out = []
+    s = steps.sort_values(["model_id", "ts_ns"], kind="stable")
+    for model, g in s.groupby("model_id", sort=True):
+        state, begin, its = "M", None, []
+        for tag, t in zip(g["tag_id"].tolist(), g["ts_ns"].tolist()):
+            if tag == 0:
+                state, begin = "S", t
+            elif tag == 4 and state in "SE":
+                its.append([begin, t]); state, begin = "E", t
+            elif tag == 1 and state == "S":
+                its.append([begin, t]); state = "M"
+        for i, (b, e) in enumerate(its):
+            inside = g[(g["ts_ns"] >= b) & (g["ts_ns"] <= e)]
+            last = {}
+            for tag, t in zip(inside["tag_id"].tolist(), inside["ts_ns"].tolist()):
+                # the marker's own iteration: the latest one starting at or before it
+                k = max(j for j, (bb, _) in enumerate(its) if bb <= t)
+                if k == i:
+                    last[tag] = t
+            red = {f"reduce_{'start' if (tag - 10000) % 2 == 0 else 'end'}_{(tag - 10000) // 2}": t
+                   for tag, t in last.items() if tag >= 10000}
+            out.append((int(model), i + 1, b, e, last.get(2, -1), last.get(3, -1), red))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_iterations_match_the_state_machine(seed: int) -> None:
+    """Several models, markers outside every iteration, AllReduce pairs of some models only
+    (-1 elsewhere), equal times; iter_id ranks step ends (ties in row order)."""
+    rng = np.random.default_rng(seed)
+    n = [1, 6, 40, 150][seed % 4]
+    steps = pd.DataFrame({"model_id": rng.integers(0, 3, n).astype(np.uint32),
+                          "ts_ns": rng.integers(0, 60, n),
+                          "tag_id": rng.choice([0, 1, 2, 3, 4, 4, 10000, 10001, 10002, 10003],
+                                               n).astype(np.uint16)})
+    its = iterations(steps)
+    want = _iterations_by_loop(steps)
+    assert len(its) == len(want)
+    reduce_cols = [c for c in its.columns if c.startswith("reduce_")]
+    for row, (model, it, b, e, fp, bp, red) in zip(its.itertuples(index=False), want):
+        assert (row.model_id, row.iteration_id, row.step_start_ns, row.step_end_ns,
+                row.fp_ns, row.bp_ns) == (model, it, b, e, fp, bp)
+        assert {c: getattr(row, c) for c in reduce_cols} == \
+            {c: red.get(c, -1) for c in reduce_cols}
+    end = its["step_end_ns"].to_numpy()
+    assert list(its["iter_id"]) == list(np.argsort(np.argsort(end, kind="stable"),
+                                                   kind="stable") + 1)
+
+
 def test_flow_ids_match_python_ints() -> None:
     rng = np.random.default_rng(3)
     stream, task, batch = rng.integers(0, 2048, 50), rng.integers(0, 65536, 50), \

@@ -10,7 +10,8 @@ import pytest
 
 from msprof_cli.export.decode.enclose import enclose
 from msprof_cli.export.decode.host import HostTables, type_names
-from msprof_cli.export.decode.launch import host_batches, launch_info
+from msprof_cli.export.decode.data import TENSOR_COLS
+from msprof_cli.export.decode.launch import host_batches, host_task_info, launch_info
 from msprof_cli.raw import layouts as L
 
 TYPES = {(L.LEVEL_RUNTIME, 1): "KERNEL_AICORE", (L.LEVEL_RUNTIME, 2): "FLIP_TASK",
@@ -87,3 +88,54 @@ def test_launch_info_is_the_pandas_join(seed: int) -> None:
     assert list(got.columns) == list(want.columns)
     assert list(map(str, got.dtypes)) == list(map(str, want.dtypes))
     pd.testing.assert_frame_equal(got, want, check_exact=True)
+
+
+def _old_host_task_info(host: HostTables, tensors: pd.DataFrame) -> pd.DataFrame:
+    """tensors_by_launch + with_tensors as they were (enclose, dropna, drop_duplicates,
+    left merge)."""
+    nodes = host.apis[host.apis["level"] == L.LEVEL_NODE]
+    tt = launch_info(host)
+    tens = tensors.copy()
+    if len(tens):
+        tens["launch_cid"] = enclose(tens, nodes, "ts_ns", ["connection_id"])["connection_id"]
+        tens = tens.dropna(subset=["launch_cid"]).drop_duplicates("launch_cid", keep="last")
+        tens = tens[["launch_cid"] + TENSOR_COLS].reset_index(drop=True)
+    if len(tens):
+        batch = tt.pop("batch_id")
+        tt = tt.merge(tens, on="launch_cid", how="left")
+        tt["batch_id"] = batch.to_numpy()
+        return tt
+    batch = tt.pop("batch_id")
+    for c in TENSOR_COLS:
+        tt[c] = np.nan
+    tt["batch_id"] = batch.to_numpy()
+    return tt
+
+
+def _tensors(rng: np.random.Generator, n: int, text: str) -> pd.DataFrame:
+    words = np.array(["1,2", "3", "", "N/A", "4;5"], dtype=object)
+    cols = {c: words[rng.integers(0, len(words), n)] for c in TENSOR_COLS}
+    df = pd.DataFrame({"thread_id": rng.choice([7, 8, 9], n).astype(np.int64),
+                       "ts_ns": rng.integers(0, 10_500, n),
+                       "op_name_hash": rng.integers(0, 2**64 - 1, n, dtype=np.uint64), **cols})
+    return df.astype({c: "object" for c in TENSOR_COLS}) if text == "object" else df
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_tensor_join_is_the_pandas_join(seed: int) -> None:
+    """tensors_by_launch + with_tensors (searchsorted) give the table of the pandas steps:
+    records outside every launch, several in one launch (the last wins), no tensors."""
+    rng = np.random.default_rng(100 + seed)
+    sizes = [(40, 60, 50), (0, 30, 10), (30, 0, 10), (200, 300, 400), (5, 50, 3),
+             (60, 80, 0)][seed % 6]
+    host = _host(rng, sizes[0], sizes[1], 20, ["sorted", "shuffled", "repeated"][seed % 3])
+    tensors = _tensors(rng, sizes[2], ["str", "object"][seed % 2])
+    host = HostTables(apis=host.apis, task_track=host.task_track, node_basic=host.node_basic,
+                      tensors=tensors, hashes={}, types=TYPES)
+    want = _old_host_task_info(host, tensors)
+    got = host_task_info(host)
+    assert list(got.columns) == list(want.columns)
+    for c in got.columns:  # values equal, N/A where the merge has none (str or object)
+        a, b = got[c].to_numpy(object), want[c].to_numpy(object)
+        assert (pd.isna(a) == pd.isna(b)).all(), c
+        assert (a[~pd.isna(a)] == b[~pd.isna(b)]).all(), c
