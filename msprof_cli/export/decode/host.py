@@ -420,10 +420,8 @@ def decode_hccl(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
               "remote_rank", "rank_size", "plane_id", "stage", "role", "duration_estimated",
               "data_size", "op_type", "data_type", "link_type", "transport_type", "notify_id"]
     c = host_records(data_dir, "hccl_info", log, fields)
-    df = pd.DataFrame({k: c[k] for k in fields})
-    df = df.rename(columns={"timestamp": "ts_ns"})
-    df["ts_ns"] = df["ts_ns"].astype(np.int64)
-    return df
+    c["timestamp"] = c["timestamp"].astype(np.int64)
+    return pd.DataFrame({"ts_ns" if k == "timestamp" else k: c[k] for k in fields})
 
 
 def decode_tx(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
@@ -431,7 +429,6 @@ def decode_tx(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
               "payload_type", "payload_value", "start_time", "end_time", "mark_id", "domain",
               "message_type", "message"]
     c = host_records(data_dir, "msproftx", log, fields)
-    df = pd.DataFrame({k: c[k] for k in fields if k != "message"})
     msg = c["message"]
     if len(msg):
         inv, uniq = pd.factorize(msg)
@@ -439,10 +436,10 @@ def decode_tx(data_dir: Path, log: DecodeLog) -> pd.DataFrame:
                         dtype=object)[inv]
     else:
         text = np.zeros(0, dtype=object)
-    df["message"] = text
+    c["message"] = text
     for k in ("start_time", "end_time"):
-        df[k] = df[k].astype(np.int64)
-    return df
+        c[k] = c[k].astype(np.int64)
+    return pd.DataFrame({k: c[k] for k in fields})  # one frame, no column set after it
 
 
 def decode_host(data_dir: Path, log: DecodeLog, post_log: DecodeLog | None = None,

@@ -34,12 +34,15 @@ COLS = ["op_name", "op_type", "start_local", "end_local", "dur_ns", "connection_
 
 def _from_tasks(dev: DeviceData, data: ProfData | None, sel: Selection) -> pd.DataFrame:
     t = dev.tasks
-    t = t[t["task_type"].to_numpy(object) == HCCL_TASK_TYPE]
-    t = t[in_window(t["start_local"], t["end_local"], sel)]
+    rows = np.flatnonzero((t["task_type"].to_numpy(object) == HCCL_TASK_TYPE)
+                          & in_window(t["start_local"], t["end_local"], sel))
+    if len(rows) == 0:  # no HCCL task (most single-device runs): no frame copies
+        return pd.DataFrame(columns=OP_COLS)
+    t = t[COLS].take(rows)
     ranks = rank_ids(data) if data is not None else [dev.device_id]
     rank = device_rank(data, dev) if data is not None else None
     # the rank size is not known without hccl_info when each process is a rank
-    return t[COLS].assign(group="N/A", local_rank=rank or 0, rank_size=len(ranks))[OP_COLS]
+    return t.assign(group="N/A", local_rank=rank or 0, rank_size=len(ranks))[OP_COLS]
 
 
 def hccl_rows(dev: DeviceData, data: ProfData | None = None, sel: Selection = ALL

@@ -376,6 +376,8 @@ def runtime_agg(scope: Scope) -> pd.DataFrame | None:
 
 
 def combine_runtime(aggs: list[pd.DataFrame]) -> pd.DataFrame:
+    if len(aggs) == 1:  # one window: already the aggregate (grouped, sorted)
+        return aggs[0]
     g = pd.concat(aggs, ignore_index=True).groupby(["name", "stream", "thread"], sort=True)
     return pd.DataFrame({"time": g["time"].sum(), "calls": g["calls"].sum(),
                          "min": g["min"].min(), "max": g["max"].max()}).reset_index()

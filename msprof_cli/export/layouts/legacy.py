@@ -180,7 +180,7 @@ class LegacyExport(Export):
                       & (its["iteration_id"] <= sel.last)].reset_index(drop=True)
         self.iterations = [its]
         self.models = sorted(int(x) for x in its["model_id"].unique())
-        self.step_meta = [T.step_layer(d, its.drop_duplicates("model_id"), self.app_pid).meta]
+        self.step_meta = [T.step_meta(d, self.models, self.app_pid)]
         self.first = slim_first(data)
         self.tx = X.markers(data)
         self.tx_layer_all = X.tx_layer(self.tx, self.app_pid, X.process_name(data))

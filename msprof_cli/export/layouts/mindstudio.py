@@ -143,8 +143,8 @@ class MindstudioExport(Export):
         self.iterations = [d.iterations for d in self.first.devices]
         # the step layer's metadata depends on the models only; its events (a few hundred
         # MB of text at 10M tasks) are made per window
-        self.step_meta = [T.step_layer(d, d.iterations.drop_duplicates("model_id"),
-                                       self.app_pid).meta for d in data.devices]
+        self.step_meta = [T.step_meta(d, T.step_models(d.iterations), self.app_pid)
+                          for d in data.devices]
         self.tx = X.markers(data)
         if len(self.tx):  # msprof json's last layer (if switched on): the markers since the
             # collection began; msprof_tx json: every marker

@@ -233,6 +233,8 @@ def op_statistic_agg(rows: pd.DataFrame) -> pd.DataFrame:
 
 def combine_op_statistic(parts: list[pd.DataFrame]) -> pd.DataFrame:
     """`op_statistic_agg` of the union of the rows of `parts` (aggregates of each)."""
+    if len(parts) == 1:  # one window (every export below the window size): already it
+        return parts[0]
     g = pd.concat(parts, ignore_index=True).groupby(["op_type", "task_type"], sort=True)
     return pd.DataFrame({"count": g["count"].sum(), "total": g["total"].sum(),
                          "min": g["min"].min(), "max": g["max"].max(),
@@ -378,17 +380,19 @@ def api_statistic_of(codes: np.ndarray, dur_ns: np.ndarray, names: np.ndarray,
                      levels: np.ndarray) -> Table:
     """api_statistic from per-call group codes (into `names` / `levels`) and durations, in
     call (record) order -- the windowed export keeps only these three columns."""
-    d = pd.DataFrame({"g": codes, "dur_ns": dur_ns})
-    g = d.groupby("g", sort=True)["dur_ns"]
-    agg = pd.DataFrame({"count": g.size(), "total": g.sum(), "min": g.min(), "max": g.max()})
-    gid = agg.index.to_numpy(np.int64)
-    count = agg["count"].to_numpy(np.int64)
+    # the groups in id order: the calls sorted by group (stable: call order inside)
+    codes = np.asarray(codes)
+    order = np.argsort(codes, kind="stable")
+    gid, bounds = np.unique(codes[order], return_index=True)
+    gid = gid.astype(np.int64)
+    ends = np.r_[bounds[1:], len(order)]
+    count = (ends - bounds).astype(np.int64)
+    dur_sorted = np.asarray(dur_ns, np.int64)[order]
+    mins = np.minimum.reduceat(dur_sorted, bounds) if len(bounds) else dur_sorted
+    maxs = np.maximum.reduceat(dur_sorted, bounds) if len(bounds) else dur_sorted
     # the analysis's sums are Python's sum() of the per-call float µs (left to right, in
     # call order; api_statistic_viewer._api_statistic_reformat), not the exact ns total
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(np.asarray(codes)[order], gid, side="left")
-    ends = np.r_[bounds[1:], len(order)]
-    dur_us = (np.asarray(dur_ns, np.int64) / 1000.0)[order]
+    dur_us = dur_sorted / 1000.0
     time_us = py_round(np.array([sum(dur_us[a:b].tolist()) for a, b in zip(bounds, ends)]),
                        3)
     avg = py_round(time_us / count, 3)
@@ -397,15 +401,14 @@ def api_statistic_of(codes: np.ndarray, dur_ns: np.ndarray, names: np.ndarray,
     avg_of[gid] = avg
     dev = py_round((dur_us - avg_of[np.asarray(codes)[order]]) ** 2, 3)
     sq = np.array([sum(dev[a:b].tolist()) for a, b in zip(bounds, ends)])
-    del d
     df = text_frame({
         "Level": levels[gid],
         "API Name": names[gid],
         "Time(us)": float_str(time_us),
         "Count": int_str(count),
         "Avg(us)": float_str(avg),
-        "Min(us)": dur_str(agg["min"].to_numpy(np.int64)),
-        "Max(us)": dur_str(agg["max"].to_numpy(np.int64)),
+        "Min(us)": dur_str(mins),
+        "Max(us)": dur_str(maxs),
         "Variance": float_str(py_round(sq / count, 3)),
     })
     # ordered by (API Name, Level) in byte order (the analysis's SQLite ``ORDER BY api_name,

@@ -378,6 +378,22 @@ def _hccl_flows(dev: DeviceData, steps: pd.DataFrame, app_pid: int) -> Layer:
 
 # --- Step Trace --------------------------------------------------------------------------
 
+def step_models(its: pd.DataFrame) -> list[int]:
+    """The models of iterations `its`, sorted: a Step Trace lane each."""
+    return sorted(int(x) for x in its["model_id"].unique())
+
+
+def step_meta(dev: DeviceData, models: list[int], app_pid: int) -> list[str]:
+    """Metadata of the step layer (its lanes) of `models`, none without a model: it depends
+    on the models only, so an export writes it before (or without) the events."""
+    if not models:
+        return []
+    pid = pid_of(app_pid, SORT_HARDWARE, dev.device_id)
+    return process_meta(pid, "Ascend Hardware", f"NPU {dev.device_id}", SORT_HARDWARE,
+                        [(app_pid + STEP_TID_BASE + i, f"Step Trace(Model ID:{mdl})",
+                          STEP_TID_BASE + mdl) for i, mdl in enumerate(models)])
+
+
 def step_layer(dev: DeviceData, its: pd.DataFrame, app_pid: int,
                models: list[int] | None = None) -> Layer:
     """`models`: every model of the device (lane per model), when `its` are only some of
@@ -386,11 +402,9 @@ def step_layer(dev: DeviceData, its: pd.DataFrame, app_pid: int,
         return Layer()
     pid = pid_of(app_pid, SORT_HARDWARE, dev.device_id)
     if models is None:
-        models = sorted(int(x) for x in its["model_id"].unique())
+        models = step_models(its)
     tid_of = {mdl: app_pid + STEP_TID_BASE + i for i, mdl in enumerate(models)}
-    m = process_meta(pid, "Ascend Hardware", f"NPU {dev.device_id}", SORT_HARDWARE,
-                     [(tid_of[mdl], f"Step Trace(Model ID:{mdl})", STEP_TID_BASE + mdl)
-                      for mdl in models])
+    m = step_meta(dev, models, app_pid)
     its = its.sort_values("step_end_ns", kind="stable")
     tid = int_str(its["model_id"].map(tid_of).to_numpy(np.int64))
     i = int_str(its["iteration_id"])

