@@ -199,37 +199,52 @@ def build_scope(data: ProfData, dev: DeviceData, sel: Selection, tasks: pd.DataF
 
 # --- ai_stack_time ---------------------------------------------------------------------------
 
-def _stack_rows(scope: Scope) -> pd.DataFrame:
-    """(exec order, kind order, exec_id, module, api, start, dur) of every row."""
+def _span_per_exec(me_cid: np.ndarray, frame: pd.DataFrame, b: str, e: str
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per execution (`me_cid`): whether `frame` has rows of it, the earliest `b` and the
+    latest `e` of those rows (0 where none)."""
+    keys, inv = np.unique(frame["me_cid"].to_numpy(np.int64), return_inverse=True)
+    first = np.full(len(keys), np.iinfo(np.int64).max)
+    last = np.full(len(keys), np.iinfo(np.int64).min)
+    np.minimum.at(first, inv, frame[b].to_numpy(np.int64))
+    np.maximum.at(last, inv, frame[e].to_numpy(np.int64))
+    pos = np.minimum(np.searchsorted(keys, me_cid), len(keys) - 1)
+    ok = keys[pos] == me_cid
+    return ok, np.where(ok, first[pos], 0), np.where(ok, last[pos], 0)
+
+
+def _stack_rows(scope: Scope) -> dict[str, np.ndarray]:
+    """exec_id, module, api, start, dur of every row: by execution (the order of
+    `scope.execs`), then kind (GE Input, Infer, Output, Runtime, Task Scheduler).  On numpy
+    columns: the per-kind frames, groupbys, merges and sort were ~8 ms of pandas call costs
+    on a small export (issue 20 item 8)."""
     ex = scope.execs
-    parts = []
     order = np.arange(len(ex))
+    exec_id = ex["exec_id"].to_numpy(np.int64)
+    parts: list[tuple] = []
 
     def add(kind: int, module: str, api: str, ok: np.ndarray, start: np.ndarray,
             end: np.ndarray) -> None:
-        parts.append(pd.DataFrame({"o": order[ok], "k": kind,
-                                   "exec_id": ex["exec_id"].to_numpy()[ok], "module": module,
-                                   "api": api, "start": start[ok], "dur": (end - start)[ok]}))
+        n = int(ok.sum())
+        parts.append((order[ok], np.full(n, kind), exec_id[ok], obj_full(n, module),
+                      obj_full(n, api), start[ok], (end - start)[ok]))
 
-    add(1, "GE", "Input", ex["in_b"].to_numpy() >= 0, ex["in_b"].to_numpy(),
-        ex["in_e"].to_numpy())
-    add(2, "GE", "Infer", np.ones(len(ex), bool), ex["begin_local"].to_numpy(),
-        ex["end_local"].to_numpy())
-    add(3, "GE", "Output", ex["out_b"].to_numpy() >= 0, ex["out_b"].to_numpy(),
-        ex["out_e"].to_numpy())
+    col = {c: ex[c].to_numpy(np.int64) for c in ("in_b", "in_e", "out_b", "out_e",
+                                                  "begin_local", "end_local", "me_cid")}
+    add(1, "GE", "Input", col["in_b"] >= 0, col["in_b"], col["in_e"])
+    add(2, "GE", "Infer", np.ones(len(ex), bool), col["begin_local"], col["end_local"])
+    add(3, "GE", "Output", col["out_b"] >= 0, col["out_b"], col["out_e"])
     for kind, module, frame, b, e in (
             (4, "Runtime", scope.runtime, "begin_local", "end_local"),
             (5, "Task Scheduler", scope.tasks, "start_local", "end_local")):
         if len(frame) == 0:
             continue
-        g = frame.groupby("me_cid")
-        span = pd.DataFrame({"b": g[b].min(), "e": g[e].max()})
-        m = ex[["me_cid"]].merge(span, left_on="me_cid", right_index=True, how="left")
-        ok = m["b"].notna().to_numpy()
-        add(kind, module, NA, ok, m["b"].fillna(0).to_numpy(np.int64),
-            m["e"].fillna(0).to_numpy(np.int64))
-    rows = pd.concat(parts, ignore_index=True)
-    return rows.sort_values(["o", "k"], kind="stable", ignore_index=True)
+        ok, first, last = _span_per_exec(col["me_cid"], frame, b, e)
+        add(kind, module, NA, ok, first, last)
+    o, k, eid, module, api, start, dur = (np.concatenate(c) for c in zip(*parts))
+    by = np.lexsort((k, o))  # by execution, then kind (stable)
+    return {"exec_id": eid[by], "module": module[by], "api": api[by], "start": start[by],
+            "dur": dur[by]}
 
 
 def has_stack_data(scope: Scope) -> bool:
@@ -250,11 +265,11 @@ def ai_stack_rows(scope: Scope) -> pd.DataFrame:
     the export has stack data: `has_stack_data`)."""
     rows = _stack_rows(scope)
     return pd.DataFrame({
-        "Infer ID": int_str(rows["exec_id"].to_numpy(np.int64)),
-        "Module": rows["module"].to_numpy(object),
-        "API": rows["api"].to_numpy(object),
-        "Start Time": int_str(rows["start"].to_numpy(np.int64)),
-        "Duration(ns)": int_str(rows["dur"].to_numpy(np.int64)),
+        "Infer ID": int_str(rows["exec_id"]),
+        "Module": rows["module"],
+        "API": rows["api"],
+        "Start Time": int_str(rows["start"]),
+        "Duration(ns)": int_str(rows["dur"]),
     })
 
 
@@ -294,7 +309,12 @@ def ai_stack_layers(scope: Scope, app_pid: int) -> list[TR.Layer]:
         layers.append(x_events(obj_full(len(sub), name), app_pid,
                                np.full(len(sub), 1), sub[b], sub[e] - sub[b],
                                _stack_args(sub["exec_id"], sub[b], sub[e])))
-    rt = scope.runtime.merge(ex[["me_cid", "exec_id"]], on="me_cid", how="inner")
+    # the runtime APIs of the executions in scope, with their exec_id (an inner join)
+    cid = ex["me_cid"].to_numpy(np.int64)
+    by = np.argsort(cid, kind="stable")
+    rt = scope.runtime
+    got = _lookup(cid[by], ex["exec_id"].to_numpy(np.int64)[by], rt["me_cid"].to_numpy(np.int64))
+    rt = rt[got >= 0].assign(exec_id=got[got >= 0])
     layers.append(x_events(rt["type_name"].to_numpy(object), app_pid, np.full(len(rt), 2),
                            rt["begin_local"], rt["dur_ns"],
                            _stack_args(rt["exec_id"], rt["begin_local"], rt["end_local"])))
