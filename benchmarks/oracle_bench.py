@@ -12,7 +12,9 @@ the raw files into sqlite inside the PROF dir on its first run and reuses them a
 not what a user's first export costs).  Ours: the whole `msprof export` process of both
 layouts (export_bench.run_case: bytecode cached, as an installed package has it).  The sides
 alternate, --repeat rounds; per size the minimum of each (the VM's speed moves within
-minutes; the minimum is the steadiest figure of both), and the ratio real / ours.
+minutes; the minimum is the steadiest figure of both), and the ratio real / ours.  Each round
+also times the floor: an interpreter importing numpy and pandas as the export does (the part
+of a tiny export no pipeline change can remove; what is above it is ours).
 
 The oracle's msprof.py: --oracle, else $MSPROF_ORACLE, else
 ~/.cache/msprof-oracle/analysis/msprof/msprof.py (where ../shared/oracle/setup.sh puts it).
@@ -71,6 +73,21 @@ def run_real(oracle: Path, src: Path, scratch: Path) -> tuple[float, float]:
     return times[0], times[1]
 
 
+# what every pandas program pays before its first line of work, loaded as `msprof export`
+# loads it (one OpenBLAS thread, the collector paused) and ended as it ends (no interpreter
+# teardown, cli.main.exit_now): the floor of a tiny export
+FLOOR = ("import gc, os; gc.disable(); os.environ['OPENBLAS_NUM_THREADS'] = '1'; "
+         "import numpy, pandas; os._exit(0)")
+
+
+def run_floor(env_extra: dict) -> float:
+    """Seconds of a bare interpreter importing numpy and pandas (the same bytecode cache)."""
+    env = dict(os.environ, **env_extra)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", FLOOR], env=env, check=True)
+    return time.perf_counter() - t0
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="tiny,50k", help="comma list of tiny, 50k, 1m")
@@ -96,14 +113,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
             # the sides alternate: this VM's speed drifts by tens of percent within minutes
             real: list[tuple[float, float]] = []
             ours: dict[str, list[float]] = {"mindstudio": [], "legacy": []}
+            floor: list[float] = []
             for _ in range(a.repeat):
                 real.append(run_real(oracle, prof, work / "real"))
                 for lay, walls in ours.items():
                     walls.append(run_case(prof, lay, n, "", cached)["wall_s"])
+                floor.append(run_floor(cached))
             _clean_outputs(prof)
             best = min(real, key=sum)
             row = {"size": size, "tasks": n, "real_summary_s": round(best[0], 3),
-                   "real_timeline_s": round(best[1], 3), "real_s": round(sum(best), 3)}
+                   "real_timeline_s": round(best[1], 3), "real_s": round(sum(best), 3),
+                   "floor_s": round(min(floor), 3)}
             for lay, walls in ours.items():
                 row[f"{lay}_s"] = min(walls)
                 row[f"{lay}_x"] = round(sum(best) / min(walls), 1)
@@ -112,7 +132,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                   f"(summary {row['real_summary_s']:.2f} + timeline {row['real_timeline_s']:.2f})"
                   f"  msprof export: mindstudio {row['mindstudio_s']:.3f} s "
                   f"({row['mindstudio_x']}x), legacy {row['legacy_s']:.3f} s "
-                  f"({row['legacy_x']}x)  [min of {a.repeat}]", flush=True)
+                  f"({row['legacy_x']}x); python + numpy + pandas alone {row['floor_s']:.3f} s"
+                  f"  [min of {a.repeat}]", flush=True)
             if not a.keep and size != "tiny":
                 shutil.rmtree(prof.parent, ignore_errors=True)
     finally:
