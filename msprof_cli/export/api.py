@@ -20,6 +20,7 @@ from msprof_cli.raw.profdir import (check_has_result_dirs, check_no_links, incom
                                     locate, result_dirs)
 from msprof_cli.raw.sampling import replay_notes
 
+from .decode.control_info import read_once
 from .decode.data import ProfData
 from .decode.dataset import load_prof
 from .decode.windows import NotWindowable, check_selection, device_ids
@@ -29,7 +30,7 @@ from .outputs.tables import Advice
 from .plan import Plan, plan_devices, plan_export
 from .runtime.memory import release, tune_allocator
 from .runtime.parallel import usable_cores
-from .sinks.files import clean_stale_temps
+from .sinks.files import clean_stale_temps, cleaned_once
 from .sinks.streams import SLICE_INDEX
 from .sinks.writers import CSV_SLICE_ROWS, JSON_SLICE_EVENTS
 
@@ -176,15 +177,17 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
             _check_prof(prof, result)
             _check_has_data(prof)
             say(f"[INFO] Start export data in {prof}.")
-            if type_ == "db":  # only PROF_X/msprof_{ts}.db, as the real tool (db.py)
-                result.files.extend(_export_db(prof, result, stage))
-            else:
-                n = len(result.models)
-                result.files.extend(_export_text(
-                    prof, result, layout, (model_id, iteration_id, iteration_count), reports,
-                    csv_slice_rows, json_slice_events, stage, summary_format, all_models))
-                for choice in result.models[n:]:
-                    say(f"[INFO] {choice.describe(all_models)}")
+            with read_once(), cleaned_once():
+                if type_ == "db":  # only PROF_X/msprof_{ts}.db, as the real tool (db.py)
+                    result.files.extend(_export_db(prof, result, stage))
+                else:
+                    n = len(result.models)
+                    result.files.extend(_export_text(
+                        prof, result, layout, (model_id, iteration_id, iteration_count),
+                        reports, csv_slice_rows, json_slice_events, stage, summary_format,
+                        all_models))
+                    for choice in result.models[n:]:
+                        say(f"[INFO] {choice.describe(all_models)}")
             index = timeline_index.write(prof, SLICE_INDEX)
             SLICE_INDEX.clear()
             if index is not None:

@@ -1,7 +1,10 @@
 """Per-result-dir control data the decoder needs: clocks, frequencies, PMU switches."""
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
@@ -171,9 +174,39 @@ def _mhz(value: Any) -> Fraction:
     return f
 
 
+_READ_ONCE: dict[str, ResultDirInfo] | None = None  # see `read_once`
+
+
+@contextmanager
+def read_once() -> Iterator[None]:
+    """Meanwhile, each result dir's control files are read (and checked) once: an export of
+    one PROF dir reads them in its plan, its window scan and its decode (listings, JSON and
+    INI files: ~1 ms a result dir each time, issue 20 item 8).  Scoped to one PROF dir's
+    export, so that a later export sees the files as they are then."""
+    global _READ_ONCE
+    outer = _READ_ONCE
+    _READ_ONCE = {}
+    try:
+        yield
+    finally:
+        _READ_ONCE = outer
+
+
 def read_result_dir(path: Path) -> ResultDirInfo:
     """Read the control files of one result dir; raise ProfDirError (what, where, how to fix)
-    when a mandatory one (start_info, info.json, sample.json) is missing or malformed."""
+    when a mandatory one (start_info, info.json, sample.json) is missing or malformed.  The
+    result is shared (`read_once`): callers do not modify it."""
+    memo = _READ_ONCE
+    if memo is None:
+        return _read_result_dir(path)
+    key = os.fspath(path)
+    got = memo.get(key)
+    if got is None:
+        got = memo[key] = _read_result_dir(path)
+    return got
+
+
+def _read_result_dir(path: Path) -> ResultDirInfo:
     dev = device_id_of(path)
     suffix = r"" if dev is None else rf"\.{dev}"
     refused: list[Path] = []
