@@ -16,24 +16,26 @@ COMPUTATION = "Computation"
 def _op_pipes(st: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     """Per op name (rows of `st`): mean ratio of every pipe, its bottleneck pipe (the busiest)
     and total task time (us)."""
-    rows = st.loc[[n for n in names if n in st.index]]
-    out = pd.DataFrame(index=rows.index)
+    at = {n: i for i, n in enumerate(st.index.tolist())}
+    rows = np.array([at[n] for n in names if n in at], dtype=np.int64)
+    cols: dict[str, np.ndarray] = {}  # the frame's columns, built once
     for f in PIPE_FIELDS:
-        if f in rows and "#" + f in rows:
-            cnt = rows["#" + f].to_numpy(np.float64)
+        if f in st and "#" + f in st:
+            cnt = st["#" + f].to_numpy(np.float64)[rows]
             with np.errstate(invalid="ignore", divide="ignore"):
-                out[f] = np.where(cnt > 0, rows[f].to_numpy(np.float64) / cnt
-                                  / EVIDENCE_SCALE.get(f, 10**6), np.nan)
-    out["time_us"] = rows["_dur"].to_numpy(np.float64) / 1000
-    pipes = [f for f in PIPE_FIELDS if f in out]
+                cols[f] = np.where(cnt > 0, st[f].to_numpy(np.float64)[rows] / cnt
+                                   / EVIDENCE_SCALE.get(f, 10**6), np.nan)
+    cols["time_us"] = st["_dur"].to_numpy(np.float64)[rows] / 1000
+    pipes = [f for f in PIPE_FIELDS if f in cols]
     if pipes:
-        vals = out[pipes].to_numpy(np.float64)
+        vals = np.column_stack([cols[f] for f in pipes])
         ok = ~np.isnan(vals).all(axis=1)
         best = np.where(ok, np.nanargmax(np.where(np.isnan(vals), -1, vals), axis=1), -1)
-        out["pipe"] = [_PIPE_NAMES[PIPE_FIELDS.index(pipes[b])] if b >= 0 else ""
-                       for b in best.tolist()]
-        out["ratio"] = np.where(ok, vals.max(axis=1, initial=0, where=~np.isnan(vals)), np.nan)
-    return out
+        cols["pipe"] = np.array([_PIPE_NAMES[PIPE_FIELDS.index(pipes[b])] if b >= 0 else ""
+                                 for b in best.tolist()], dtype=object)
+        cols["ratio"] = np.where(ok, vals.max(axis=1, initial=0, where=~np.isnan(vals)),
+                                 np.nan)
+    return pd.DataFrame(cols, index=st.index[rows])
 
 
 def pipe_time_text(data: dict) -> str:
