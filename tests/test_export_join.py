@@ -49,3 +49,47 @@ def test_group_codes_equal_iff_rows_equal() -> None:
     assert codes[0] == codes[1] and len(set(codes.tolist())) == 4
     empty, _ = group_codes([np.zeros(0, np.int64)])
     assert len(empty) == 0
+
+
+def _op_statistic_agg_by_groupby(rows: pd.DataFrame) -> pd.DataFrame:
+    """op_statistic_agg as it was: one pandas groupby of (op_type, task_type)."""
+    from msprof_cli.export.outputs.summaries import COMM_TASK_TYPE
+
+    r = rows[["op_type", "task_type", "dur_ns", "dur_f"] if "dur_f" in rows
+             else ["op_type", "task_type", "dur_ns"]]
+    if "dur_f" not in r:
+        r = r.assign(dur_f=r["dur_ns"].to_numpy(np.float64))
+    r = r[r["task_type"].to_numpy(object) != COMM_TASK_TYPE]
+    g = r.groupby(["op_type", "task_type"], sort=True)
+    return pd.DataFrame({"count": g["dur_ns"].size(), "total": g["dur_ns"].sum(),
+                         "min": g["dur_ns"].min(), "max": g["dur_ns"].max(),
+                         "total_f": g["dur_f"].sum()}).reset_index()
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_op_statistic_agg_is_the_groupby(seed: int) -> None:
+    """Sorted groups, collectives and missing keys left out, exact integer sums, and the AI
+    CPU float sums (the analysis' REAL durations) equal to pandas' compensated ones."""
+    from msprof_cli.export.outputs.summaries import COMM_TASK_TYPE, op_statistic_agg
+
+    rng = np.random.default_rng(seed)
+    n = [0, 1, 7, 60, 500, 3000][seed % 6]
+    ops = np.array(["Conv2D", "MatMul", "N/A", "Add", "Cast", None], dtype=object)
+    kinds = np.array(["AI_CORE", "AI_CPU", COMM_TASK_TYPE, "AI_VECTOR_CORE", None],
+                     dtype=object)
+    rows = pd.DataFrame({"op_type": ops[rng.integers(0, len(ops) - (seed % 2), n)],
+                         "task_type": kinds[rng.integers(0, len(kinds) - (seed % 2), n)],
+                         "dur_ns": rng.integers(0, 10**9, n)})
+    if seed % 3:  # float durations of the AI CPU tasks (fractions of a ns)
+        f = rows["dur_ns"].to_numpy(np.float64)
+        ai = rows["task_type"].to_numpy(object) == "AI_CPU"
+        f[ai] = f[ai] + rng.random(int(ai.sum())) * 0.999 + 1e-7
+        rows["dur_f"] = f
+    got, want = op_statistic_agg(rows), _op_statistic_agg_by_groupby(rows)
+    assert list(got.columns) == list(want.columns)
+    assert got["op_type"].tolist() == want["op_type"].tolist()
+    assert got["task_type"].tolist() == want["task_type"].tolist()
+    for c in ("count", "total", "min", "max"):
+        assert got[c].to_numpy(np.int64).tolist() == want[c].to_numpy(np.int64).tolist(), c
+    real = got["task_type"].to_numpy(object) == "AI_CPU"
+    assert got["total_f"].to_numpy()[real].tolist() == want["total_f"].to_numpy()[real].tolist()
