@@ -57,13 +57,32 @@ def default_model(its: pd.DataFrame, host_models: set[int]) -> int | None:
     larger id; none in both -> the smallest model id known."""
     if len(its) == 0:
         return None
-    counts = its.groupby("model_id")["iteration_id"].max()
-    both = counts[counts.index.isin(list(host_models))] if host_models else counts.iloc[0:0]
-    if len(both):
-        best = both[both == both.max()]
-        return int(max(best.index))
-    known = set(int(m) for m in counts.index) | set(host_models)
+    models, top = last_iterations(its)
+    both = np.isin(models, list(host_models)) if host_models else np.zeros(len(models), bool)
+    if both.any():
+        best = top[both].max()
+        return int(models[both][top[both] == best].max())
+    known = set(models.tolist()) | set(host_models)
     return min(known) if known else None
+
+
+def iteration_counts(its: pd.DataFrame) -> dict[int, int]:
+    """Per model of `its`, its number of distinct iterations."""
+    if len(its) == 0:
+        return {}
+    pairs = np.unique(np.stack([its["model_id"].to_numpy(np.int64),
+                                its["iteration_id"].to_numpy(np.int64)], axis=1), axis=0)
+    models, n = np.unique(pairs[:, 0], return_counts=True)
+    return dict(zip(models.tolist(), n.tolist()))
+
+
+def last_iterations(its: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The models of `its` (sorted) and the largest iteration id of each."""
+    model = its["model_id"].to_numpy(np.int64)
+    models, inv = np.unique(model, return_inverse=True)
+    top = np.full(len(models), np.iinfo(np.int64).min)
+    np.maximum.at(top, inv, its["iteration_id"].to_numpy(np.int64))
+    return models, top
 
 
 def select(its: pd.DataFrame, host_models: set[int], model_id: int | None,
@@ -84,8 +103,9 @@ def select(its: pd.DataFrame, host_models: set[int], model_id: int | None,
         valid = "{" + ", ".join(str(m) for m in models) + "}"
         raise ExportError(f"The model id {model_id} is invalid. Must select from {valid}. "
                           f"Please enter a valid model id.")
-    mine = its[its["model_id"] == model_id].sort_values("iteration_id")
-    lo, hi = int(mine["iteration_id"].min()), int(mine["iteration_id"].max())
+    mine = np.flatnonzero(its["model_id"].to_numpy(np.int64) == model_id)
+    ids = its["iteration_id"].to_numpy(np.int64)[mine]  # one row per iteration of a model
+    lo, hi = int(ids.min()), int(ids.max())
     if iteration_id is None:
         first, last = lo, hi
     else:
@@ -97,9 +117,8 @@ def select(its: pd.DataFrame, host_models: set[int], model_id: int | None,
         if first < lo or last > hi:
             raise ExportError(f"The exported iteration {first}-{last} is invalid for model id "
                               f"{model_id}. Please enter a valid iteration within {lo}-{hi}.")
-    ids = mine["iteration_id"].to_numpy(np.int64)
-    start = int(mine["step_start_ns"].to_numpy(np.int64)[ids == first][0])
-    end = int(mine["step_end_ns"].to_numpy(np.int64)[ids == last][0])
+    start = int(its["step_start_ns"].to_numpy(np.int64)[mine][ids == first][0])
+    end = int(its["step_end_ns"].to_numpy(np.int64)[mine][ids == last][0])
     return Selection(model_id, first, last, start, end)
 
 

@@ -34,7 +34,8 @@ from ..derive import advice as A
 from ..derive import msproftx as X
 from ..derive import stack
 from ..derive.fusion import fusion_rows, workspace_kb
-from ..derive.selection import ModelChoice, Selection, api_window, in_window, select
+from ..derive.selection import (ModelChoice, Selection, api_window, in_window, iteration_counts,
+                               select)
 from ..outputs import overlap_layer as OV
 from ..outputs import summaries as S
 from ..outputs import timeline as T
@@ -170,11 +171,11 @@ class LegacyExport(Export):
         if self.args[1] is not None:  # a step export: the CANN rows of its steps
             self.api_window = api_window(its, sel)
         names = stack.model_names(data)
-        counts = its.groupby("model_id")["iteration_id"].nunique() if len(its) else {}
+        counts = iteration_counts(its)
         self.choice = ModelChoice(self.dev_id, sel.model_id, sel.first, sel.last,
                                   self.args[0] is None, [
                                       (int(m), names.get(int(m), ""), int(n))
-                                      for m, n in sorted(dict(counts).items())])
+                                      for m, n in sorted(counts.items())])
         if sel.model_id is not None:
             its = its[(its["model_id"] == sel.model_id) & (its["iteration_id"] >= sel.first)
                       & (its["iteration_id"] <= sel.last)].reset_index(drop=True)
