@@ -34,7 +34,7 @@ import numpy as np
 
 from msprof_cli.errors import RawDataError
 from msprof_cli.raw import layouts as L
-from msprof_cli.raw.profdir import slice_files
+from msprof_cli.raw.profdir import SliceNames, slice_files
 
 MAX_DICT_BYTES = 256 * 1024 * 1024  # hash_dic / type_info_dic: more is not a real dictionary
 MEMORY_FRACTION = 0.8  # decode refuses to need more than this share of the available memory
@@ -61,12 +61,18 @@ class DecodeLog:
         self.lost_records += other.lost_records
 
 
-def host_regex(kind: str) -> re.Pattern[str]:
-    return re.compile(r"^(aging|unaging)\." + re.escape(L.HOST_FILES[kind]) + r"\.slice_\d+$")
+def host_regex(kind: str) -> SliceNames:
+    """``(aging|unaging).{file}.slice_{n}`` of a host record kind."""
+    name = L.HOST_FILES[kind]
+    return SliceNames((f"aging.{name}", f"unaging.{name}"))
 
 
-def device_regex(kind: str) -> re.Pattern[str]:
-    return re.compile(L.device_file_regex(kind))
+def device_regex(kind: str) -> SliceNames:
+    """``{file}.{device}.slice_{n}`` of a device record kind, its legacy file name included
+    (layouts.device_file_regex)."""
+    return SliceNames((L.DEVICE_FILES[kind],) + ((L.LEGACY_DEVICE_FILES[kind],)
+                                                 if kind in L.LEGACY_DEVICE_FILES else ()),
+                      device=True)
 
 
 def available_memory() -> int:
@@ -89,7 +95,8 @@ def _unreadable(path: Path, exc: OSError) -> RawDataError:
         f"was not modified.")
 
 
-def data_files(data_dir: Path, regex: re.Pattern[str], log: DecodeLog) -> list[Path]:
+def data_files(data_dir: Path, regex: "re.Pattern[str] | SliceNames", log: DecodeLog
+               ) -> list[Path]:
     """`slice_files` of a data dir that never follows symbolic links (warned once)."""
     if data_dir.is_symlink():
         log.warn(f"{data_dir} is a symbolic link; refused (a PROF dir must not point outside "
