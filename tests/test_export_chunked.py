@@ -377,25 +377,3 @@ def test_read_once_shares_a_result_dir_within_one_export_only(tmp_path: Path) ->
     assert read_result_dir(rdir) is not first
     with read_once():
         assert read_result_dir(rdir) is not first  # a new scope reads again
-
-
-def test_cleaned_once_scans_an_output_dir_once_per_scope(tmp_path: Path) -> None:
-    """Stale temporaries (a dead pid's) are removed on the first file written into a
-    directory in a scope, not re-scanned for every file; the next scope scans again."""
-    from msprof_cli.export.sinks.files import clean_stale_temps, cleaned_once
-
-    dead = 2**22 + 12345  # above pid_max's default: no such process
-    stale = [tmp_path / f".op_summary.csv.tmp{dead}.0000000{k}" for k in range(3)]
-    stale[0].write_text("x")
-    with cleaned_once():
-        clean_stale_temps(tmp_path)
-        assert not stale[0].exists()
-        stale[1].write_text("x")
-        clean_stale_temps(tmp_path)
-        assert stale[1].exists()  # the same scope: not scanned again
-    with cleaned_once():
-        clean_stale_temps(tmp_path)
-    assert not stale[1].exists()
-    stale[2].write_text("x")
-    clean_stale_temps(tmp_path)  # no scope: every call scans
-    assert not stale[2].exists()

@@ -79,9 +79,10 @@ def wanted(profs: list[Path], mode: str, scheduler: str | None, cores: int) -> s
 
 def _maybe_die(prof: Path) -> None:
     """Fault injection for the tests: kill this worker process (SIGKILL, as the OOM killer
-    would) midway through the export of `prof`, as soon as its first output file exists --
-    on the first attempt only (a marker in $MSPROF_TEST_KILL_MARKS remembers it), or on every
-    attempt with ":always"."""
+    would) midway through the export of `prof`, when it renames its first output file into
+    place -- on the first attempt only (a marker in $MSPROF_TEST_KILL_MARKS remembers it), or
+    on every attempt with ":always".  An audit hook on the rename makes the moment exact: a
+    watcher thread polling for the file lost the race to a fast export under load."""
     spec = os.environ.get(KILL_ENV, "")
     name, _, how = spec.partition(":")
     if not spec or name != prof.name:
@@ -91,19 +92,21 @@ def _maybe_die(prof: Path) -> None:
         return
     marker.touch()
     import signal
-    import threading
-    import time
+    import sys
 
-    before = {p for p in prof.rglob("*") if p.is_file()}
+    root = os.path.realpath(prof) + os.sep
 
-    def watch() -> None:
-        for _ in range(4000):  # 20 s at most
-            if any(p.is_file() and p not in before and not p.name.startswith(".")
-                   for p in prof.rglob("*")):
-                os.kill(os.getpid(), signal.SIGKILL)
-            time.sleep(0.005)
+    def hook(event: str, args: tuple) -> None:
+        if event != "os.rename" or len(args) < 2:  # os.replace raises os.rename too
+            return
+        try:
+            dst = os.path.realpath(os.fsdecode(args[1]))
+        except TypeError:  # a descriptor-relative name
+            return
+        if dst.startswith(root) and not os.path.basename(dst).startswith("."):
+            os.kill(os.getpid(), signal.SIGKILL)
 
-    threading.Thread(target=watch, daemon=True).start()
+    sys.addaudithook(hook)
 
 
 def export_rank(run_export: Callable[..., Any], prof: str, options: dict[str, Any],

@@ -30,7 +30,7 @@ from .outputs.tables import Advice
 from .plan import Plan, plan_devices, plan_export
 from .runtime.memory import release, tune_allocator
 from .runtime.parallel import usable_cores
-from .sinks.files import clean_stale_temps, cleaned_once
+from .sinks.files import clean_stale_temps
 from .sinks.streams import SLICE_INDEX
 from .sinks.writers import CSV_SLICE_ROWS, JSON_SLICE_EVENTS
 
@@ -177,7 +177,7 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
             _check_prof(prof, result)
             _check_has_data(prof)
             say(f"[INFO] Start export data in {prof}.")
-            with read_once(), cleaned_once():
+            with read_once():
                 if type_ == "db":  # only PROF_X/msprof_{ts}.db, as the real tool (db.py)
                     result.files.extend(_export_db(prof, result, stage))
                 else:

@@ -45,6 +45,9 @@ class DeviceData:
 
 @dataclass
 class HostData:
+    """The host result dir of a PROF dir: its control info, its decoded tables and the named
+    API table (local times)."""
+
     rd: ResultDirInfo | None
     tables: HostTables | None
     apis: pd.DataFrame  # named, local-time API table (CANN layer, api_statistic)
@@ -52,6 +55,8 @@ class HostData:
 
 @dataclass
 class ProfData:
+    """Everything one PROF dir's export reads: the host side and every device."""
+
     prof: Path
     host: HostData
     devices: list[DeviceData]

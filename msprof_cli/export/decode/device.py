@@ -20,6 +20,8 @@ STREAM_MASK = 0x7FF
 
 @dataclass
 class DeviceTables:
+    """The decoded record tables of one device result dir."""
+
     tasks: pd.DataFrame  # stream_id, task_id, batch_id, start_ns, end_ns, source, recv_ns
     # ('hwts' | 'aicpu' | 'memcpy': ts_track rptType 11)
     # stream_id, task_id, total_cycles, pmu_0..7; a task meets its (stream, task)'s records

@@ -22,6 +22,9 @@ NA = "N/A"
 
 @dataclass
 class HostTables:
+    """The decoded host record tables of a PROF dir (raw-format.md 4), with the hash and
+    type dictionaries that name them."""
+
     apis: pd.DataFrame  # connection_id, level, type, thread_id, begin_ns, end_ns, item_id
     task_track: pd.DataFrame
     node_basic: pd.DataFrame

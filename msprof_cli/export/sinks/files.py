@@ -12,8 +12,6 @@ import re
 import secrets
 import shutil
 import stat
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from msprof_cli.errors import ExportError
@@ -47,29 +45,10 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-_CLEANED: set[str] | None = None  # see `cleaned_once`
-
-
-@contextmanager
-def cleaned_once() -> Iterator[None]:
-    """Meanwhile, `clean_stale_temps` scans each output directory once, not once per file
-    written into it (an export of one PROF dir writes 8-40 files into 1-3 directories)."""
-    global _CLEANED
-    outer = _CLEANED
-    _CLEANED = set()
-    try:
-        yield
-    finally:
-        _CLEANED = outer
-
-
 def clean_stale_temps(directory: Path) -> None:
-    """Remove temporary files that exports killed midway left behind (their pid is gone)."""
-    if _CLEANED is not None:
-        key = os.fspath(directory)
-        if key in _CLEANED:
-            return
-        _CLEANED.add(key)
+    """Remove temporary files that exports killed midway left behind (their pid is gone).
+    Scanned for every file an export opens, not once per directory: a killed worker's pid
+    may still be a zombie at the first scan (tests/test_cluster.py)."""
     try:
         entries = list(os.scandir(directory))
     except OSError:
