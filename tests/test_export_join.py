@@ -93,3 +93,17 @@ def test_op_statistic_agg_is_the_groupby(seed: int) -> None:
         assert got[c].to_numpy(np.int64).tolist() == want[c].to_numpy(np.int64).tolist(), c
     real = got["task_type"].to_numpy(object) == "AI_CPU"
     assert got["total_f"].to_numpy()[real].tolist() == want["total_f"].to_numpy()[real].tolist()
+
+
+def test_sorted_positions_is_the_left_merge_on_one_key() -> None:
+    from msprof_cli.export.decode.join import sorted_positions
+
+    rng = np.random.default_rng(7)
+    keys = np.unique(rng.integers(0, 50, 30))
+    want = rng.integers(-5, 60, 200)
+    got = sorted_positions(keys, want)
+    merged = pd.DataFrame({"k": want}).merge(
+        pd.DataFrame({"k": keys, "pos": np.arange(len(keys))}), on="k", how="left")
+    assert got.tolist() == merged["pos"].fillna(-1).astype(np.int64).tolist()
+    assert sorted_positions(np.array([1.0, 2.0]), np.array([np.nan, 2.0])).tolist() == [-1, 1]
+    assert sorted_positions(np.zeros(0, np.int64), np.array([1, 2])).tolist() == [-1, -1]

@@ -17,6 +17,7 @@ from msprof_cli.raw import layouts as L
 from .data import TENSOR_COLS
 from .device import assign_batches
 from .enclose import enclosing, payload_at
+from .join import sorted_positions
 from .host import HostTables, type_name_codes
 
 __all__ = ["host_batches", "host_task_info", "launch_info", "tensors_by_launch",
@@ -85,10 +86,9 @@ def _last_inside(span_cid: np.ndarray, nb_at: np.ndarray, tt_at: np.ndarray) -> 
     keys, first_rev = np.unique(cid[::-1], return_index=True)
     last = rows[::-1][first_rev]  # per distinct id, its last record
     has = np.flatnonzero(tt_at >= 0)
-    want = span_cid[tt_at[has]]
-    pos = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
-    ok = keys[pos] == want
-    m[has[ok]] = last[pos[ok]]
+    at = sorted_positions(keys, span_cid[tt_at[has]])
+    ok = at >= 0
+    m[has[ok]] = last[at[ok]]
     return m
 
 
@@ -170,9 +170,8 @@ def with_tensors(tt: pd.DataFrame, tens: pd.DataFrame) -> pd.DataFrame:
         keys = tens["launch_cid"].to_numpy(np.float64)
         order = np.argsort(keys, kind="stable")
         keys = keys[order]
-        want = tt["launch_cid"].to_numpy(np.float64)  # NaN (no launch) matches nothing
-        pos = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
-        m = np.where(keys[pos] == want, order[pos], -1)
+        at = sorted_positions(keys, tt["launch_cid"].to_numpy(np.float64))  # NaN: none
+        m = np.where(at >= 0, order[np.maximum(at, 0)], -1)
         for c in TENSOR_COLS:
             out[c] = _left_take(_column(tens[c]), m)
     else:

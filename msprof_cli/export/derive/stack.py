@@ -24,6 +24,7 @@ from msprof_cli.raw import layouts as L
 
 from ..decode.data import DeviceData, ProfData
 from ..decode.enclose import enclosing
+from ..decode.join import sorted_positions
 from ..decode.host import NA, resolve, type_names
 from ..fmt import float_str, int_str, obj_full, py_round
 from ..outputs import timeline as T
@@ -77,8 +78,8 @@ def _lookup(keys: np.ndarray, values: np.ndarray, want: np.ndarray, missing: int
     """values[i] where keys[i] == want (keys sorted, unique), `missing` elsewhere."""
     if len(keys) == 0:
         return np.full(len(want), missing, np.int64)
-    pos = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
-    return np.where(keys[pos] == want, values[pos], missing)
+    at = sorted_positions(keys, want)
+    return np.where(at >= 0, values[np.maximum(at, 0)], missing)
 
 
 def model_names(data: ProfData) -> dict[int, str]:
@@ -208,9 +209,10 @@ def _span_per_exec(me_cid: np.ndarray, frame: pd.DataFrame, b: str, e: str
     last = np.full(len(keys), np.iinfo(np.int64).min)
     np.minimum.at(first, inv, frame[b].to_numpy(np.int64))
     np.maximum.at(last, inv, frame[e].to_numpy(np.int64))
-    pos = np.minimum(np.searchsorted(keys, me_cid), len(keys) - 1)
-    ok = keys[pos] == me_cid
-    return ok, np.where(ok, first[pos], 0), np.where(ok, last[pos], 0)
+    at = sorted_positions(keys, me_cid)
+    ok = at >= 0
+    at = np.maximum(at, 0)
+    return ok, np.where(ok, first[at], 0), np.where(ok, last[at], 0)
 
 
 def _stack_rows(scope: Scope) -> dict[str, np.ndarray]:
