@@ -13,7 +13,26 @@ import numpy as np
 
 from .host import unique_rows
 
-__all__ = ["group_codes", "occurrence_match", "sorted_positions", "stable_order"]
+__all__ = ["group_codes", "last_of_each", "occurrence_match", "sorted_groups",
+           "sorted_positions", "stable_order"]
+
+
+def sorted_groups(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The rows grouped by one integer key, as a ``groupby(sort=True)``: (the rows' stable
+    order by key, each group's key ascending, its first and end position in that order);
+    ``ufunc.reduceat(values[order], starts)`` then aggregates each group."""
+    codes = np.asarray(codes)
+    order = np.argsort(codes, kind="stable")
+    groups, starts = np.unique(codes[order], return_index=True)
+    return order, groups, starts, np.r_[starts[1:], len(order)].astype(np.intp)
+
+
+def last_of_each(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(each distinct key ascending, the row of its last occurrence): a
+    ``drop_duplicates(keep="last")`` by key."""
+    keys = np.asarray(keys)
+    uniq, first_rev = np.unique(keys[::-1], return_index=True)
+    return uniq, len(keys) - 1 - first_rev
 
 
 def sorted_positions(keys: np.ndarray, want: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ from msprof_cli.raw import layouts as L
 from .data import TENSOR_COLS
 from .device import assign_batches
 from .enclose import enclosing, payload_at
-from .join import sorted_positions
+from .join import last_of_each, sorted_positions
 from .host import HostTables, type_name_codes
 
 __all__ = ["host_batches", "host_task_info", "launch_info", "tensors_by_launch",
@@ -32,10 +32,6 @@ def host_task_info(host: HostTables, tensors: pd.DataFrame | None = None) -> pd.
     if tensors is None:
         tensors = tensors_by_launch(host.tensors, host.apis)
     return with_tensors(tt, tensors)
-
-
-def _nodes(apis: pd.DataFrame) -> pd.DataFrame:
-    return apis[apis["level"] == L.LEVEL_NODE]
 
 
 def _spans(apis: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -82,9 +78,8 @@ def _last_inside(span_cid: np.ndarray, nb_at: np.ndarray, tt_at: np.ndarray) -> 
         has = tt_at >= 0
         m[has] = last[tt_at[has]]
         return m
-    cid = span_cid[nb_at[rows]]
-    keys, first_rev = np.unique(cid[::-1], return_index=True)
-    last = rows[::-1][first_rev]  # per distinct id, its last record
+    keys, at_last = last_of_each(span_cid[nb_at[rows]])
+    last = rows[at_last]  # per distinct id, its last record
     has = np.flatnonzero(tt_at >= 0)
     at = sorted_positions(keys, span_cid[tt_at[has]])
     ok = at >= 0
@@ -145,9 +140,7 @@ def tensors_by_launch(tensors: pd.DataFrame, apis: pd.DataFrame) -> pd.DataFrame
                    *_spans(apis, node_rows))
     inside = np.flatnonzero(at >= 0)
     cid = apis["connection_id"].to_numpy(np.int64)[node_rows][at[inside]]
-    # the last record of each launch id: the first of the reversed rows
-    _, first_rev = np.unique(cid[::-1], return_index=True)
-    keep = np.sort(len(cid) - 1 - first_rev)
+    keep = np.sort(last_of_each(cid)[1])  # the last record of each launch id, in order
     rows = inside[keep]
     out = {"launch_cid": cid[keep]}
     for c in TENSOR_COLS:

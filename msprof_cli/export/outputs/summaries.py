@@ -15,6 +15,7 @@ from msprof_cli.raw import layouts as L
 
 from ..decode.data import DROPPED_GE_TYPES, MEMCPY_SOURCE, DeviceData
 from ..decode.host import NA
+from ..decode.join import sorted_groups
 from ..decode.pmu import tail_columns, tail_header
 from ..decode.steptrace import step_columns
 from ..fmt import float_str, int_str, obj_full, py_round, text_frame, us_list
@@ -228,10 +229,8 @@ def op_statistic_agg(rows: pd.DataFrame) -> pd.DataFrame:
     c_op, u_op = pd.factorize(op, sort=True)
     c_kind, u_kind = pd.factorize(kind, sort=True)
     key = c_op.astype(np.int64) * max(len(u_kind), 1) + c_kind
-    order = np.argsort(key, kind="stable")
-    groups, first = np.unique(key[order], return_index=True)
+    order, groups, first, last = sorted_groups(key)
     d = dur[order]
-    last = np.r_[first[1:], len(d)]
     total = np.add.reduceat(d, first) if len(d) else np.zeros(0, np.int64)
     out = pd.DataFrame({
         "op_type": np.asarray(u_op, dtype=object)[groups // max(len(u_kind), 1)],
@@ -407,10 +406,8 @@ def api_statistic_of(codes: np.ndarray, dur_ns: np.ndarray, names: np.ndarray,
     call (record) order -- the windowed export keeps only these three columns."""
     # the groups in id order: the calls sorted by group (stable: call order inside)
     codes = np.asarray(codes)
-    order = np.argsort(codes, kind="stable")
-    gid, bounds = np.unique(codes[order], return_index=True)
+    order, gid, bounds, ends = sorted_groups(codes)
     gid = gid.astype(np.int64)
-    ends = np.r_[bounds[1:], len(order)]
     count = (ends - bounds).astype(np.int64)
     dur_sorted = np.asarray(dur_ns, np.int64)[order]
     mins = np.minimum.reduceat(dur_sorted, bounds) if len(bounds) else dur_sorted
