@@ -16,7 +16,6 @@ import csv
 import json
 import os
 import shutil
-import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -84,8 +83,7 @@ def _drop_unread(prof: Path) -> None:
 def raw(tmp_path_factory) -> dict[str, Path]:
     cases = corpus.unpack(tmp_path_factory.mktemp("oracle_raw"))
     dest = tmp_path_factory.mktemp("oracle_fresh_raw")
-    with tarfile.open(FRESH_TAR, "r:xz") as tar:
-        tar.extractall(dest, filter="data")
+    corpus.extract(FRESH_TAR, dest)
     cases.update({c: next((dest / c).glob("PROF_*")) for c in FRESH})
     return cases
 
@@ -93,8 +91,7 @@ def raw(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def expected(tmp_path_factory) -> Path:
     dest = tmp_path_factory.mktemp("oracle_expected")
-    with tarfile.open(EXPECTED_TAR, "r:xz") as tar:
-        tar.extractall(dest, filter="data")
+    corpus.extract(EXPECTED_TAR, dest)
     return dest
 
 
