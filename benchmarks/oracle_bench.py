@@ -88,6 +88,14 @@ def run_floor(env_extra: dict) -> float:
     return time.perf_counter() - t0
 
 
+def interpreter() -> str:
+    """The interpreter both sides run on (a venv's python resolved to the real one): its
+    build moves both sides by ~15 % here -- Debian's python3.11 (built with PGO + LTO, a
+    static executable) against pyenv's 3.11.7 (plain -O3, libpython shared), docs/
+    performance.md "Small exports", round 6."""
+    return f"Python {sys.version.split()[0]} ({os.path.realpath(sys.executable)})"
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="tiny,50k", help="comma list of tiny, 50k, 1m")
@@ -97,6 +105,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--keep", action="store_true", help="keep (and reuse) the PROF dirs")
     a = ap.parse_args(argv if argv is not None else [])
     oracle = oracle_path(a.oracle)
+    print(f"oracle   both sides on {interpreter()}", flush=True)
     work = a.work or Path(tempfile.mkdtemp(prefix="msprof_oracle_bench_"))
     rows: list[dict] = []
     try:
@@ -123,7 +132,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             best = min(real, key=sum)
             row = {"size": size, "tasks": n, "real_summary_s": round(best[0], 3),
                    "real_timeline_s": round(best[1], 3), "real_s": round(sum(best), 3),
-                   "floor_s": round(min(floor), 3)}
+                   "floor_s": round(min(floor), 3), "interpreter": interpreter()}
             for lay, walls in ours.items():
                 row[f"{lay}_s"] = min(walls)
                 row[f"{lay}_x"] = round(sum(best) / min(walls), 1)
