@@ -40,3 +40,33 @@ def test_export_reproduces_the_corpus(cases, case, tmp_path):
             diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
             bad.append(f"{variant}: {len(diff)} differ: {', '.join(diff[:6])}")
     assert not bad, f"{case}:\n" + "\n".join(bad)
+
+
+def test_the_archives_unpack_the_same_on_a_python_without_tarfile_filters(tmp_path, monkeypatch):
+    """corpus.extract's own check (Python 3.11 before 3.11.4 has no `filter="data"`) unpacks
+    the corpus as the filter does and refuses a member that is not a plain file or dir."""
+    import io
+    import tarfile
+
+    with_filter = tmp_path / "filter"
+    corpus.extract(corpus.RAW_TAR, with_filter)
+    monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    by_hand = tmp_path / "by_hand"
+    corpus.extract(corpus.RAW_TAR, by_hand)
+    files = sorted(p.relative_to(with_filter) for p in with_filter.rglob("*") if p.is_file())
+    assert files and files == sorted(p.relative_to(by_hand) for p in by_hand.rglob("*")
+                                     if p.is_file())
+    assert all((with_filter / f).read_bytes() == (by_hand / f).read_bytes() for f in files)
+
+    link = tarfile.TarInfo("case/PROF_1/link")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc"
+    outside = tarfile.TarInfo("../outside")
+    outside.size = 1
+    for k, member in enumerate([link, outside]):
+        hostile = tmp_path / f"hostile{k}.tar"
+        with tarfile.open(hostile, "w") as tar:
+            tar.addfile(member, io.BytesIO(b"x") if member.isfile() else None)
+        with pytest.raises(ValueError, match=f"refusing to unpack '{member.name}'"):
+            corpus.extract(hostile, tmp_path / "h" / "d")
+        assert not (tmp_path / "h" / "outside").exists()
+        assert not (tmp_path / "h" / "d").exists() or not any((tmp_path / "h" / "d").iterdir())
