@@ -162,16 +162,6 @@ def op_executions(data: ProfData, dev: DeviceData, sel: Selection = ALL) -> pd.D
     return out.sort_values("start_local", kind="stable", ignore_index=True)
 
 
-def hccl_json(data: ProfData, dev: DeviceData, sel: Selection, app_pid: int
-              ) -> tuple[list[str], list[str]] | None:
-    """Legacy hccl json: process ``HCCL``, lanes ``Plane {id}``, one X per step."""
-    h = hccl_records(data, dev, sel)
-    if len(h) == 0:
-        return None
-    _, events = TR.assemble([hccl_layer(h, step_args(h), app_pid)])
-    return hccl_meta(app_pid, h["plane_id"].unique()), events
-
-
 def hccl_meta(app_pid: int, planes) -> list[str]:
     return thread_meta(app_pid, "HCCL", [(p, f"Plane {p}")
                                          for p in sorted(int(p) for p in planes)])

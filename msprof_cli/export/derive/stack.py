@@ -289,14 +289,6 @@ def _stack_args(iter_id: np.ndarray, start: np.ndarray, end: np.ndarray):
     return ArgsTemplate(tmpl, columns)
 
 
-def ai_stack_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] | None:
-    """Process ``AI Stack Time``: tid 0 AscendCL, 1 GE (Input/Infer/Output), 2 Runtime (each
-    runtime API), 3 Task Scheduler (each task, name = op name)."""
-    if not has_stack_data(scope):
-        return None
-    return ai_stack_meta(app_pid), TR.assemble_stream(ai_stack_layers(scope, app_pid))[1]
-
-
 def ai_stack_meta(app_pid: int) -> list[str]:
     return thread_meta(app_pid, "AI Stack Time", STACK_THREADS)
 
@@ -330,15 +322,6 @@ def ai_stack_layers(scope: Scope, app_pid: int) -> list[TR.Layer]:
 
 
 # --- ge ----------------------------------------------------------------------------------------
-
-def ge_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] | None:
-    """Process ``GE``, a lane per thread: Input / Infer / Output of every execution.  Written
-    with task_time data only (GE copies or node launch APIs in scope)."""
-    if not has_ge_data(scope):
-        return None
-    return ge_meta(app_pid, scope.execs["thread_id"].unique()), \
-        TR.assemble_stream(ge_layers(scope, app_pid))[1]
-
 
 def has_ge_data(scope: Scope) -> bool:
     ex = scope.execs
@@ -426,14 +409,6 @@ def runtime_api_of(agg: pd.DataFrame, app_pid: int) -> Table:
     return RUNTIME_API, df
 
 
-def runtime_api_json(scope: Scope, app_pid: int) -> tuple[list[str], list[str]] | None:
-    rt = scope.runtime
-    if len(rt) == 0:
-        return None
-    return runtime_meta(app_pid, rt["thread_id"].unique()), \
-        TR.assemble_stream([runtime_layer(scope, app_pid)])[1]
-
-
 def runtime_meta(app_pid: int, threads) -> list[str]:
     return thread_meta(app_pid, "Runtime", [(t, f"Thread {t}")
                                             for t in sorted(int(t) for t in threads)])
@@ -450,21 +425,6 @@ def runtime_layer(scope: Scope, app_pid: int) -> TR.Layer:
 
 
 # --- thread_group (dynamic shape only) -----------------------------------------------------------
-
-def thread_group_json(data: ProfData, scope: Scope) -> tuple[list[str], list[str]] | None:
-    """Dynamic-shape data only (any host record from an ``aging.*`` file): one process per
-    host thread (pid = thread id, ``Thread {tid}``) with lanes 0 AscendCL, 1 GE (model, node,
-    communication APIs), 2 Runtime."""
-    ht = data.host.tables
-    if ht is None or not ht.aging:
-        return None
-    got = thread_group_layer(scope)
-    if got is None:
-        return None
-    threads, layer = got
-    _, events = TR.assemble([layer])
-    return thread_group_meta(threads), events
-
 
 def thread_group_layer(scope: Scope) -> tuple[list[int], TR.Layer] | None:
     """The thread_group events of the scope's APIs (lazy layer) and their threads; None
