@@ -178,3 +178,36 @@ def test_brief_names_one_bottleneck_per_op():
     model = [ln for ln in lines if ln.startswith("Model Bottleneck Analysis")]
     assert model and model[0].endswith("(AI Core time by dominant pipe: cube 100 us (91 %), "
                                        "vector 0 us (0 %), scalar 0 us (0 %), MTE 10 us (9 %))")
+
+
+def test_waits_between_separate_calls_are_host_time_not_task_waits():
+    """The wait rule (waits > 10 us over 3 % of task + wait time) reads device scheduling
+    waits: with the model executions known, a gap outside one (Python between steps, an
+    eager call, warm-up) does not count (docs/export.md, advice)."""
+    from msprof_cli.export.derive.advice import RuleState, model_spans
+    from msprof_cli.export.derive.advice_table import OpTable
+
+    # two steps of two 10 us ops: a 5 ms host gap between the steps, a 20 us wait inside one
+    rows = [["a", "Add", "AI_CORE", "100.000\t", 10.0, 0, 1, "FLOAT", *[0.1] * 6, 0.1],
+            ["b", "Mul", "AI_CORE", "130.000\t", 10.0, 20.0, 1, "FLOAT", *[0.1] * 6, 0.1],
+            ["a", "Add", "AI_CORE", "5140.000\t", 10.0, 5000.0, 1, "FLOAT", *[0.1] * 6, 0.1],
+            ["b", "Mul", "AI_CORE", "5151.000\t", 10.0, 1.0, 1, "FLOAT", *[0.1] * 6, 0.1]]
+    start = np.array([100_000, 130_000, 5_140_000, 5_151_000], np.int64)
+
+    def waited(spans):
+        st = RuleState(32)
+        st.model_spans = spans
+        st.add(OpTable.from_summary(frame(rows), 32, start))
+        return [r["Rule Suggestion"] for g in st.rule_json()["data"]["Op Summary"]
+                for r in g["result"]]
+
+    apis = pd.DataFrame({"level": [10000, 10000], "type": [1, 1],
+                         "begin_local": [90_000, 5_130_000], "end_local": [145_000, 5_165_000]})
+    import msprof_cli.raw.layouts as L
+    apis["level"], apis["type"] = L.LEVEL_MODEL, L.MODEL_EXECUTE
+    limit = "Task waiting time has reached the upper limit"
+    assert limit in waited(None)  # the real analysis's rule: the 5 ms gap counts
+    # inside the steps only 20 us of wait against 40 us of tasks: still over 3 %
+    assert limit in waited(model_spans(apis))
+    rows[1][5] = 0.5  # no real wait inside a step: the host gap alone is not a finding
+    assert limit in waited(None) and limit not in waited(model_spans(apis))

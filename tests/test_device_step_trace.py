@@ -49,7 +49,8 @@ def _gru_step(steps: int = 3) -> list[tuple]:
 
 
 def _chunk(ops: list[tuple], *, fp: str, bp: str, n_iter: int = 3,
-           spacing: int = OP_SPACING) -> CaptureChunk:
+           spacing: int = OP_SPACING,
+           producers: dict[str, tuple[str, ...]] | None = None) -> CaptureChunk:
     its, t = [], T0
     for i in range(n_iter):
         it = make_iteration(1, i + 1, t, ops=ops, spacing=spacing)
@@ -58,7 +59,8 @@ def _chunk(ops: list[tuple], *, fp: str, bp: str, n_iter: int = 3,
     # the collector's choice (collect/model_graph.py: the gradient op with the largest op
     # id, here the backward loop's condition, as for the Keras GRU)
     info = {1: ModelInfo(1, "sequential", "__inference_train_function_1", fp_op=fp, bp_op=bp,
-                         op_order={o[0]: k for k, o in enumerate(ops)})}
+                         op_order={o[0]: k for k, o in enumerate(ops)},
+                         producers=producers or {})}
     return CaptureChunk(models=info, iterations=its)
 
 
@@ -131,10 +133,11 @@ def test_bp_op_run_ahead_moves_to_the_last_backward_task(tmp_path: Path) -> None
 
 def test_bp_marker_waits_for_the_loops_ai_cpu_tasks(tmp_path: Path) -> None:
     """Launched close together, the loop's AI CPU tasks end after its last compute task (the
-    AI CPU stream lags): the BP marker waits for them (GE: a loop ends when all its body's
-    tasks have)."""
+    AI CPU stream lags: the graph's data edges say no compute task consumes the masks): the
+    BP marker waits for them (GE: a loop ends when all its body's tasks have)."""
+    edges = {f"{GRAD_BODY}/MatMul": ("gru/transpose",)}
     prof = run(tmp_path, [_chunk(_gru_step(), fp="gru/transpose", bp=GRAD_COND, n_iter=1,
-                                 spacing=2_000)], config(aicpu=False))
+                                 spacing=2_000, producers=edges)], config(aicpu=False))
     tags = _tags(prof)
     raw = R.device_records(prof, "ts_track", 0)
     tt = raw[raw["rpt_type"] == L.TS_RPT_TASK_TYPE].view(L.TS_TRACK_TASK_TYPE)

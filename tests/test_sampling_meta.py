@@ -28,7 +28,8 @@ def test_device_records_replayed_iterations_and_tools_report_them(tmp_path, caps
     later.iterations[0] = dataclasses.replace(later.iterations[0], replayed=True)
     prof = run(tmp_path, [chunk, later])
     data = json.loads((prof / sampling.FILE_NAME).read_text())
-    assert data["models"]["1"] == {"measured": [[1, 2]], "replayed": [[3, 5]]}
+    # the model's steps run gradient ops (make_chunk: a training step)
+    assert data["models"]["1"] == {"measured": [[1, 2]], "replayed": [[3, 5]], "training": True}
     rows = [r for r in query_rows(prof) if r.dir_name == "device_0"]
     assert _replayed(rows[0]) == "3-5"
     run_export(prof)

@@ -49,6 +49,14 @@ def dur_ns(d: float) -> int:
 def prof(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("multidev")
     ch = make_chunk(N_ITER, ops=OPS, spacing=SPACING)
+    # the graph's data edges: each op consumes the compute op before it, an all-reduce its
+    # gradient, and nothing consumes the all-reduces here (their tasks overlap compute)
+    names = [o[0] for o in OPS]
+    compute = [n for n in names if "allreduce" not in n]
+    ch.models[1].producers = {n: ((compute[compute.index(n) - 1],) if n in compute
+                                  and compute.index(n) else
+                                  (names[names.index(n) - 1],) if n not in compute else ())
+                              for n in names}
     for it in ch.iterations:
         it.ops += make_iteration(1, it.index, it.start_ns, ops=OPS, device_id=1,
                                  spacing=SPACING).ops

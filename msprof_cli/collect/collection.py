@@ -30,6 +30,7 @@ from msprof_cli.collect.records import ExecRecord
 from msprof_cli.collect.routes import rank_info
 from msprof_cli.collect.sampling import SamplingPolicy
 from msprof_cli.options import ProfilingConfig
+from msprof_cli.raw import sampling as raw_sampling
 from msprof_cli.raw.control import ClockPair
 
 if TYPE_CHECKING:  # annotations only: agent.py imports this module
@@ -301,6 +302,8 @@ class Collection:
                 self.agent.fail(f"the emulated device could not finish {self.prof_dir} "
                                 f"({exc!r})", exc)
             for text in uncollected_notes(getattr(self.device, "uncollected", None)):
+                self.agent.note(text)
+            for text in raw_sampling.fallback_notes(self.prof_dir):
                 self.agent.note(text)
 
 

@@ -64,6 +64,8 @@ class StaticGraph:
 def tensor_spec(tensor: Any) -> TensorSpec:
     dtype = tensor.dtype
     dname = getattr(dtype, "name", str(dtype))
+    # a TF1 ref variable's tensor ("float32_ref") holds the same data as its base dtype
+    dname = dname[:-4] if dname.endswith("_ref") else dname
     shape = tensor.shape
     if getattr(shape, "rank", None) is None:
         return TensorSpec(shape=(), dtype=dname, format="ND") if dname == "resource" else \
@@ -260,6 +262,7 @@ def apply_runtime_shapes(graph: StaticGraph, runtime: dict[str, dict[int, tuple[
         changed += 1
         return TensorSpec(shape=tuple(shape), dtype=spec.dtype, format=_format(len(shape)))
 
+    runtime = _through_views(graph, runtime)
     for name, op in graph.ops.items():
         rt = runtime.get(name)
         if rt:
@@ -271,6 +274,28 @@ def apply_runtime_shapes(graph: StaticGraph, runtime: dict[str, dict[int, tuple[
     if changed:
         graph.version += 1
     return changed
+
+
+# ops whose output is their first input's value, shape included (Grappler often removes them
+# before the run, so the run's step stats do not report their shapes)
+SAME_SHAPE = frozenset({"Identity", "Snapshot", "StopGradient", "PreventGradient",
+                        "EnsureShape", "RefIdentity"})
+
+
+def _through_views(graph: StaticGraph, runtime: dict[str, dict[int, tuple[int, ...]]]
+                   ) -> dict[str, dict[int, tuple[int, ...]]]:
+    """`runtime` plus the shapes of SAME_SHAPE ops it lacks, from their inputs' producers
+    (in topological order, so a chain of them resolves in one pass)."""
+    out = dict(runtime)
+    for name in sorted(graph.ops, key=lambda n: graph.order.get(n, 1 << 62)):
+        op = graph.ops[name]
+        if op.type not in SAME_SHAPE or 0 in out.get(name, {}) or not op.producers:
+            continue
+        slot = op.slots[0] if op.slots else 0
+        shape = out.get(op.producers[0], {}).get(slot)
+        if shape is not None:
+            out[name] = {**out.get(name, {}), 0: shape}
+    return out
 
 
 def runtime_shapes_from_step_stats(step_stats: Any) -> dict[str, dict[int, tuple[int, ...]]]:

@@ -35,6 +35,7 @@ from msprof_cli.device import time_model as TM
 from msprof_cli.device.chip import ChipSpec, get_chip
 from msprof_cli.device.chunk import ChunkCtx, DeviceDir
 from msprof_cli.device.cost_model import CostTable, evaluate
+from msprof_cli.device.dependencies import DependencyTables
 from msprof_cli.device.host_pass import HostPass
 from msprof_cli.device.host_records import HCCL_INFO_TYPE, RUNTIME_API_TYPES, launch_windows
 from msprof_cli.device.precision import PrecisionPass
@@ -68,6 +69,8 @@ class Device:
                  ub_fusion: bool = True) -> None:
         self.prof_dir = Path(prof_dir)
         self._measured: dict[int, list[int]] = {}
+        self.training: set[int] = set()  # models whose steps train (raw/sampling.py)
+        self.fallback_types: Counter = Counter()  # op type -> tasks placed by the unknown rule
         self._replayed: dict[int, list[int]] = {}
         self.config = config
         self.chip: ChipSpec = get_chip(chip)
@@ -92,6 +95,8 @@ class Device:
         # replayed steps' schedules as columns, built once per schedule (replay_columns.py)
         self.replays = ReplayColumns()
         self.name_classes = NameClasses()  # loop / backward per name (FP/BP markers)
+        # per model, the data edges between its launched ops (dependencies.py)
+        self.deps = DependencyTables()
         self.models: dict = {}
         self.fpbp: dict[int, FpBp] = {}  # per model: the choice of its lowest device
         self._fpbp_dev: dict[tuple[int, int], FpBp] = {}  # (model id, device id)
@@ -190,8 +195,8 @@ class Device:
         if self._closed:
             raise RuntimeError("Device.consume() after close(): create a new Device")
         self.models.update(chunk.models)
-        self._record_sampling(chunk)
         ops, iters = build_tables(chunk, self.sigs, self.names, self.replays)
+        self._record_sampling(chunk, ops)
         ops = self.precision.apply(ops, self.models, self.sigs, self.names)
         ops = self.fuser.apply(ops, self.models, self.sigs, self.names)
         for dev_id in np.unique(ops.device_id).tolist():
@@ -231,15 +236,38 @@ class Device:
             self._device_pass(ctx, dd, host)
         self.host_pass.write(host)
 
-    def _record_sampling(self, chunk: CaptureChunk) -> None:
+    def _record_sampling(self, chunk: CaptureChunk, ops: OpTable) -> None:
         """Keep msprof_cli_sampling.json (raw/sampling.py) up to date: which iterations were
-        traced and which were replayed from a sampled schedule."""
-        if not chunk.iterations:
+        traced and which were replayed from a sampled schedule, which models train (a step
+        with a backward op or an optimizer update)."""
+        fallback = self._count_fallback(ops)
+        if not chunk.iterations and not fallback:
             return
         for it in chunk.iterations:
             target = self._replayed if it.replayed else self._measured
             target.setdefault(it.model_id, []).append(it.index)
-        sampling.write(self.prof_dir, self._measured, self._replayed)
+        inn = ops.iter_row >= 0
+        if inn.any():
+            _, backward = self.name_classes.of(self.names.items)
+            optimizer = np.array([op_map.is_optimizer_type(t) for t in self.sigs.tf_type], bool)
+            trains = inn & (backward[ops.name_idx] | optimizer[ops.sig])
+            self.training.update(int(m) for m in np.unique(ops.model_id[trains]).tolist())
+        sampling.write(self.prof_dir, self._measured, self._replayed, self.training,
+                       self.fallback_types)
+
+    def _count_fallback(self, ops: OpTable) -> bool:
+        """Count the chunk's tasks whose op type is in no op table (op_map's unknown-type
+        rule); True when there were any."""
+        if not len(ops):
+            return False
+        sigs, counts = np.unique(ops.sig, return_counts=True)
+        hit = False
+        for sg, c in zip(sigs.tolist(), counts.tolist()):
+            tf_type = self.sigs.tf_type[sg]
+            if op_map.map_op(tf_type).fallback and self.sigs.n_fused[sg] == 0:
+                self.fallback_types[tf_type] += c
+                hit = True
+        return hit
 
     def close(self, clock: ClockPair) -> None:
         """Write end_info(.N) and close the files; calling it again does nothing."""

@@ -29,6 +29,14 @@ COST_AI_CPU = 8
 COST_HCCL = 9
 
 
+# how a task touches its first input (docs/device-model.md 3): all of it, or only the rows
+# that the indices select (an embedding lookup reads 128 rows of a 50000-row table)
+ACCESS_DENSE = 0
+ACCESS_GATHER = 1  # reads the indexed rows of input 0, writes them out
+ACCESS_SCATTER = 2  # read-modify-writes the indexed rows of input 0 with the last input
+ACCESS_SPARSE_APPLY = 3  # an optimizer updating the gradient's rows of var and its slots
+
+
 @dataclass(frozen=True)
 class OpMapping:
     ge_type: str
@@ -36,6 +44,8 @@ class OpMapping:
     cost: int
     vec_factor: float = 1.0  # vector instructions per output element (relative to an Add)
     allreduce: bool = False  # collective that gets step-trace tags 10000+2k/10001+2k
+    access: int = ACCESS_DENSE
+    fallback: bool = False  # in no table: placed by the unknown-type rule (collect warns)
 
 
 # oneDNN (MKL) rewrites that TF applies on CPU: the original op is the text after the prefix
@@ -193,9 +203,6 @@ AI_CORE_OPS: dict[str, tuple[str, int, float]] = {
     "Slice": ("SliceD", COST_MOVE, 1.0),
     "StridedSlice": ("StridedSliceD", COST_MOVE, 1.0),
     "StridedSliceGrad": ("StridedSliceGrad", COST_MOVE, 1.0),
-    "GatherV2": ("GatherV2", COST_MOVE, 1.0),
-    "GatherNd": ("GatherNd", COST_MOVE, 1.0),
-    "ResourceGather": ("GatherV2", COST_MOVE, 1.0),
     "ScatterNd": ("ScatterNd", COST_MOVE, 1.0),
     "TensorScatterUpdate": ("TensorScatterUpdate", COST_MOVE, 1.0),
     "UnsortedSegmentSum": ("UnsortedSegmentSum", COST_VECTOR, 2.0),
@@ -221,6 +228,55 @@ AI_CORE_OPS: dict[str, tuple[str, int, float]] = {
     "ResourceApplyRMSProp": ("ApplyRMSPropD", COST_VECTOR, 8.0),
     "ApplyAdagrad": ("ApplyAdagradD", COST_VECTOR, 6.0),
     "ResourceApplyAdagradV2": ("ApplyAdagradV2D", COST_VECTOR, 6.0),
+}
+
+# Ops that touch only the rows their indices select (TF type -> (GE type, access)): their cost
+# is what they read and write (indices x row size), never the whole variable.  The scatters
+# and sparse optimizers update a variable in place (ref or resource input); the functional
+# TensorScatter* / ScatterNd build a whole new tensor and stay dense.
+SPARSE_OPS: dict[str, tuple[str, int]] = {
+    "GatherV2": ("GatherV2", ACCESS_GATHER),
+    "Gather": ("GatherV2", ACCESS_GATHER),
+    "ResourceGather": ("GatherV2", ACCESS_GATHER),
+    "GatherNd": ("GatherNd", ACCESS_GATHER),
+    "ResourceGatherNd": ("GatherNd", ACCESS_GATHER),
+    "ScatterAdd": ("ScatterAdd", ACCESS_SCATTER),
+    "ScatterSub": ("ScatterSub", ACCESS_SCATTER),
+    "ScatterMul": ("ScatterMul", ACCESS_SCATTER),
+    "ScatterDiv": ("ScatterDiv", ACCESS_SCATTER),
+    "ScatterMax": ("ScatterMax", ACCESS_SCATTER),
+    "ScatterMin": ("ScatterMin", ACCESS_SCATTER),
+    "ScatterUpdate": ("ScatterUpdate", ACCESS_SCATTER),
+    "ScatterNdAdd": ("ScatterNdAdd", ACCESS_SCATTER),
+    "ScatterNdSub": ("ScatterNdSub", ACCESS_SCATTER),
+    "ScatterNdUpdate": ("ScatterNdUpdate", ACCESS_SCATTER),
+    "ResourceScatterAdd": ("ScatterAdd", ACCESS_SCATTER),
+    "ResourceScatterSub": ("ScatterSub", ACCESS_SCATTER),
+    "ResourceScatterMul": ("ScatterMul", ACCESS_SCATTER),
+    "ResourceScatterDiv": ("ScatterDiv", ACCESS_SCATTER),
+    "ResourceScatterMax": ("ScatterMax", ACCESS_SCATTER),
+    "ResourceScatterMin": ("ScatterMin", ACCESS_SCATTER),
+    "ResourceScatterUpdate": ("ScatterUpdate", ACCESS_SCATTER),
+    "ResourceScatterNdAdd": ("ScatterNdAdd", ACCESS_SCATTER),
+    "ResourceScatterNdSub": ("ScatterNdSub", ACCESS_SCATTER),
+    "ResourceScatterNdUpdate": ("ScatterNdUpdate", ACCESS_SCATTER),
+    "SparseApplyAdagrad": ("SparseApplyAdagradD", ACCESS_SPARSE_APPLY),
+    "ResourceSparseApplyAdagrad": ("SparseApplyAdagradD", ACCESS_SPARSE_APPLY),
+    "SparseApplyAdagradV2": ("SparseApplyAdagradV2D", ACCESS_SPARSE_APPLY),
+    "ResourceSparseApplyAdagradV2": ("SparseApplyAdagradV2D", ACCESS_SPARSE_APPLY),
+    "SparseApplyFtrl": ("SparseApplyFtrlD", ACCESS_SPARSE_APPLY),
+    "ResourceSparseApplyFtrl": ("SparseApplyFtrlD", ACCESS_SPARSE_APPLY),
+    "SparseApplyFtrlV2": ("SparseApplyFtrlV2D", ACCESS_SPARSE_APPLY),
+    "ResourceSparseApplyFtrlV2": ("SparseApplyFtrlV2D", ACCESS_SPARSE_APPLY),
+    "SparseApplyMomentum": ("SparseApplyMomentum", ACCESS_SPARSE_APPLY),
+    "ResourceSparseApplyMomentum": ("SparseApplyMomentum", ACCESS_SPARSE_APPLY),
+    "SparseApplyKerasMomentum": ("SparseApplyKerasMomentum", ACCESS_SPARSE_APPLY),
+    "ResourceSparseApplyKerasMomentum": ("SparseApplyKerasMomentum", ACCESS_SPARSE_APPLY),
+    "SparseApplyRMSProp": ("SparseApplyRMSPropD", ACCESS_SPARSE_APPLY),
+    "ResourceSparseApplyRMSProp": ("SparseApplyRMSPropD", ACCESS_SPARSE_APPLY),
+    "SparseApplyProximalAdagrad": ("SparseApplyProximalAdagradD", ACCESS_SPARSE_APPLY),
+    "ResourceSparseApplyProximalAdagrad": ("SparseApplyProximalAdagradD",
+                                           ACCESS_SPARSE_APPLY),
 }
 
 # No AI Core kernel on Ascend 910: executed by the AI CPU (documented list).
@@ -277,6 +333,13 @@ AI_CPU_OPS: dict[str, str] = {
     "HashTableV2": "HashTable",
     "ListDiff": "ListDiff",
     "InvertPermutation": "InvertPermutation",
+    "LogUniformCandidateSampler": "LogUniformCandidateSampler",
+    "UniformCandidateSampler": "UniformCandidateSampler",
+    "AllCandidateSampler": "AllCandidateSampler",
+    "FixedUnigramCandidateSampler": "FixedUnigramCandidateSampler",
+    "LearnedUnigramCandidateSampler": "LearnedUnigramCandidateSampler",
+    "ThreadUnsafeUnigramCandidateSampler": "ThreadUnsafeUnigramCandidateSampler",
+    "ComputeAccidentalHits": "ComputeAccidentalHits",
     "Cholesky": "Cholesky",
     "MatrixInverse": "MatrixInverse",
     "MatrixDeterminant": "MatrixDeterminant",
@@ -375,7 +438,7 @@ def normalize_tf_type(tf_type: str) -> tuple[str, bool]:
 def map_op(tf_type: str) -> OpMapping:
     """The Ascend mapping of a TF op type (oneDNN/fusion names accepted)."""
     base, _fused = normalize_tf_type(tf_type)
-    if base in HOST_ONLY_OPS or tf_type in HOST_ONLY_OPS:
+    if base in HOST_ONLY_OPS or tf_type in HOST_ONLY_OPS or is_input_pipeline(base):
         return OpMapping(base, KIND_NONE, COST_NONE, 0.0)
     if base in COLLECTIVE_OPS:
         ge, allreduce = COLLECTIVE_OPS[base]
@@ -385,15 +448,35 @@ def map_op(tf_type: str) -> OpMapping:
     if base in AI_CORE_OPS:
         ge, cost, factor = AI_CORE_OPS[base]
         return OpMapping(ge, KIND_AI_CORE, cost, factor)
-    if base.endswith("Dataset") or base.endswith("DatasetV2") or base.startswith("Iterator"):
-        return OpMapping(base, KIND_NONE, COST_NONE, 0.0)
+    if base in SPARSE_OPS:
+        ge, access = SPARSE_OPS[base]
+        cost = COST_MOVE if access == ACCESS_GATHER else COST_VECTOR
+        factor = 4.0 if access == ACCESS_SPARSE_APPLY else 1.0
+        return OpMapping(ge, KIND_AI_CORE, cost, factor, access=access)
     if base.startswith("TensorList"):
         # every TensorList op (PushBack / PopBack of a loop's gradient accumulators, Concat,
         # Gather, ...) manipulates a variant list handle: host bookkeeping like the ones listed
         # in HOST_ONLY_OPS, not a device kernel (it used to fall to the AI CPU by its variant)
         return OpMapping(base, KIND_NONE, COST_NONE, 0.0)
-    # unknown: an AI Core vector kernel under the TF name
-    return OpMapping(base, KIND_AI_CORE, COST_VECTOR, 1.0)
+    # unknown: an AI Core vector kernel under the TF name (counted: collect and export say
+    # which types took this rule, docs/device-model.md 2)
+    return OpMapping(base, KIND_AI_CORE, COST_VECTOR, 1.0, fallback=True)
+
+
+# tf.data ops that are neither datasets nor iterators by name: the TF adapter keeps the input
+# pipeline on the host (GE sinks only the iterator's GetNext into the graph)
+INPUT_PIPELINE_OPS = frozenset({"GetOptions", "ComputeBatchSize", "IteratorGetDevice",
+                                "AnonymousMemoryCache", "DeleteMemoryCache", "DeleteSeedGenerator",
+                                "AnonymousRandomSeedGenerator", "DeleteRandomSeedGenerator",
+                                "DeleteMultiDeviceIterator", "AnonymousMultiDeviceIterator",
+                                "AnonymousMultiDeviceIteratorV3", "SerializeIterator",
+                                "DeserializeIterator", "RegisterDataset", "RegisterDatasetV2"})
+
+
+def is_input_pipeline(base: str) -> bool:
+    """A tf.data op (a dataset, its cardinality / options / fingerprint, an iterator): host
+    work of the input pipeline, never a device task (docs/device-model.md 2)."""
+    return "Dataset" in base or base.startswith("Iterator") or base in INPUT_PIPELINE_OPS
 
 
 def is_optimizer_type(tf_type: str) -> bool:

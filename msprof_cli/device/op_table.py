@@ -18,6 +18,7 @@ import numpy as np
 from msprof_cli.capture import DTYPE_BYTES, SINGLE_OP_MODEL_ID, CaptureChunk, OpRun, TensorSpec
 from msprof_cli.device import op_map
 from msprof_cli.device.replay_columns import ReplayColumns, replayed_rows
+from msprof_cli.device.sparse_access import sparse_traffic
 from msprof_cli.raw import enums as EN
 from msprof_cli.raw import layouts as L
 
@@ -207,6 +208,17 @@ class SignatureRegistry:
                               for e, t in zip(out_elems, outputs))) if outputs else bytes_out / 2)
         out_total = float(sum(out_elems))
         max_elems = float(max(in_elems + out_elems))
+        sparse = sparse_traffic(m.access, inputs, outputs, in_elems, out_elems,
+                                lambda dt: _moved_bytes(dt, cube16))
+        if sparse is not None:  # only the indexed rows move (sparse_access.py)
+            if half is not None:
+                h = sparse_traffic(m.access, inputs, outputs, in_elems, out_elems,
+                                   lambda dt: _moved_bytes(dt, True))
+                half = (h.in_bytes, float(sum(h.in_bytes)), h.bytes_out) if h else None
+            in_b, bytes_out = sparse.in_bytes, sparse.bytes_out
+            bytes_in = float(sum(in_b))
+            max_elems = out_total = sparse.work_elems
+            in_elems = [min(e, int(sparse.work_elems)) for e in in_elems]
         flops = _cube_flops(cost, inputs, outputs, out_total)
         if cost in (op_map.COST_VECTOR,):
             vec = m.vec_factor * max(max(in_elems, default=0), out_total) + n_fused * out_total

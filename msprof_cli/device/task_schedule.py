@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from msprof_cli.device import dependencies as DEP
 from msprof_cli.device import memcpy as MC
 from msprof_cli.device import op_map
 from msprof_cli.device import scheduler as S
@@ -77,49 +78,31 @@ def schedule_device(device: Device, ctx: ChunkCtx, dd: DeviceDir
         ready = ready.copy()
         ready[inn] = np.maximum(ready[inn], h2d_end[op_iter[inn]])
 
-    # Cross-stream order (GE's event record/wait): an AI CPU / HCCL task waits for the
-    # compute-stream task launched just before it (its producer), and the iteration-end
-    # markers wait for the other streams.  Pass A schedules the compute stream on a
-    # scratch copy of its state to learn the producers' end times.
-    comp = dd.state.stream(S.COMPUTE_STREAM)
-    saved = (comp.counter, comp.free_tick)
-    no_end = np.full(n_it, S.NEVER, np.int64)
-    trial = S.schedule(_compute_plan(device, ctx, clk, it_rows, rows, tt, ready, dur, stream,
-                                     op_iter, no_end, None, dd.device_id),
-                       dd.state, S.COMPUTE_STREAM)
-    comp.counter, comp.free_tick = saved
-    k_ops = trial.op_row >= 0
-    k_order, k_end = trial.order_ns[k_ops], trial.end[k_ops]
-    # Pass B: the AI CPU / HCCL streams wait for their producers, then the compute stream
-    # (whose end markers wait for those streams).  The trial compute schedule does not
-    # have those waits, so a producer can really end later than the trial says (the
-    # iteration before waited for a long collective): then a second round uses the
-    # producers of the first round's compute schedule, so an AI CPU / HCCL task (and its
-    # Reduce markers) never runs before its iteration's start marker.
-    sids = (S.AICPU_STREAM, S.HCCL_STREAM, S.COMPUTE_STREAM)
-    saved_all = {sid: (st.counter, st.free_tick) if (st := dd.state.streams.get(sid))
-                 else None for sid in sids}
-    for round_ in range(2):
-        if round_:  # the streams as they were before the first round
-            for sid, was in saved_all.items():
-                if was is None:
-                    dd.state.streams.pop(sid, None)
-                else:
-                    st = dd.state.streams[sid]
-                    st.counter, st.free_tick = was
-        scheduled, other_end = _side_and_compute(
-            device, ctx, dd, clk, it_rows, rows, tt, ready, dur, stream, op_iter, k_order, k_end,
-            trace, n_it)
-        comp_sch = scheduled.get(S.COMPUTE_STREAM)
-        side = [scheduled[sid] for sid in (S.AICPU_STREAM, S.HCCL_STREAM)
-                if sid in scheduled]
-        if round_ or comp_sch is None or not side:
-            break
-        k_ops = comp_sch.op_row >= 0
-        new_end = comp_sch.end[k_ops]
-        if np.array_equal(new_end, k_end) or len(new_end) != len(k_end):
-            break  # the trial was right: nothing to redo
-        k_order, k_end = comp_sch.order_ns[k_ops], np.maximum(k_end, new_end)
+    # The streams wait for each other where data crosses them (dependencies.py: GE's event
+    # record / wait on every cross-stream data edge), the iteration-end markers for the side
+    # streams, the BP marker for its anchor: run together to a fixed point (run_coupled).
+    plans: dict[int, S.StreamPlan] = {}
+    for sid in (S.AICPU_STREAM, S.HCCL_STREAM):
+        plan = _side_plan(device, ctx, dd, sid, rows, tt, ready, dur, stream, op_iter, trace)
+        if plan.op_row:
+            plans[sid] = plan
+    comp_plan, end_order, bp_rows, bp_iter = _compute_plan(device, ctx, clk, it_rows, rows, tt,
+                                                           ready, dur, stream, op_iter,
+                                                           dd.device_id)
+    if comp_plan.op_row:
+        plans[S.COMPUTE_STREAM] = comp_plan
+    cons, prod = _data_edges(device, ctx, rows, tt, stream)
+    coupling = S.Coupling(len(ops), n_it, cons, prod,
+                          side_streams=frozenset((S.AICPU_STREAM, S.HCCL_STREAM)),
+                          end_order=end_order, bp_rows=bp_rows, bp_iter=bp_iter)
+    scheduled, _ = S.run_coupled([S.order(p, sid) for sid, p in plans.items()], dd.state,
+                                 coupling)
+    other_end = np.full(n_it, S.NEVER, np.int64)
+    for sid in (S.AICPU_STREAM, S.HCCL_STREAM):
+        sch = scheduled.get(sid)
+        if sch is not None and n_it:
+            sel = sch.iter_row >= 0
+            np.maximum.at(other_end, sch.iter_row[sel], sch.end[sel])
     memcpy: list[S.ScheduledStream] = [h2d] if h2d is not None else []
     if copies is not None and len(copies["d2h_it"]):
         # output copy after the iteration's last task on every stream
@@ -138,59 +121,65 @@ def schedule_device(device: Device, ctx: ChunkCtx, dd: DeviceDir
     return scheduled, memcpy, copies
 
 
-def _side_and_compute(device: Device, ctx: ChunkCtx, dd: DeviceDir, clk: S.DeviceClock,
-                      it_rows: np.ndarray, rows: np.ndarray, tt: np.ndarray,
-                      ready: np.ndarray, dur: np.ndarray, stream: np.ndarray,
-                      op_iter: np.ndarray, k_order: np.ndarray, k_end: np.ndarray,
-                      trace: bool, n_it: int
-                      ) -> tuple[dict[int, S.ScheduledStream], np.ndarray]:
-    """AI CPU / HCCL streams after their producers (`k_order`/`k_end`: launch times and
-    end ticks of the compute-stream tasks), then the compute stream."""
-    scheduled: dict[int, S.ScheduledStream] = {}
-    for sid in (S.AICPU_STREAM, S.HCCL_STREAM):
-        m = stream == sid
-        dep = ready[m].copy()
-        if len(k_order) and m.any():
-            pos = np.searchsorted(k_order, tt[m], side="left") - 1
-            has = pos >= 0
-            dep[has] = np.maximum(dep[has], k_end[pos[has]] + S.EVENT_WAIT_TICKS)
-        plan = S.StreamPlan()
-        if sid == S.HCCL_STREAM and hccl_steps_on(device) and m.any():
-            # one task per step of the collective (hccl_step_plan), back to back, the
-            # op's duration split evenly: HCCL launches each step as its own task
-            steps, _ = hccl_steps(device, ctx, rows[m], dd.device_id)
-            rep = np.repeat(np.arange(int(m.sum())), steps)
-            k = np.arange(len(rep)) - np.repeat(np.cumsum(steps) - steps, steps)
-            d, n = dur[m][rep], steps[rep]
-            plan.add(op_row=rows[m][rep], order_ns=tt[m][rep], sub=0, ready=dep[rep],
-                     dur=np.maximum(d * (k + 1) // n - d * k // n, 1),
-                     gap=np.where(k == 0, S.TASK_GAP_TICKS, 0), tag=-1,
-                     iter_row=op_iter[m][rep])
-        else:
-            plan.add(op_row=rows[m], order_ns=tt[m], sub=0, ready=dep, dur=dur[m],
-                     gap=S.TASK_GAP_TICKS, tag=-1, iter_row=op_iter[m])
-        if sid == S.HCCL_STREAM and trace:
-            _reduce_markers(plan, ctx, rows[m], tt[m], dep, op_iter[m])
-        if plan.op_row:
-            scheduled[sid] = S.schedule(plan, dd.state, sid)
-    other_end = np.full(n_it, S.NEVER, np.int64)
-    # end tick of each op row on these streams (its last task: an HCCL op has one per step;
-    # a later stream's wins), NEVER for the others; an array, not a dict: a loop-heavy
-    # model has ~100k AI CPU tasks in a chunk
-    op_end = np.full(len(ctx.ops), S.NEVER, np.int64)
-    for sch in scheduled.values():
-        sel = sch.iter_row >= 0
-        if n_it and sel.any():
-            np.maximum.at(other_end, sch.iter_row[sel], sch.end[sel])
-        has = sch.op_row >= 0
-        r, e = sch.op_row[has], sch.end[has]
-        rows_u, back = np.unique(r[::-1], return_index=True)
-        op_end[rows_u] = e[len(r) - 1 - back]
-    plan = _compute_plan(device, ctx, clk, it_rows, rows, tt, ready, dur, stream, op_iter,
-                         other_end, op_end, dd.device_id)
-    if plan.op_row:
-        scheduled[S.COMPUTE_STREAM] = S.schedule(plan, dd.state, S.COMPUTE_STREAM)
-    return scheduled, other_end
+def _side_plan(device: Device, ctx: ChunkCtx, dd: DeviceDir, sid: int, rows: np.ndarray,
+               tt: np.ndarray, ready: np.ndarray, dur: np.ndarray, stream: np.ndarray,
+               op_iter: np.ndarray, trace: bool) -> S.StreamPlan:
+    """The AI CPU or HCCL stream's tasks (and the Reduce markers around each all-reduce)."""
+    m = stream == sid
+    plan = S.StreamPlan()
+    if sid == S.HCCL_STREAM and hccl_steps_on(device) and m.any():
+        # one task per step of the collective (hccl_step_plan), back to back, the op's
+        # duration split evenly: HCCL launches each step as its own task
+        steps, _ = hccl_steps(device, ctx, rows[m], dd.device_id)
+        rep = np.repeat(np.arange(int(m.sum())), steps)
+        k = np.arange(len(rep)) - np.repeat(np.cumsum(steps) - steps, steps)
+        d, n = dur[m][rep], steps[rep]
+        plan.add(op_row=rows[m][rep], order_ns=tt[m][rep], sub=0, ready=ready[m][rep],
+                 dur=np.maximum(d * (k + 1) // n - d * k // n, 1),
+                 gap=np.where(k == 0, S.TASK_GAP_TICKS, 0), tag=-1,
+                 iter_row=op_iter[m][rep])
+    else:
+        plan.add(op_row=rows[m], order_ns=tt[m], sub=0, ready=ready[m], dur=dur[m],
+                 gap=S.TASK_GAP_TICKS, tag=-1, iter_row=op_iter[m])
+    if sid == S.HCCL_STREAM and trace:
+        _reduce_markers(plan, ctx, rows[m], tt[m], ready[m], op_iter[m])
+    return plan
+
+
+def _data_edges(device: Device, ctx: ChunkCtx, rows: np.ndarray, tt: np.ndarray,
+                stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The cross-stream waits of this device's launched rows (dependencies.py): (consumer
+    rows, producer rows)."""
+    ops = ctx.ops
+    n = len(ops)
+    empty = np.zeros(0, np.int64)
+    if len(np.unique(stream)) < 2:
+        return empty, empty
+    stream_of_row = np.full(n, -1, np.int64)
+    stream_of_row[rows] = stream
+    launch_rank = np.zeros(n, np.int64)
+    launch_rank[rows[np.lexsort((rows, tt))]] = np.arange(len(rows))
+    eager = ops.eager[rows] if ops.eager is not None else np.zeros(len(rows), bool)
+    graph = (ops.iter_row[rows] >= 0) & ~eager
+    model_of_row = np.full(n, -1, np.int64)
+    tables: dict[int, DEP.ModelEdges] = {}
+    for mid in np.unique(ops.model_id[rows[graph]]).tolist():
+        model = device.models.get(int(mid))
+        if model is None or not model.producers:
+            continue
+        mine = rows[graph & (ops.model_id[rows] == mid)]
+        tables[int(mid)] = device.deps.model_edges(
+            int(mid), model.producers, model.op_order, np.unique(ops.name_idx[mine]),
+            device.fuser.chains_of(int(mid)), device.names.items, device.names)
+        model_of_row[mine] = int(mid)
+    cons, prod, known = DEP.row_edges(rows, ops.iter_row, ops.name_idx, launch_rank,
+                                      model_of_row, tables, device.fuser.alias)
+    cross = stream_of_row[cons] != stream_of_row[prod]
+    cons, prod = cons[cross], prod[cross]
+    if not known.all():
+        c2, p2 = DEP.previous_on_streams(rows, stream_of_row, launch_rank, rows[~known])
+        cons, prod = np.r_[cons, c2], np.r_[prod, p2]
+    return cons, prod
 
 
 def _memcpy_tasks(device: Device, ctx: ChunkCtx, dd: DeviceDir, it_rows: np.ndarray
@@ -233,21 +222,28 @@ def _memcpy_tasks(device: Device, ctx: ChunkCtx, dd: DeviceDir, it_rows: np.ndar
 
 def _compute_plan(device: Device, ctx: ChunkCtx, clk: S.DeviceClock, it_rows: np.ndarray,
                   rows: np.ndarray, tt: np.ndarray, ready: np.ndarray, dur: np.ndarray,
-                  stream: np.ndarray, op_iter: np.ndarray, other_end: np.ndarray,
-                  op_end: np.ndarray | None, dev: int) -> S.StreamPlan:
-    """AI Core kernels + step-trace markers of the compute stream."""
+                  stream: np.ndarray, op_iter: np.ndarray, dev: int
+                  ) -> tuple[S.StreamPlan, np.ndarray, np.ndarray, np.ndarray]:
+    """AI Core kernels + step-trace markers of the compute stream; with the markers' waits
+    (`S.Coupling`): per iteration the launch order of its end markers, the BP anchor rows
+    and their iterations."""
     m = stream == S.COMPUTE_STREAM
     plan = S.StreamPlan()
     plan.add(op_row=rows[m], order_ns=tt[m], sub=0, ready=ready[m], dur=dur[m],
              gap=S.TASK_GAP_TICKS, tag=-1, iter_row=op_iter[m])
-    if device.config.training_trace and len(it_rows):
-        _step_markers(plan, ctx, clk, it_rows, rows, tt, ready, op_iter, other_end,
-                      op_end, dev)
-    return plan
+    end_order = np.full(len(ctx.iters), np.iinfo(np.int64).max, np.int64)
+    empty = np.zeros(0, np.int64)
+    if not (device.config.training_trace and len(it_rows)):
+        return plan, end_order, empty, empty
+    bp_rows, bp_iter = _step_markers(plan, ctx, clk, it_rows, rows, tt, ready, op_iter,
+                                     end_order, dev)
+    return plan, end_order, bp_rows, bp_iter
 
 
 def _reduce_markers(plan: S.StreamPlan, ctx: ChunkCtx, rows: np.ndarray,
                     tt: np.ndarray, ready: np.ndarray, op_iter: np.ndarray) -> None:
+    """The Reduce start / end markers around each all-reduce: they wait for what the
+    all-reduce waits for, so the pair encloses its run."""
     ar = ctx.sig["allreduce"][ctx.ops.sig[rows]] & (op_iter >= 0)
     if not ar.any():
         return
@@ -257,15 +253,18 @@ def _reduce_markers(plan: S.StreamPlan, ctx: ChunkCtx, rows: np.ndarray,
     first = np.r_[0, np.flatnonzero(np.diff(it)) + 1]
     k = np.arange(len(it)) - np.repeat(first, np.diff(np.r_[first, len(it)]))
     plan.add(op_row=-1, order_ns=t, sub=-1, ready=rd, dur=0, gap=S.MARKER_GAP_TICKS,
-             tag=TAG_REDUCE_BASE + 2 * k, iter_row=it)
+             tag=TAG_REDUCE_BASE + 2 * k, iter_row=it, dep_row=r)
     plan.add(op_row=-1, order_ns=t, sub=1, ready=rd, dur=0, gap=0,
-             tag=TAG_REDUCE_BASE + 2 * k + 1, iter_row=it)
+             tag=TAG_REDUCE_BASE + 2 * k + 1, iter_row=it, dep_row=r)
 
 
 def _step_markers(plan: S.StreamPlan, ctx: ChunkCtx, clk: S.DeviceClock,
                   it_rows: np.ndarray, rows: np.ndarray, tt: np.ndarray,
-                  ready: np.ndarray, op_iter: np.ndarray, other_end: np.ndarray,
-                  op_end: np.ndarray | None, dev: int) -> None:
+                  ready: np.ndarray, op_iter: np.ndarray, end_order: np.ndarray,
+                  dev: int) -> tuple[np.ndarray, np.ndarray]:
+    """The step-trace markers of the compute stream; fills `end_order` (per iteration: the
+    launch time of its end markers) and returns the BP marker's anchor rows and their
+    iterations (it waits for their end, on whatever stream they run)."""
     lat = S.LAUNCH_LATENCY_NS
     me_b = ctx.me_begin[it_rows]
     plan.add(op_row=-1, order_ns=me_b, sub=-2, ready=clk.ticks(me_b + lat), dur=0,
@@ -276,7 +275,7 @@ def _step_markers(plan: S.StreamPlan, ctx: ChunkCtx, clk: S.DeviceClock,
     if inn.any():
         np.maximum.at(last, op_iter[inn], tt[inn])
     last_it = last[it_rows]
-    end_ready = np.maximum(clk.ticks(last_it + lat), other_end[it_rows])
+    end_ready = clk.ticks(last_it + lat)
     # the end markers are launched before the next iteration's model start: a launch
     # pushed past it (launch windows serialise a thread behind a long collective, whose
     # host span can outlast the step) must not put the next iteration's start marker
@@ -287,24 +286,27 @@ def _step_markers(plan: S.StreamPlan, ctx: ChunkCtx, clk: S.DeviceClock,
     has_next = nxt < len(starts)
     next_b = np.where(has_next, starts[np.minimum(nxt, len(starts) - 1)], last_it + 1)
     last_it = np.maximum(np.minimum(last_it, next_b - 1), me_b)
+    end_order[it_rows] = last_it
     fp_pick, bp_pick, bp_wait = _fp_bp_anchors(ctx, rows, tt, op_iter, dev)
     if len(fp_pick):
         plan.add(op_row=-1, order_ns=tt[fp_pick], sub=-1, ready=ready[fp_pick], dur=0,
                  gap=S.MARKER_GAP_TICKS, tag=TAG_FP, iter_row=op_iter[fp_pick])
+    bp_rows = bp_iter = np.zeros(0, np.int64)
     if len(bp_pick):
         # after the end of the anchor (and, for a loop, of all the loop's tasks) even when
         # it runs on another stream: the AI CPU stream can lag behind the compute stream
-        ends = np.full(len(ctx.iters), S.NEVER, np.int64)
         w = np.flatnonzero(bp_wait)
-        np.maximum.at(ends, op_iter[w], op_end[rows[w]] if op_end is not None
-                      else np.full(len(w), S.NEVER, np.int64))
-        rd = np.maximum(ready[bp_pick], ends[op_iter[bp_pick]])
-        plan.add(op_row=-1, order_ns=tt[bp_pick], sub=1, ready=rd, dur=0,
-                 gap=S.MARKER_GAP_TICKS, tag=TAG_BP, iter_row=op_iter[bp_pick])
+        bp_rows, bp_iter = rows[w], op_iter[w]
+        plan.add(op_row=-1, order_ns=tt[bp_pick], sub=1, ready=ready[bp_pick], dur=0,
+                 gap=S.MARKER_GAP_TICKS, tag=TAG_BP, iter_row=op_iter[bp_pick],
+                 dep_row=-1, wait=S.WAIT_BP_ANCHOR)
     plan.add(op_row=-1, order_ns=last_it, sub=2, ready=end_ready, dur=0,
-             gap=S.MARKER_GAP_TICKS, tag=TAG_ITER_END, iter_row=it_rows)
+             gap=S.MARKER_GAP_TICKS, tag=TAG_ITER_END, iter_row=it_rows,
+             wait=S.WAIT_SIDE_STREAMS)
     plan.add(op_row=-1, order_ns=last_it, sub=3, ready=end_ready, dur=0,
-             gap=S.MARKER_GAP_TICKS, tag=TAG_MODEL_END, iter_row=it_rows)
+             gap=S.MARKER_GAP_TICKS, tag=TAG_MODEL_END, iter_row=it_rows,
+             wait=S.WAIT_SIDE_STREAMS)
+    return bp_rows, bp_iter
 
 
 def _fp_bp_anchors(ctx: ChunkCtx, rows: np.ndarray, tt: np.ndarray, op_iter: np.ndarray,

@@ -107,6 +107,7 @@ class UbFuser:
     internal: list[tuple[tuple[int, ...], ...]] = field(default_factory=list)
     alias: dict[int, int] = field(default_factory=dict)  # member name idx -> fused name idx
     _fused_sig: dict[tuple, int] = field(default_factory=dict)
+    _chains: dict[int, dict[int, tuple[int, ...]]] = field(default_factory=dict)
 
     # --- planning (once per model) ----------------------------------------------------------
     def _plan(self, model: ModelInfo | None, ops: OpTable, rows: np.ndarray,
@@ -183,6 +184,22 @@ class UbFuser:
             n_fused=len(member_sigs), tensors=tensors)
         self._fused_sig[key] = idx
         return idx
+
+    def chains_of(self, model_id: int) -> dict[int, tuple[int, ...]]:
+        """The model's planned chains: fused name idx -> its member name indices (in data-flow
+        order); empty before the model's first chunk or when nothing fuses."""
+        hit = self._chains.get(model_id)
+        if hit is not None:
+            return hit
+        plan = self.plans.get(model_id)
+        if plan is None or not len(plan.gid):
+            return {}
+        out: dict[int, tuple[int, ...]] = {}
+        for g in np.unique(plan.gid).tolist():
+            out[self.fused_name_idx[g]] = tuple(plan.name_idx[plan.gid == g]
+                                                [np.argsort(plan.pos[plan.gid == g])].tolist())
+        self._chains[model_id] = out
+        return out
 
     # --- per chunk --------------------------------------------------------------------------
     def apply(self, ops: OpTable, models: dict[int, ModelInfo], sigs: SignatureRegistry,

@@ -53,6 +53,13 @@ class DeviceWindow:
     comm: CommData | None = None  # HCCL data starting in the window (carry.window_comm)
     lanes: tuple | None = None  # the Communication lanes of the whole export
     comm_ops: bool = False  # the export has HCCL op executions
+    # op_summary / op_statistic rows when they are not `rows` (legacy: the selected model's
+    # tasks only, LegacyExport.of_model)
+    model_rows: pd.DataFrame | None = None
+
+    def summary_rows(self) -> pd.DataFrame:
+        """The rows op_summary and op_statistic write."""
+        return self.rows if self.model_rows is None else self.model_rows
 
 
 @dataclass

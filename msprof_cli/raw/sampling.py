@@ -4,9 +4,14 @@ The collector traces sampled steps fully and replays their op schedule for the o
 That changes what the output means, so the PROF dir records it in a project file at its root,
 `msprof_cli_sampling.json` (the real msprof analysis ignores files it does not know):
 
-    {"version": 1, "models": {"1": {"measured": [[1, 3], [9, 9]], "replayed": [[4, 8]]}}}
+    {"version": 1, "models": {"1": {"measured": [[1, 3], [9, 9]], "replayed": [[4, 8]],
+                                    "training": true}}}
 
-Ranges are inclusive [first, last] iteration indices per model id.  Standard library only.
+Ranges are inclusive [first, last] iteration indices per model id; `fallback_types` (when any):
+the TF op types found in no op table, with their tasks (docs/device-model.md 2: they run as
+AI Core vector kernels).  `training`: the model's
+steps run a backward pass or an optimizer update (the legacy export's default model is a
+training model when there is one, docs/export.md).  Standard library only.
 """
 from __future__ import annotations
 
@@ -26,13 +31,18 @@ def to_ranges(indices: list[int]) -> list[list[int]]:
     return out
 
 
-def write(prof_dir: Path, measured: dict[int, list[int]], replayed: dict[int, list[int]]) -> None:
+def write(prof_dir: Path, measured: dict[int, list[int]], replayed: dict[int, list[int]],
+          training: set[int] | None = None, fallback: dict[str, int] | None = None) -> None:
     from msprof_cli.raw.control import write_json_line
 
     models = {str(m): {"measured": to_ranges(measured.get(m, [])),
-                       "replayed": to_ranges(replayed.get(m, []))}
+                       "replayed": to_ranges(replayed.get(m, [])),
+                       "training": m in (training or ())}
               for m in sorted(set(measured) | set(replayed))}
-    write_json_line(prof_dir / FILE_NAME, {"version": 1, "models": models})
+    doc: dict = {"version": 1, "models": models}
+    if fallback:
+        doc["fallback_types"] = dict(sorted(fallback.items()))
+    write_json_line(prof_dir / FILE_NAME, doc)
 
 
 def read(prof_dir: Path) -> dict[int, dict[str, list[list[int]]]]:
@@ -47,6 +57,40 @@ def read(prof_dir: Path) -> dict[int, dict[str, list[list[int]]]]:
                 for m, v in data.get("models", {}).items()}
     except (ValueError, TypeError, AttributeError, RecursionError):
         return {}
+
+
+def training_models(prof_dir: Path) -> set[int] | None:
+    """The models the collector saw train (see the module doc); None when the PROF dir does
+    not say (no project file, an older one, or data a real device collected)."""
+    path = prof_dir / FILE_NAME
+    if not path.is_file() or path.is_symlink() or path.stat().st_size > 16 * 1024 * 1024:
+        return None
+    try:
+        models = json.loads(path.read_text(encoding="utf-8")).get("models", {})
+        if not any("training" in v for v in models.values()):
+            return None
+        return {int(m) for m, v in models.items() if v.get("training")}
+    except (ValueError, TypeError, AttributeError, RecursionError):
+        return None
+
+
+def fallback_notes(prof_dir: Path) -> list[str]:
+    """One warning when op types took the unknown-type placement rule, [] otherwise."""
+    path = prof_dir / FILE_NAME
+    if not path.is_file() or path.is_symlink() or path.stat().st_size > 16 * 1024 * 1024:
+        return []
+    try:
+        types = json.loads(path.read_text(encoding="utf-8")).get("fallback_types") or {}
+        counts = sorted(((str(t), int(n)) for t, n in types.items()), key=lambda x: (-x[1], x[0]))
+    except (ValueError, TypeError, AttributeError, RecursionError):
+        return []
+    if not counts:
+        return []
+    shown = ", ".join(f"{t} ({n} task{'s' * (n != 1)})" for t, n in counts[:8])
+    more = f" and {len(counts) - 8} more" if len(counts) > 8 else ""
+    return [f"{len(counts)} op type{'s' * (len(counts) != 1)} in no op table ran as AI Core "
+            f"vector kernels by the unknown-type rule: {shown}{more} (their placement and cost "
+            f"are a guess: docs/device-model.md section 2)"]
 
 
 def describe(ranges: list[list[int]]) -> str:

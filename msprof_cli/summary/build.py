@@ -216,7 +216,7 @@ def _note(dev, rows: int) -> str | None:
     return None
 
 
-def _advice(acc: DeviceAcc, dev) -> None:
+def _advice(acc: DeviceAcc, dev, data) -> None:
     """The export's brief advice over the device's op_summary rows (one-window plans up to
     ADVICE_MAX_ROWS rows: the rules read the op_summary text)."""
     from msprof_cli.export.derive import advice as A
@@ -230,6 +230,7 @@ def _advice(acc: DeviceAcc, dev) -> None:
         acc.advice_note = note
         return
     state = A.RuleState(dev.rd.ai_core_num)
+    state.model_spans = A.model_spans(data.host.apis)
     start = rows["start_local"].to_numpy(np.int64)
     state.add(OT.OpTable.from_summary(S.op_summary(dev, rows)[1], dev.rd.ai_core_num, start))
     metrics = (dev.rd.ai_core_metrics or "") if dev.pmu_events else ""
@@ -284,7 +285,7 @@ def _reduce_plan(prof: Path, plan, max_steps: int) -> Reduced:
             acc = _acc(accs, prof, dev, max_steps)
             reduce_window(acc, dev, data)
             if plan.whole:
-                _advice(acc, dev)
+                _advice(acc, dev, data)
             elif k == 0:
                 acc.advice_note = "windowed export: the advice is left to msprof export"
     return accs, names, rd0, plan.warnings()

@@ -12,6 +12,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from msprof_cli.raw import layouts as L
+
 from .advice_table import NA_NS, OpTable, us_to_ns
 
 RULE_DESCRIPTIONS = {
@@ -230,6 +232,11 @@ class RuleState:
 
     def __init__(self, core_num: int, workspace: pd.Series | None = None) -> None:
         self.core_num, self.workspace = core_num, workspace
+        # model executions (begin, end local ns, by begin) of the rows being added: a task
+        # waits on the device only inside one; a gap between separate calls (the script's
+        # Python between steps, eager ops, warm-up) is host time, not a scheduling wait
+        # (docs/export.md, advice).  None: every wait counts (the real analysis's rule)
+        self.model_spans: np.ndarray | None = None
         self.cols: set[str] | None = None  # the columns of the rows (first chunk)
         self.names: dict[str, _Names] = {a: _Names() for a in ATOMS}
         self.trans_data = 0
@@ -249,6 +256,10 @@ class RuleState:
             self.cols = set(t.df.columns)
         if "op_name" not in t.df or len(t.df) == 0:
             return
+        if t.has("task_wait_time"):
+            device_wait = self._device_waits(t)
+            if device_wait is not None:
+                t.df["task_wait_time"] = t.col("task_wait_time").where(device_wait, 0.0)
         for atom, (cols, pred) in ATOMS.items():
             if t.has(*cols):
                 mask = _mask(pred(t))
@@ -270,6 +281,20 @@ class RuleState:
         if t.has(*_BOTTLENECK_NEED):
             self._bottleneck(t)
         self._evidence(t)
+
+    def _device_waits(self, t: OpTable) -> pd.Series | None:
+        """Per row: its wait lies inside one model execution (`model_spans`); None when
+        every wait counts."""
+        spans = self.model_spans
+        if spans is None or t.start_ns is None:
+            return None
+        start = t.start_ns
+        prev_end = start - us_to_ns(t.col("task_wait_time").fillna(0.0).to_numpy(np.float64))
+        k = np.searchsorted(spans[:, 0], prev_end, side="right") - 1
+        inside = (k >= 0) & (start != NA_NS)
+        kk = np.maximum(k, 0)
+        inside &= (start <= spans[kk, 1]) if len(spans) else False
+        return pd.Series(inside, index=t.df.index)
 
     def _busy(self, t: OpTable) -> None:
         """AI Core / AI CPU busy time: intervals before the chunk's first start are final
@@ -479,6 +504,20 @@ def evaluate(summary: pd.DataFrame, core_num: int = 32, aic_metrics: str = "",
     """prof_rule JSON content for one device's op_summary (`table`: its OpTable when already
     built)."""
     return state_of(summary, core_num, workspace, table).rule_json(aic_metrics)
+
+
+def model_spans(apis: pd.DataFrame | None) -> np.ndarray | None:
+    """The ModelExecute spans of host API rows, (begin, end) local ns by begin, for
+    `RuleState.model_spans`; None without host API data (device-only data: every wait
+    counts, as in the real analysis)."""
+    if apis is None or len(apis) == 0 or "begin_local" not in apis:
+        return None
+    me = ((apis["level"].to_numpy() == L.LEVEL_MODEL)
+          & (apis["type"].to_numpy() == L.MODEL_EXECUTE))
+    b = apis["begin_local"].to_numpy(np.int64)[me]
+    e = apis["end_local"].to_numpy(np.int64)[me]
+    order = np.argsort(b, kind="stable")
+    return np.column_stack([b[order], e[order]])
 
 
 def state_of(summary: pd.DataFrame, core_num: int = 32, workspace: pd.Series | None = None,

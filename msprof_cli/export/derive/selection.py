@@ -52,13 +52,18 @@ def check_args(model_id: int | None, iteration_id: int | None, iteration_count: 
                           f"count.")
 
 
-def default_model(its: pd.DataFrame, host_models: set[int]) -> int | None:
+def default_model(its: pd.DataFrame, host_models: set[int],
+                  training: set[int] | None = None) -> int | None:
     """Largest iteration count among models in both host op data and step trace; ties -> the
-    larger id; none in both -> the smallest model id known."""
+    larger id; none in both -> the smallest model id known.  `training` (the models the
+    collector saw train, raw/sampling.py): when one of them qualifies, the choice is among
+    them (a predict loop has more iterations than the training it follows, docs/export.md)."""
     if len(its) == 0:
         return None
     models, top = last_iterations(its)
     both = np.isin(models, list(host_models)) if host_models else np.zeros(len(models), bool)
+    if training and (both & np.isin(models, list(training))).any():
+        both &= np.isin(models, list(training))
     if both.any():
         best = top[both].max()
         return int(models[both][top[both] == best].max())
@@ -86,7 +91,8 @@ def last_iterations(its: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def select(its: pd.DataFrame, host_models: set[int], model_id: int | None,
-           iteration_id: int | None, iteration_count: int) -> Selection:
+           iteration_id: int | None, iteration_count: int,
+           training: set[int] | None = None) -> Selection:
     """Resolve the selection for one device (raise ExportError with the real tool's texts)."""
     models = sorted(int(m) for m in its["model_id"].unique()) if len(its) else []
     if not models:
@@ -96,7 +102,7 @@ def select(its: pd.DataFrame, host_models: set[int], model_id: int | None,
                                   "mode.")
         return ALL
     if model_id is None:
-        model_id = default_model(its, host_models)
+        model_id = default_model(its, host_models, training)
     if models == [NO_MODEL] and iteration_id is not None:
         raise ExportError("Please do not set 'model-id' and 'iteration-id' in single op mode.")
     if model_id not in models:
@@ -173,6 +179,7 @@ class ModelChoice:
     last: int | None
     by_default: bool  # the real tool's default rule chose it (selection.default_model)
     models: list[tuple[int, str, int]] = field(default_factory=list)  # (id, name, iterations)
+    training: set[int] | None = None  # the models that train (None: not known)
 
     def describe(self, all_models: bool = False) -> str:
         """One console line: the model exported, the others and how to export them."""
@@ -191,7 +198,10 @@ class ModelChoice:
         if all_models or not others:
             return text + "."
         if self.by_default:
-            text += " (the model with the most iterations)"
+            train = self.training or set()
+            text += (" (the training model with the most iterations)"
+                     if self.model_id in train and any(m not in train for m in others)
+                     else " (the model with the most iterations)")
         listed = ", ".join(f"{model(m)} ({names[m][1]} iteration{'s' * (names[m][1] != 1)})"
                            for m in others)
         return (f"{text}. Also collected: {listed}. --all-models exports each model in its "

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from msprof_cli.raw import layouts as L
+from msprof_cli.raw import sampling
 from msprof_cli.raw.profdir import device_id_of, result_dirs
 
 from ..decode.comm_ops import number_comm_ops
@@ -154,9 +155,26 @@ class LegacyExport(Export):
         me = apis[(apis["level"] == L.LEVEL_MODEL) & (apis["type"] == L.MODEL_EXECUTE)]
         for m, c in me["item_id"].astype(np.int64).value_counts().items():
             self.exec_base[int(m)] = self.exec_base.get(int(m), 0) + int(c)
+        mine = self.of_model(tasks)
         dw = DeviceWindow(0, d, tasks, S.op_rows(d, tasks), self.iterations[0], self.models,
-                          comm, lanes, ops)
+                          comm, lanes, ops,
+                          model_rows=None if mine is tasks else S.op_rows(d, mine))
         return Window(k, data, [dw], apis, base)
+
+    def of_model(self, tasks: pd.DataFrame) -> pd.DataFrame:
+        """The tasks of the selected model (op_summary and op_statistic rows): the real
+        analysis joins a step export's tasks with the GE task data of the model's (iteration,
+        model) pairs only (parse_aicore_op_summary_calculator._get_ge_data,
+        MsprofIteration.get_index_id_list_with_index_and_model in Ascend/msprof analysis/),
+        so the single-op tasks and other models' tasks inside the window are not its rows
+        (task_time and the timelines keep the whole window).  Tasks without host data stay."""
+        m = self.model_filter
+        if m is None or "model_id" not in tasks or not len(tasks):
+            return tasks
+        other = tasks["model_id"].to_numpy(np.int64) != m
+        if "host_known" in tasks:
+            other &= tasks["host_known"].to_numpy(bool)
+        return tasks if not other.any() else tasks[~other].reset_index(drop=True)
 
     def _start(self, data: ProfData) -> None:
         """The first window: selection, output names, the global small inputs, outputs."""
@@ -165,7 +183,8 @@ class LegacyExport(Export):
         known = self.facts.host_models
         if known is None:
             known = host_models(d)
-        self.sel = sel = select(its, known, *self.args)
+        training = sampling.training_models(self.plan.prof)
+        self.sel = sel = select(its, known, *self.args, training=training)
         self.suffix = sel.suffix(self.dev_id)
         self.rows_end, self.model_filter = sel.end_ns, sel.model_id
         if self.args[1] is not None:  # a step export: the CANN rows of its steps
@@ -175,7 +194,7 @@ class LegacyExport(Export):
         self.choice = ModelChoice(self.dev_id, sel.model_id, sel.first, sel.last,
                                   self.args[0] is None, [
                                       (int(m), names.get(int(m), ""), int(n))
-                                      for m, n in sorted(counts.items())])
+                                      for m, n in sorted(counts.items())], training)
         if sel.model_id is not None:
             its = its[(its["model_id"] == sel.model_id) & (its["iteration_id"] >= sel.first)
                       & (its["iteration_id"] <= sel.last)].reset_index(drop=True)

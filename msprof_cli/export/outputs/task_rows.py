@@ -78,20 +78,22 @@ class OpSummaryCsv(Output):
 
     def prepare(self, run: Export, w) -> None:
         for dw in w.devs:
-            if dw.d.has_host_ops and len(dw.rows):
+            if dw.d.has_host_ops and len(dw.summary_rows()):
                 if not self.sink.opened and not self.union_header:
                     self.sink.header = S.op_summary_header(dw.d)
                 self.sink.ensure(dw.j)
 
     def feed(self, run: Export, w) -> None:
         for dw in w.devs:
-            d, rows = dw.d, dw.rows
+            d, rows = dw.d, dw.summary_rows()
             if not (d.has_host_ops and len(rows)):
                 continue
             start = rows["start_local"].to_numpy(np.int64)
             prev = self.prev_op[dw.j]
             rules = None if self.rules is None else \
                 A.RuleState(d.rd.ai_core_num, self.rules.workspace)
+            if rules is not None:
+                rules.model_spans = A.model_spans(w.apis)
             for lo in range(0, len(rows), W.CHUNK_ROWS):
                 hi = min(lo + W.CHUNK_ROWS, len(rows))
                 part = S.op_summary(d, rows, lo, hi)[1]
@@ -155,8 +157,9 @@ class OpStatistic(Output):
 
     def feed(self, run: Export, w) -> None:
         for dw in w.devs:
-            if dw.d.has_node_info and len(dw.rows):
-                self.aggs[dw.j].append(S.op_statistic_agg(dw.rows))
+            rows = dw.summary_rows()
+            if dw.d.has_node_info and len(rows):
+                self.aggs[dw.j].append(S.op_statistic_agg(rows))
 
     def close(self, run: Export) -> list[Path]:
         return run.emit_devices(self.stem, [

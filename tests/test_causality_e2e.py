@@ -1,0 +1,121 @@
+"""End-to-end: a causally true timeline (docs/device-model.md 5 "Dependencies").  Real
+TensorFlow programs through `msprof collect` and `msprof export`: a task never starts before
+the tasks producing its inputs end, on whatever stream they run; a collective costs its time
+whether or not HCCL data is recorded; a sparse update costs the rows it touches; the default
+export is the training model and its op_summary holds that model's rows only."""
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+MSPROF = [sys.executable, "-m", "msprof_cli"]
+NA_DIM = "4294967295"
+
+
+def _run(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    import os
+    proc = subprocess.run([*MSPROF, *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=300, env={**os.environ, **(env or {})})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def collect_export(tmp: Path, script: str, *flags: str, env: dict | None = None
+                   ) -> tuple[Path, str]:
+    _run("collect", "--output", str(tmp / "out"), *flags, "--", sys.executable,
+         str(SCRIPTS / script), cwd=tmp, env=env)
+    [prof] = sorted((tmp / "out").glob("PROF_*"))
+    proc = _run("export", "--output", str(prof), cwd=tmp)
+    return prof, proc.stdout + proc.stderr
+
+
+def rows(prof: Path, name: str, dev: int = 0) -> list[dict[str, str]]:
+    [path] = sorted((prof / f"device_{dev}" / "summary").glob(f"{name}_{dev}*.csv"))
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def start(r: dict[str, str]) -> float:
+    return float(r["Task Start Time(us)"].strip())
+
+
+def end(r: dict[str, str]) -> float:
+    return start(r) + float(r["Task Duration(us)"])
+
+
+def test_dropout_compare_waits_for_its_ai_cpu_mask(tmp_path: Path) -> None:
+    """The dropout mask (StatelessRandomUniformV2, AI CPU stream) feeds GreaterEqual (AI Core
+    stream): the compare, and the forward pass behind it, wait for the mask."""
+    prof, _ = collect_export(tmp_path, "dropout.py", "--full-trace")
+    ops = sorted(rows(prof, "op_summary"), key=start)
+    masks = [r for r in ops if r["OP Type"] == "StatelessRandomUniformV2"]
+    compares = [r for r in ops if r["Op Name"].endswith("stateless_dropout/GreaterEqual")]
+    assert len(masks) == len(compares) == 4
+    for mask, cmp_ in zip(masks, compares):
+        assert mask["Stream ID"] != cmp_["Stream ID"]
+        assert start(cmp_) >= end(mask) + 1.0, (mask, cmp_)  # + the event wait
+    # the step's FP to BP spans the mask (20 us + 2 ns an element on the AI CPU)
+    steps = rows(prof, "step_trace")
+    mask_us = float(masks[0]["Task Duration(us)"])
+    assert all(float(s["FP to BP Time(us)"]) > mask_us for s in steps)
+
+
+@pytest.fixture(scope="module")
+def mirrored(tmp_path_factory) -> dict[str, Path]:
+    out = {}
+    for hccl in ("on", "off"):
+        out[hccl], _ = collect_export(tmp_path_factory.mktemp(f"mirrored_{hccl}"), "mirrored.py",
+                                      "--hccl", hccl, "--full-trace", env={"CUSTOM": "1"})
+    return out
+
+
+def test_optimizer_update_waits_for_the_all_reduce(mirrored: dict[str, Path]) -> None:
+    ops = sorted(rows(mirrored["on"], "op_summary"), key=start)
+    reduces = [r for r in ops if r["OP Type"] == "HcomAllReduce"]
+    assert reduces
+    for ar in reduces:
+        # the next weight update after this all-reduce (its result feeds the update)
+        after = [r for r in ops if start(r) > start(ar) and "update" in r["Op Name"]]
+        assert after and start(after[0]) >= end(ar), (ar, after[0])
+
+
+def test_collectives_cost_time_whatever_hccl_records(mirrored: dict[str, Path]) -> None:
+    """--hccl decides what is recorded, not what the emulated system runs."""
+    on, off = (rows(mirrored[h], "step_trace") for h in ("on", "off"))
+    assert [s["Iteration Time(us)"] for s in on] == [s["Iteration Time(us)"] for s in off]
+    assert not [r for r in rows(mirrored["off"], "op_summary") if r["OP Type"] == "HcomAllReduce"]
+    # and the all-reduce is on the critical path of the "on" run's iteration
+    for s in on:
+        assert float(s["Iteration Time(us)"]) > float(s["Reduce Duration(us)"])
+
+
+def test_sparse_update_costs_the_rows_it_touches(tmp_path: Path) -> None:
+    """A TF1 embedding (50000 x 200 ref variable, 128 ids a step): the lookup and the
+    ScatterSub move 128 rows, not the 40 MB table; shapes of fed placeholders and ref
+    variables' dtypes are printed."""
+    prof, _ = collect_export(tmp_path, "tf1_embedding.py", "--full-trace")
+    ops = rows(prof, "op_summary")
+    table_us = 2 * 50000 * 200 * 4 / 1.2e12 * 1e6  # one pass over the table at HBM speed
+    for kind in ("ScatterSub", "GatherV2"):
+        sel = [r for r in ops if r["OP Type"] == kind and "embedding" in r["Op Name"]]
+        assert sel, kind
+        assert max(float(r["Task Duration(us)"]) for r in sel) < table_us / 5, (kind, sel[0])
+    assert not [r for r in ops if NA_DIM in r["Input Shapes"] or NA_DIM in r["Output Shapes"]]
+    assert not [r for r in ops if "UNDEFINED" in r["Input Data Types"]]
+
+
+def test_default_export_is_the_training_model_and_its_rows(tmp_path: Path) -> None:
+    """fit, then predict with more steps: the default export is the training model (said on
+    the console), and its op_summary / op_statistic hold that model's tasks only."""
+    prof, err = collect_export(tmp_path, "fit_then_predict.py")
+    assert "the training model with the most iterations" in err, err
+    [name] = [p.name for p in (prof / "device_0" / "summary").glob("op_summary_*.csv")]
+    assert name.startswith("op_summary_0_1_"), name
+    models = {r["Model ID"] for r in rows(prof, "op_summary")}
+    assert models == {"1"}
