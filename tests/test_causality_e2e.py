@@ -119,3 +119,23 @@ def test_default_export_is_the_training_model_and_its_rows(tmp_path: Path) -> No
     assert name.startswith("op_summary_0_1_"), name
     models = {r["Model ID"] for r in rows(prof, "op_summary")}
     assert models == {"1"}
+
+
+def test_placement_rules_and_unknown_types_are_said(tmp_path: Path) -> None:
+    """tf.data ops stay on the host; op types in no table are counted and named by collect
+    and export (they run as AI Core vector kernels by a documented guess)."""
+    proc = subprocess.run([*MSPROF, "collect", "--output", str(tmp_path / "out"), "--",
+                           sys.executable, str(SCRIPTS / "unknown_ops.py")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = "2 op types in no op table ran as AI Core vector kernels by the unknown-type rule: " \
+        "BesselI0e (3 tasks), Xlogy (3 tasks)"
+    assert said in proc.stdout + proc.stderr
+    [prof] = sorted((tmp_path / "out").glob("PROF_*"))
+    proc = _run("export", "--output", str(prof), "--layout", "mindstudio", cwd=tmp_path)
+    assert f"[WARNING] {said}" in proc.stderr
+    [ops] = sorted((prof / "mindstudio_profiler_output").glob("op_summary_*.csv"))
+    with open(ops, newline="") as fh:
+        types = {r["OP Type"] for r in csv.DictReader(fh)}
+    assert {"BesselI0e", "Xlogy"} <= types
+    assert not types & {"DatasetCardinality", "GetOptions", "ComputeBatchSize"}

@@ -205,3 +205,42 @@ def test_pmu_counters_per_signature_equal_per_task():
     alone = np.concatenate([l2_counters(cost, tasks[i:i + 1], sig, 64, L2_CACHE_EVENTS)
                             for i in range(len(tasks))])
     assert batch.tobytes() == alone.tobytes()
+
+
+def test_placement_of_input_pipeline_samplers_and_unknown_types() -> None:
+    from msprof_cli.device import op_map as OM
+
+    for t in ("DatasetCardinality", "GetOptions", "ComputeBatchSize", "TensorSliceDataset",
+              "IteratorGetNext", "AnonymousMultiDeviceIteratorV3"):
+        assert OM.map_op(t).kind == OM.KIND_NONE, t
+    assert OM.map_op("LogUniformCandidateSampler").kind == OM.KIND_AI_CPU
+    unknown = OM.map_op("BesselI0e")
+    assert unknown.kind == OM.KIND_AI_CORE and unknown.fallback
+    assert not OM.map_op("Conv2D").fallback and not OM.map_op("ScatterSub").fallback
+
+
+def test_sparse_ops_cost_the_rows_they_touch() -> None:
+    """A 128-row gather / scatter / sparse update of a 50000 x 200 table moves the rows, not
+    the table: about as fast as a dense op on the rows, far faster than one on the table."""
+    from msprof_cli.capture import TensorSpec as TS
+    from msprof_cli.device.chip import get_chip
+    from msprof_cli.device.cost_model import evaluate
+    from msprof_cli.device.op_table import SignatureRegistry
+
+    table, rows, ids = TS((50000, 200), "float32"), TS((128, 200), "float32"), TS((128,), "int32")
+    reg = SignatureRegistry()
+    dense_table = reg.intern("Square", (table,), (table,), 0)
+    dense_rows = reg.intern("Square", (rows,), (rows,), 0)
+    gather = reg.intern("GatherV2", (table, ids, TS((), "int32")), (rows,), 0)
+    scatter = reg.intern("ScatterSub", (table, ids, rows), (table,), 0)
+    res_scatter = reg.intern("ResourceScatterAdd", (TS((), "resource"), ids, rows), (), 0)
+    apply = reg.intern("ResourceSparseApplyAdagradV2",
+                       (TS((), "resource"), TS((), "resource"), TS((), "float32"),
+                        TS((), "float32"), rows, ids), (), 0)
+    dur = evaluate(reg.arrays(), get_chip("Ascend910")).dur_ticks
+    for sg in (gather, scatter, res_scatter, apply):
+        assert dur[sg] < dur[dense_table] / 5, (sg, dur[sg], dur[dense_table])
+        assert dur[sg] <= 4 * dur[dense_rows]
+    arr = reg.arrays()
+    assert arr["bytes_in"][scatter] == 128 * 200 * 4 * 2 + 128 * 4
+    assert arr["bytes_out"][apply] == 2 * 128 * 200 * 4
