@@ -107,6 +107,9 @@ class Iteration:
     # replayed steps: the sampled schedule their ops are, scaled onto [start_ns, end_ns]
     # (None: the ops are in `ops`)
     schedule: OpSchedule | None = None
+    # the call (re)traced its graph (TF's tracing, Grappler): a warm-up step, which summaries
+    # leave out of their statistics (the model's first step is one too)
+    warmup: bool = False
 
     def op_runs(self) -> list[OpRun]:
         """The step's ops as objects (a replayed step's schedule laid over its span)."""
@@ -161,6 +164,9 @@ class CaptureChunk:
     single_ops: list[OpRun] = field(default_factory=list)  # ops outside any step
     markers: list[TxMarker] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what could not be captured and why
+    # the agent's own work on the script's threads outside steps, (begin, end) ns (e.g. the
+    # eager op callbacks that record shapes): measured, but not the script's host time
+    agent_spans: list[tuple[int, int]] = field(default_factory=list)
 
     def is_empty(self) -> bool:
         return not (self.iterations or self.single_ops or self.markers)

@@ -139,3 +139,40 @@ def test_placement_rules_and_unknown_types_are_said(tmp_path: Path) -> None:
         types = {r["OP Type"] for r in csv.DictReader(fh)}
     assert {"BesselI0e", "Xlogy"} <= types
     assert not types & {"DatasetCardinality", "GetOptions", "ComputeBatchSize"}
+
+
+def test_eager_calls_between_steps_are_launches_not_the_cpus_work(tmp_path: Path) -> None:
+    """An eager model call between steps: on the NPU each op is one single-op launch, so the
+    gap before the next step (Data Aug Bound) holds the script's Python, not the CPU's
+    matmuls (docs/device-model.md 5.2)."""
+    proc = subprocess.run([*MSPROF, "collect", "--full-trace", "--output",
+                           str(tmp_path / "out"), "--", sys.executable,
+                           str(SCRIPTS / "eager_between_steps.py")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    eager_us = float(proc.stdout.split("eager_seconds")[1].split()[0]) * 1e6
+    [prof] = sorted((tmp_path / "out").glob("PROF_*"))
+    _run("export", "--output", str(prof), cwd=tmp_path)
+    steps = {int(s["Iteration ID"]): s for s in rows(prof, "step_trace")}
+    gap = float(steps[9]["Data Aug Bound(us)"])
+    # the same run's own clock: the calls took eager_us on this CPU, most of it in matmuls
+    # (2 x 256 x 2048 x 2048 MACs a call) that the NPU runs in microseconds
+    assert gap < 0.5 * eager_us, (gap, eager_us)
+    others = [float(steps[i]["Data Aug Bound(us)"]) for i in (2, 3, 4, 5, 6, 7, 8, 10, 11)]
+    assert gap > min(others)  # the Python of the eager calls is still there
+
+
+def test_warm_up_steps_are_left_out_of_the_summary_statistics(tmp_path: Path) -> None:
+    import json
+
+    _run("collect", "--output", str(tmp_path / "out"), "--", sys.executable,
+         str(SCRIPTS / "fit_then_predict.py"), cwd=tmp_path)
+    [prof] = sorted((tmp_path / "out").glob("PROF_*"))
+    proc = _run("summary", str(prof), "--format", "json", cwd=tmp_path)
+    models = {m["model_id"]: m for d in json.loads(proc.stdout)["devices"] for m in d["models"]}
+    train = models[1]
+    assert train["warmup_iterations"] == 1
+    assert train["iteration_time"]["count"] == train["iterations"] - 1
+    assert len(train["steps"]["iteration_id"]) == train["iterations"]  # the series keeps it
+    text = _run("summary", str(prof), cwd=tmp_path).stdout
+    assert "1 warm-up step (graph tracing) left out of the statistics" in text

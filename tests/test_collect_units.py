@@ -324,7 +324,9 @@ def test_convert_joins_ops_to_steps_by_run_id() -> None:
     assert relu.fused_ops == ("dense/MatMul", "dense/BiasAdd", "dense/Relu")
     assert [t.shape for t in relu.inputs] == [(4, 16), (16, 8), (8,)]
     assert relu.thread_id != it.ops[1].thread_id and relu.thread_id not in (555, 100)
-    assert [(o.name, o.start_ns) for o in chunk.single_ops] == [("MatMul", base + 25)]
+    # an eager op is its whole dispatch (EagerLocalExecute), anchored on the raw clock
+    assert [(o.name, o.start_ns, o.end_ns) for o in chunk.single_ops] == [
+        ("MatMul", base + 15, base + 45)]
     assert chunk.single_ops[0].thread_id == 555
     model = chunk.models[1]
     assert model.fp_op == "dense/Relu" and model.op_order["x"] == 1

@@ -14,8 +14,9 @@ from msprof_cli.raw import sampling
 def test_ranges_round_trip(tmp_path):
     assert sampling.to_ranges([5, 1, 2, 3, 9, 8]) == [[1, 3], [5, 5], [8, 9]]
     assert sampling.describe([[1, 3], [5, 5]]) == "1-3,5"
-    sampling.write(tmp_path, {1: [1, 2]}, {1: [3, 4, 5]})
-    assert sampling.read(tmp_path) == {1: {"measured": [[1, 2]], "replayed": [[3, 5]]}}
+    sampling.write(tmp_path, {1: [1, 2]}, {1: [3, 4, 5]}, warmup={1: [1]})
+    assert sampling.read(tmp_path) == {1: {"measured": [[1, 2]], "replayed": [[3, 5]],
+                                           "warmup": [[1, 1]]}}
     (tmp_path / sampling.FILE_NAME).write_text("{not json")
     assert sampling.read(tmp_path) == {}
 
@@ -29,7 +30,8 @@ def test_device_records_replayed_iterations_and_tools_report_them(tmp_path, caps
     prof = run(tmp_path, [chunk, later])
     data = json.loads((prof / sampling.FILE_NAME).read_text())
     # the model's steps run gradient ops (make_chunk: a training step)
-    assert data["models"]["1"] == {"measured": [[1, 2]], "replayed": [[3, 5]], "training": True}
+    assert data["models"]["1"] == {"measured": [[1, 2]], "replayed": [[3, 5]], "training": True,
+                                   "warmup": [[1, 1]]}
     rows = [r for r in query_rows(prof) if r.dir_name == "device_0"]
     assert _replayed(rows[0]) == "3-5"
     run_export(prof)

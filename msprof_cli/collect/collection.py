@@ -142,6 +142,7 @@ class Collection:
         self.converted_at = time.monotonic()  # last time a chunk went to the device
         self.pending_steps = 0  # steps recorded since then
         self.agent_pending_ns = 0  # agent work since the last step's end (see step_begin)
+        self.agent_spans: list[tuple[int, int]] = []  # CaptureChunk.agent_spans to send
         self.steps_in_chunk = 0
         self.events_per_step = 0.0
         self.notes: list[str] = []
@@ -209,6 +210,7 @@ class Collection:
         if not restart:
             self.eager.remove()
         eager = self.eager.take()
+        self.agent_spans.extend(self.eager.take_spans())
         steps = self.steps_in_chunk
         data = None
         if tracer is not None:
@@ -264,6 +266,7 @@ class Collection:
             return
         chunk.notes.extend(self.notes)
         self.notes = []
+        chunk.agent_spans, self.agent_spans = self.agent_spans, []
         self.chunk_no += 1
         self.consume(chunk)
 

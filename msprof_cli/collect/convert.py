@@ -9,8 +9,9 @@ Join rules (tensorflow-capture.md 6.1, 8):
   (on executor threads) are the run's ids (runs are synchronous);
 * `Process{id=-1}` is constant folding while a graph is built: dropped;
 * ops on `tf_data*` threads are the input pipeline (host side): dropped, counted in notes;
-* eager ops (`EagerLocalExecute: <Op>`, timed by their `EagerKernelExecute`) belong to the
-  step whose marker encloses them, else they are single ops;
+* eager ops (`EagerLocalExecute: <Op>`, the whole dispatch: the time model replaces it with
+  one single-op launch) belong to the step whose marker encloses them, else they are single
+  ops;
 * unsampled executions (no marker in the trace) replay the op schedule of the last sampled
   execution of the same graph, anchored at their own start and end (section 13).
 
@@ -155,8 +156,6 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
             else:
                 tid = state.thread_id(lname)
             procs: list[Event] = []  # enclosing ExecutorState::Process events (a stack)
-            kexec_starts = [e.start for e in evs if e.kind == "kexec"]
-            kexecs = [e for e in evs if e.kind == "kexec"]
             for ev in evs:
                 if ev.kind == "wait":
                     waits.append((ev.start, ev.end))
@@ -198,10 +197,11 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
                 elif ev.kind == "eager":
                     if is_host_eager(ev.name):
                         continue
-                    start, end = ev.start, ev.end
-                    k = bisect.bisect_left(kexec_starts, ev.start)
-                    if k < len(kexecs) and kexecs[k].start <= ev.end:
-                        start, end = kexecs[k].start, kexecs[k].end
+                    # the whole dispatch (EagerLocalExecute: TF's op setup, the kernel on
+                    # the CPU): on the NPU it is one single-op launch, which the time model
+                    # puts in its place (device/time_model.py) -- none of it is host time
+                    # of the script; the Python around the ops is
+                    start, end = ev.start, max(ev.end, ev.start)
                     op = OpRun(name=ev.name, tf_type=ev.name, start_ns=start, end_ns=end,
                                thread_id=tid, eager=True)
                     seq = seq_at(ev.start)
@@ -256,7 +256,8 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
                         model_id=mid, index=state.next_index(mid), start_ns=s_, end_ns=e_,
                         thread_id=rec.thread_id, ops=o_,
                         input_wait_ns=_wait_in(waits, s_, e_),
-                        agent_before_ns=0 if k_ else rec.agent_before_ns))
+                        agent_before_ns=0 if k_ else rec.agent_before_ns,
+                        warmup=rec.traced_now and not k_))
                 if ops and (not rec.traced_now or key not in state.sub_schedules):
                     state.sub_schedules[key] = [sampled_schedule(o_, s_, e_, static)
                                                 for s_, e_, o_ in parts]
@@ -274,7 +275,7 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
             it = Iteration(model_id=mid, index=state.next_index(mid), start_ns=start,
                            end_ns=end, thread_id=rec.thread_id, ops=ops, replayed=dropped,
                            input_wait_ns=wait_of.get(rec.seq, 0),
-                           agent_before_ns=rec.agent_before_ns)
+                           agent_before_ns=rec.agent_before_ns, warmup=rec.traced_now)
             if ops and not dropped and (not rec.traced_now or key not in state.schedules):
                 state.schedules[key] = Schedule(max(end - start, 1), schedule_ops(ops, start),
                                                 static.version if static is not None else 0,

@@ -29,6 +29,9 @@ class EagerShapes:
 
     def __init__(self) -> None:
         self.records: list[Record] = []
+        # the callback's own time, (begin, end) CLOCK_MONOTONIC_RAW ns: the agent's work,
+        # not the script's host time (the time model takes it out, CaptureChunk.agent_spans)
+        self.spans: list[tuple[int, int]] = []
         self._thread: int | None = None
         self.dropped = 0
 
@@ -39,14 +42,16 @@ class EagerShapes:
         if len(self.records) >= MAX_RECORDS:
             self.dropped += 1
             return None
+        begin = time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)
         try:
             from msprof_cli.collect.tf_graphs import tensor_spec
 
-            self.records.append((op_type, time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW),
+            self.records.append((op_type, begin,
                                  tuple(tensor_spec(t) for t in inputs or ()),
                                  tuple(tensor_spec(t) for t in outputs or ())))
         except Exception:  # a tensor without a static shape or dtype: no record
             pass
+        self.spans.append((begin, time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)))
         return None
 
     def install(self) -> None:
@@ -75,6 +80,10 @@ class EagerShapes:
     def take(self) -> list[Record]:
         records, self.records = self.records, []
         return records
+
+    def take_spans(self) -> list[tuple[int, int]]:
+        spans, self.spans = self.spans, []
+        return spans
 
 
 def match(ops: list[OpRun], records: list[Record]) -> int:

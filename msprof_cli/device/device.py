@@ -72,6 +72,7 @@ class Device:
         self.training: set[int] = set()  # models whose steps train (raw/sampling.py)
         self.fallback_types: Counter = Counter()  # op type -> tasks placed by the unknown rule
         self._replayed: dict[int, list[int]] = {}
+        self._warmup: dict[int, list[int]] = {}  # per model: iterations that traced the graph
         self.config = config
         self.chip: ChipSpec = get_chip(chip)
         self.clock = clock
@@ -103,6 +104,7 @@ class Device:
         self._thread_last_end: dict[int, int] = {}
         self.warp = TM.TimeWarp()  # real host clock -> the emulated system's (time_model.py)
         self._copy_spans: tuple[np.ndarray, ...] | None = None
+        self._agent_spans: list[tuple[int, int]] = []  # of the chunk being consumed
         self._cost_cache: tuple[tuple[int, int], CostTable] | None = None
         self._closed = False
         self.host_path = self.prof_dir / "host"
@@ -195,6 +197,7 @@ class Device:
         if self._closed:
             raise RuntimeError("Device.consume() after close(): create a new Device")
         self.models.update(chunk.models)
+        self._agent_spans = chunk.agent_spans
         ops, iters = build_tables(chunk, self.sigs, self.names, self.replays)
         self._record_sampling(chunk, ops)
         ops = self.precision.apply(ops, self.models, self.sigs, self.names)
@@ -246,6 +249,8 @@ class Device:
         for it in chunk.iterations:
             target = self._replayed if it.replayed else self._measured
             target.setdefault(it.model_id, []).append(it.index)
+            if it.warmup or it.index == 1:
+                self._warmup.setdefault(it.model_id, []).append(it.index)
         inn = ops.iter_row >= 0
         if inn.any():
             _, backward = self.name_classes.of(self.names.items)
@@ -253,7 +258,7 @@ class Device:
             trains = inn & (backward[ops.name_idx] | optimizer[ops.sig])
             self.training.update(int(m) for m in np.unique(ops.model_id[trains]).tolist())
         sampling.write(self.prof_dir, self._measured, self._replayed, self.training,
-                       self.fallback_types)
+                       self.fallback_types, self._warmup)
 
     def _count_fallback(self, ops: OpTable) -> bool:
         """Count the chunk's tasks whose op type is in no op table (op_map's unknown-type
@@ -368,7 +373,11 @@ class Device:
         agent = iters.agent_before if len(iters.agent_before) == n_it else np.zeros(n_it, np.int64)
         ev_rs = np.r_[iters.start - np.clip(agent, 0, None), ops.host_start[single]]
         ev_re = np.r_[np.maximum(iters.end, iters.start), ops.host_end[single]]
-        ev_dur = np.r_[emul_dur, s_dur].astype(np.int64)
+        # the agent's own work between them (CaptureChunk.agent_spans): events that take no
+        # emulated time, so the gaps keep only the script's own host time
+        a_s, a_e = TM.outside(self._agent_spans, ev_rs, ev_re)
+        ev_rs, ev_re = np.r_[ev_rs, a_s], np.r_[ev_re, a_e]
+        ev_dur = np.r_[emul_dur, s_dur, np.zeros(len(a_s), np.int64)].astype(np.int64)
         order = np.lexsort((np.arange(len(ev_rs)), ev_rs))
         es = np.empty(len(ev_rs), np.int64)
         es[order] = self.warp.place(ev_rs[order], ev_re[order], ev_dur[order])
@@ -380,7 +389,7 @@ class Device:
             base = it_s[ops.iter_row[r]]
             ops.host_start[r] = base + lay.op_rel_start[r]
             ops.host_end[r] = base + lay.op_rel_end[r]
-        s_start = es[n_it:]
+        s_start = es[n_it:n_it + len(single)]
         ops.host_start[single] = s_start
         ops.host_end[single] = s_start + np.where(s_launch, TM.EAGER_WINDOW_NS, s_dur)
         iters.start[:] = it_s

@@ -171,6 +171,24 @@ def finish(lay: Layout, dev_rel: np.ndarray, d2h_ns: np.ndarray) -> np.ndarray:
     return out_b + out_len
 
 
+def outside(spans: list[tuple[int, int]], ev_start: np.ndarray, ev_end: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """The (begin, end) spans that overlap none of the events [ev_start, ev_end] (the agent's
+    work inside a step is already inside the step's replaced span)."""
+    if not spans:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    arr = np.asarray(spans, np.int64).reshape(-1, 2)
+    b, e = arr[:, 0], np.maximum(arr[:, 1], arr[:, 0])
+    if not len(ev_start):
+        return b, e
+    order = np.argsort(ev_start, kind="stable")
+    starts = np.asarray(ev_start, np.int64)[order]
+    reach = np.maximum.accumulate(np.asarray(ev_end, np.int64)[order])
+    k = np.searchsorted(starts, e, side="right") - 1
+    free = (k < 0) | (reach[np.maximum(k, 0)] < b)
+    return b[free], e[free]
+
+
 @dataclass
 class TimeWarp:
     """Monotone map real host ns -> emulated host ns, state kept across chunks.

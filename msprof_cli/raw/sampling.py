@@ -11,7 +11,9 @@ Ranges are inclusive [first, last] iteration indices per model id; `fallback_typ
 the TF op types found in no op table, with their tasks (docs/device-model.md 2: they run as
 AI Core vector kernels).  `training`: the model's
 steps run a backward pass or an optimizer update (the legacy export's default model is a
-training model when there is one, docs/export.md).  Standard library only.
+training model when there is one, docs/export.md).  `warmup`: the iterations that traced
+their graph, and each model's first: summaries leave them out of their statistics
+(docs/summary.md).  Standard library only.
 """
 from __future__ import annotations
 
@@ -32,12 +34,14 @@ def to_ranges(indices: list[int]) -> list[list[int]]:
 
 
 def write(prof_dir: Path, measured: dict[int, list[int]], replayed: dict[int, list[int]],
-          training: set[int] | None = None, fallback: dict[str, int] | None = None) -> None:
+          training: set[int] | None = None, fallback: dict[str, int] | None = None,
+          warmup: dict[int, list[int]] | None = None) -> None:
     from msprof_cli.raw.control import write_json_line
 
     models = {str(m): {"measured": to_ranges(measured.get(m, [])),
                        "replayed": to_ranges(replayed.get(m, [])),
-                       "training": m in (training or ())}
+                       "training": m in (training or ()),
+                       "warmup": to_ranges((warmup or {}).get(m, []))}
               for m in sorted(set(measured) | set(replayed))}
     doc: dict = {"version": 1, "models": models}
     if fallback:
@@ -53,7 +57,7 @@ def read(prof_dir: Path) -> dict[int, dict[str, list[list[int]]]]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         return {int(m): {k: [[int(a), int(b)] for a, b in v.get(k, [])]
-                         for k in ("measured", "replayed")}
+                         for k in ("measured", "replayed", "warmup")}
                 for m, v in data.get("models", {}).items()}
     except (ValueError, TypeError, AttributeError, RecursionError):
         return {}

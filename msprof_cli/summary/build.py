@@ -95,12 +95,23 @@ def _model(acc: DeviceAcc, m: int, ops: pd.DataFrame, its: pd.DataFrame, busy: p
             pipe_rows = [M.PipeRow(op_type=str(t), per_step_us=_r(d / per / 1000),
                                    **{k: rs[k][i] for k in PIPE_EVENTS})
                          for i, (t, d) in enumerate(zip(pm["op_type"], pm["dur"]))]
-    start, end, fp, bp, aug, has_fp, has_bp = step_columns(mi)
-    both = has_fp & has_bp
+    info = samp.get(m, {})
     bm = busy[busy["model_id"] == m] if len(busy) else busy
     steps = _steps(mi, bm, acc.max_steps) if n else None
+    # the statistics leave the warm-up steps out (graph tracing, the first step); the step
+    # series keeps them (docs/summary.md)
+    warm = _in_ranges(mi["iteration_id"].to_numpy(np.int64), info.get("warmup", [])) \
+        if n else np.zeros(0, bool)
+    if warm.all():
+        warm = np.zeros(n, bool)  # nothing but warm-up: its numbers are all there is
+    if warm.any():
+        warm_ids = set(mi["iteration_id"].to_numpy(np.int64)[warm].tolist())
+        mi = mi[~warm]
+        if len(bm):
+            bm = bm[~bm["iteration_id"].isin(list(warm_ids))]
+    start, end, fp, bp, aug, has_fp, has_bp = step_columns(mi)
+    both = has_fp & has_bp
     step_len = float((end - start).sum())
-    info = samp.get(m, {})
     kinds = mo.groupby("kind")["dur"].sum()
     return M.ModelSummary(
         model_id=None if outside else int(m),
@@ -118,7 +129,15 @@ def _model(acc: DeviceAcc, m: int, ops: pd.DataFrame, its: pd.DataFrame, busy: p
                                      / per / 1000),
         memcpy_us_per_step=_r(float(kinds.get("memcpy", 0)) / per / 1000),
         tasks=int(mo["count"].sum()), op_types=type_rows, ops=rows, pipes=pipe_rows,
-        steps=steps)
+        steps=steps, warmup_iterations=int(warm.sum()))
+
+
+def _in_ranges(ids: np.ndarray, ranges: list[list[int]]) -> np.ndarray:
+    """Per id: inside one of the inclusive [first, last] ranges."""
+    out = np.zeros(len(ids), bool)
+    for a, b in ranges:  # a few ranges per model
+        out |= (ids >= a) & (ids <= b)
+    return out
 
 
 def _us_list(ns: np.ndarray, ok: np.ndarray | None = None) -> list:

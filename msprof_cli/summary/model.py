@@ -152,6 +152,9 @@ class ModelSummary:
     ops: list[OpRow] = field(default_factory=list)
     pipes: list[PipeRow] | None = None
     steps: StepSeries | None = None
+    # warm-up steps (graph tracing, the model's first) left out of the statistics above and
+    # of busy_share; `steps` keeps them
+    warmup_iterations: int = 0
 
 
 @dataclass

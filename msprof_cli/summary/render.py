@@ -97,6 +97,9 @@ def _model_lines(m: M.ModelSummary, md: bool, top: int) -> list[str]:
             f": {m.iterations} iterations"
         if m.replayed:
             title += f" (measured {m.measured}, replayed {m.replayed})"
+        if m.warmup_iterations:
+            title += (f"; {m.warmup_iterations} warm-up step{'s' * (m.warmup_iterations != 1)}"
+                      " (graph tracing) left out of the statistics")
     out = heading(title, 3, md)
     if m.model_id is not None:
         facts = [f"op time {us(m.op_us_per_step)}/step"]
