@@ -282,6 +282,28 @@ def test_slow_rank_has_the_larger_data_aug_bound(job: Job) -> None:
 
 
 @pytest.mark.e2e
+def test_the_fast_rank_waits_for_the_slow_one_in_its_collectives(job: Job) -> None:
+    """The job's ranks are coupled once both have ended (device/rank_coupling.py): rank 0
+    reaches each all-reduce early and waits inside it for rank 1, whose input pipeline is
+    slow; afterwards both ranks step together."""
+    assert "ranks aligned at their" in job.proc.stderr, job.proc.stderr[-2000:]
+    reduce_us, step_us = {}, {}
+    for rank, prof in job.by_rank().items():
+        marker = json.loads((prof / "msprof_cli_coupling.json").read_text())
+        assert len(marker["ranks"]) == 2 and marker["collectives"] >= 2 * STEPS
+        [path] = (prof / "mindstudio_profiler_output").glob("step_trace_[0-9]*.csv")
+        with open(path, newline="") as fh:
+            head, *rows = list(csv.reader(fh))  # two "Reduce Duration(us)" columns
+        rows = rows[STEPS // 2:]
+        first, it = head.index("Reduce Duration(us)"), head.index("Iteration Time(us)")
+        reduce_us[rank] = statistics.median(float(r[first]) for r in rows)
+        step_us[rank] = statistics.median(float(r[it]) for r in rows)
+    # rank 0's all-reduce holds the wait (a good part of rank 1's SLOW_MS per step)
+    assert reduce_us[0] > 0.3 * SLOW_MS * 1000 > 10 * reduce_us[1], reduce_us
+    assert abs(step_us[0] - step_us[1]) < 0.1 * max(step_us.values()), step_us
+
+
+@pytest.mark.e2e
 def test_rank_clocks_share_one_offset(job: Job) -> None:
     """Both ranks ran on one machine: each start_info pairs wall µs with CLOCK_MONOTONIC_RAW
     ns sampled together, so wall − monotonic is the same for both (to sampling jitter)."""

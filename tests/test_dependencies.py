@@ -153,3 +153,36 @@ def test_an_ai_core_task_waits_for_its_ai_cpu_producer(tmp_path: Path) -> None:
     # MatMul and Relu run before the mask ends; GreaterEqual starts after it
     assert ends[1] < cpu_end
     assert starts[2] >= cpu_end + S.EVENT_WAIT_TICKS
+
+
+# --- ranks of a job (device/rank_coupling.py) ----------------------------------------------
+
+def test_ranks_wait_for_the_last_arrival_at_each_collective() -> None:
+    from msprof_cli.device import rank_coupling as RC
+
+    # rank 0 reaches its collectives at 0, 10, 20; rank 1 (slow input) at 5, 30, 55
+    w, k = RC.shifts([np.array([0, 10, 20]), np.array([5, 30, 55])])
+    assert k == 3
+    # begin of each collective: 5, 5 + max(10, 25) = 30, 30 + max(10, 25) = 55
+    assert w.tolist() == [[5, 20, 35], [0, 0, 0]]
+    # a rank that ran fewer collectives (it died): only the common ones are aligned
+    w, k = RC.shifts([np.array([0, 10, 20]), np.array([5])])
+    assert k == 1 and w.tolist() == [[5], [0]]
+    # times move by the wait of the collectives that ended at or before them
+    ends = np.array([2, 12, 22])
+    assert RC.shift_ns(np.array([1, 2, 3, 12, 30]), ends, np.array([5, 20, 35])).tolist() == \
+        [0, 5, 5, 20, 35]
+
+
+def test_a_task_moves_as_a_whole_except_the_collective_that_waits() -> None:
+    from msprof_cli.device import rank_coupling as RC
+
+    # a compute task (key 1) runs across the collective's end (ns 100): its end keeps its
+    # start's shift; the collective (key 2) ends at 100 and absorbs the wait
+    ns = np.array([90, 110, 95, 100])
+    key = np.array([1, 1, 2, 2])
+    start = np.array([True, False, True, False])
+    sh = RC.shift_ns(ns, np.array([100]), np.array([50]))
+    assert sh.tolist() == [0, 50, 0, 50]
+    out = RC.whole_tasks(sh, ns, np.array([100]), key, start, ~start)
+    assert out.tolist() == [0, 0, 0, 50]

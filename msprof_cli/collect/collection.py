@@ -133,7 +133,7 @@ class Collection:
         self.policy = SamplingPolicy(config.full_trace)
         self.records: list[ExecRecord] = []
         self.traced_keys: set[str] = set()
-        self.deferred: list[tuple[bytes | None, list[ExecRecord], int, list]] = []
+        self.deferred: list[tuple[bytes | None, list[ExecRecord], int, list, list]] = []
         self.eager = EagerShapes()  # shapes of the eager ops run while the tracer runs
         self.tracer: Any = None
         self.tracer_failed = False
@@ -142,7 +142,6 @@ class Collection:
         self.converted_at = time.monotonic()  # last time a chunk went to the device
         self.pending_steps = 0  # steps recorded since then
         self.agent_pending_ns = 0  # agent work since the last step's end (see step_begin)
-        self.agent_spans: list[tuple[int, int]] = []  # CaptureChunk.agent_spans to send
         self.steps_in_chunk = 0
         self.events_per_step = 0.0
         self.notes: list[str] = []
@@ -210,7 +209,7 @@ class Collection:
         if not restart:
             self.eager.remove()
         eager = self.eager.take()
-        self.agent_spans.extend(self.eager.take_spans())
+        spans = self.eager.take_spans()  # the callbacks' own time, with the chunk they are in
         steps = self.steps_in_chunk
         data = None
         if tracer is not None:
@@ -224,15 +223,15 @@ class Collection:
         else:
             self.chunk_started = time.monotonic()
         if data is not None or records:
-            self.deferred.append((data, records, steps, eager))
+            self.deferred.append((data, records, steps, eager, spans))
         if defer:
             return
         pending, self.deferred = self.deferred, []
         self.converted_at = time.monotonic()
         self.pending_steps = 0
         with gc_paused():
-            for data, records, steps, eager in pending:
-                self._convert(data, records, steps, eager)
+            for data, records, steps, eager, spans in pending:
+                self._convert(data, records, steps, eager, spans)
         with self.markers_lock:
             markers, self.markers = self.markers, []
         if markers:  # user annotations go out with the chunk boundary they fall in
@@ -247,7 +246,8 @@ class Collection:
                 self.dropped_markers += 1
 
     def _convert(self, data: bytes | None, records: list[ExecRecord], steps: int,
-                 eager: list | None = None) -> None:
+                 eager: list | None = None,
+                 spans: list[tuple[int, int]] | None = None) -> None:
         try:
             trace = None
             if data is not None:
@@ -266,7 +266,7 @@ class Collection:
             return
         chunk.notes.extend(self.notes)
         self.notes = []
-        chunk.agent_spans, self.agent_spans = self.agent_spans, []
+        chunk.agent_spans = spans or []
         self.chunk_no += 1
         self.consume(chunk)
 

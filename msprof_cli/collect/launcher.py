@@ -175,11 +175,34 @@ def run_collect(config: ProfilingConfig, argv: list[str], children: bool = False
             name = f"signal {sig}"
         print(f"[WARNING] The profiled command was killed by {name}.", file=sys.stderr)
         rc = 128 + sig
+    if children and len(prof_dirs) > 1:
+        _couple_ranks(prof_dirs)
     _report(prof_dirs, config, notes)
     if rc > 0 and rc < 128:
         print(f"[WARNING] The profiled command failed with exit code {rc}: the profile covers "
               f"what it ran until it stopped.", file=sys.stderr)
     return rc
+
+
+def _couple_ranks(prof_dirs: list[str]) -> None:
+    """The ranks of the job wait for each other in their collectives (device/
+    rank_coupling.py): aligned once every rank has ended.  A failure leaves each rank's
+    own (uncoupled) data as it was and says so."""
+    try:
+        from msprof_cli.device.rank_coupling import couple
+
+        done = couple([Path(p) for p in prof_dirs])
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"[WARNING] The ranks' collectives could not be aligned ({exc}): each rank's "
+              "profile shows its own device as if the others were never late.",
+              file=sys.stderr)
+        return
+    if done:
+        waits = ", ".join(f"{name} {ns / 1e6:.3f} ms" for name, ns in
+                          zip(done["ranks"], done["wait_ns"]))
+        print(f"[INFO] {len(done['ranks'])} ranks aligned at their {done['collectives']} "
+              f"collectives (each waits for the last to arrive); time spent waiting: {waits}.",
+              file=sys.stderr)
 
 
 def _die_with_parent() -> None:

@@ -30,6 +30,7 @@ import numpy as np
 from msprof_cli.capture import CaptureChunk, Iteration
 from msprof_cli.device import memcpy as MC
 from msprof_cli.device import op_map
+from msprof_cli.device import rank_coupling
 from msprof_cli.device import scheduler as S
 from msprof_cli.device import time_model as TM
 from msprof_cli.device.chip import ChipSpec, get_chip
@@ -41,6 +42,7 @@ from msprof_cli.device.host_records import HCCL_INFO_TYPE, RUNTIME_API_TYPES, la
 from msprof_cli.device.precision import PrecisionPass
 from msprof_cli.device.op_table import Interner, IterTable, OpTable, SignatureRegistry, build_tables
 from msprof_cli.device.replay_columns import ReplayColumns
+from msprof_cli.device.run_facts import RunFacts
 from msprof_cli.device.sample import write_sample_json
 from msprof_cli.device.step_trace import FpBp, NameClasses, replica_counterpart, resolve_fp_bp
 from msprof_cli.device.stream_records import emit, emit_memcpy
@@ -51,7 +53,6 @@ from msprof_cli.options import ProfilingConfig, normalize_precision_mode
 from msprof_cli.raw import control
 from msprof_cli.raw import enums as EN
 from msprof_cli.raw import layouts as L
-from msprof_cli.raw import sampling
 from msprof_cli.raw.control import ClockPair
 from msprof_cli.raw.profdir import make_dir
 
@@ -68,11 +69,8 @@ class Device:
                  rank_size: int = -1, chip: str = "Ascend910", first_task_id: int = 1,
                  ub_fusion: bool = True) -> None:
         self.prof_dir = Path(prof_dir)
-        self._measured: dict[int, list[int]] = {}
-        self.training: set[int] = set()  # models whose steps train (raw/sampling.py)
-        self.fallback_types: Counter = Counter()  # op type -> tasks placed by the unknown rule
-        self._replayed: dict[int, list[int]] = {}
-        self._warmup: dict[int, list[int]] = {}  # per model: iterations that traced the graph
+        # traced / replayed / warm-up steps, training models, unknown op types (run_facts.py)
+        self.facts = RunFacts(self.prof_dir)
         self.config = config
         self.chip: ChipSpec = get_chip(chip)
         self.clock = clock
@@ -105,6 +103,7 @@ class Device:
         self.warp = TM.TimeWarp()  # real host clock -> the emulated system's (time_model.py)
         self._copy_spans: tuple[np.ndarray, ...] | None = None
         self._agent_spans: list[tuple[int, int]] = []  # of the chunk being consumed
+        self._placed_end = 0  # real end of the last event the time warp placed
         self._cost_cache: tuple[tuple[int, int], CostTable] | None = None
         self._closed = False
         self.host_path = self.prof_dir / "host"
@@ -199,7 +198,7 @@ class Device:
         self.models.update(chunk.models)
         self._agent_spans = chunk.agent_spans
         ops, iters = build_tables(chunk, self.sigs, self.names, self.replays)
-        self._record_sampling(chunk, ops)
+        self.facts.record(chunk, ops, self.sigs, self.names, self.name_classes)
         ops = self.precision.apply(ops, self.models, self.sigs, self.names)
         ops = self.fuser.apply(ops, self.models, self.sigs, self.names)
         for dev_id in np.unique(ops.device_id).tolist():
@@ -238,41 +237,6 @@ class Device:
         for dd in self.devices.values():
             self._device_pass(ctx, dd, host)
         self.host_pass.write(host)
-
-    def _record_sampling(self, chunk: CaptureChunk, ops: OpTable) -> None:
-        """Keep msprof_cli_sampling.json (raw/sampling.py) up to date: which iterations were
-        traced and which were replayed from a sampled schedule, which models train (a step
-        with a backward op or an optimizer update)."""
-        fallback = self._count_fallback(ops)
-        if not chunk.iterations and not fallback:
-            return
-        for it in chunk.iterations:
-            target = self._replayed if it.replayed else self._measured
-            target.setdefault(it.model_id, []).append(it.index)
-            if it.warmup or it.index == 1:
-                self._warmup.setdefault(it.model_id, []).append(it.index)
-        inn = ops.iter_row >= 0
-        if inn.any():
-            _, backward = self.name_classes.of(self.names.items)
-            optimizer = np.array([op_map.is_optimizer_type(t) for t in self.sigs.tf_type], bool)
-            trains = inn & (backward[ops.name_idx] | optimizer[ops.sig])
-            self.training.update(int(m) for m in np.unique(ops.model_id[trains]).tolist())
-        sampling.write(self.prof_dir, self._measured, self._replayed, self.training,
-                       self.fallback_types, self._warmup)
-
-    def _count_fallback(self, ops: OpTable) -> bool:
-        """Count the chunk's tasks whose op type is in no op table (op_map's unknown-type
-        rule); True when there were any."""
-        if not len(ops):
-            return False
-        sigs, counts = np.unique(ops.sig, return_counts=True)
-        hit = False
-        for sg, c in zip(sigs.tolist(), counts.tolist()):
-            tf_type = self.sigs.tf_type[sg]
-            if op_map.map_op(tf_type).fallback and self.sigs.n_fused[sg] == 0:
-                self.fallback_types[tf_type] += c
-                hit = True
-        return hit
 
     def close(self, clock: ClockPair) -> None:
         """Write end_info(.N) and close the files; calling it again does nothing."""
@@ -375,12 +339,16 @@ class Device:
         ev_re = np.r_[np.maximum(iters.end, iters.start), ops.host_end[single]]
         # the agent's own work between them (CaptureChunk.agent_spans): events that take no
         # emulated time, so the gaps keep only the script's own host time
-        a_s, a_e = TM.outside(self._agent_spans, ev_rs, ev_re)
+        # (only after the last event already placed: the warp cannot move the past)
+        a_s, a_e = TM.outside([sp for sp in self._agent_spans if sp[0] >= self._placed_end],
+                              ev_rs, ev_re)
         ev_rs, ev_re = np.r_[ev_rs, a_s], np.r_[ev_re, a_e]
         ev_dur = np.r_[emul_dur, s_dur, np.zeros(len(a_s), np.int64)].astype(np.int64)
         order = np.lexsort((np.arange(len(ev_rs)), ev_rs))
         es = np.empty(len(ev_rs), np.int64)
         es[order] = self.warp.place(ev_rs[order], ev_re[order], ev_dur[order])
+        if len(ev_re):
+            self._placed_end = max(self._placed_end, int(ev_re.max()))
         it_s = es[:n_it]
         # steps on the device's tick grid: the scratch schedule holds when shifted
         it_s = self.sync_ns + -((self.sync_ns - it_s) // tick) * tick
@@ -524,4 +492,16 @@ class Device:
         if res is None:
             return
         scheduled, memcpy, copies = res
+        hccl = scheduled.get(S.HCCL_STREAM)
+        if hccl is not None and self.multi_process():
+            # where this rank's collectives ran: the job aligns the ranks when they have all
+            # ended (rank_coupling.py)
+            op = hccl.op_row >= 0
+            rows, first = np.unique(hccl.op_row[op], return_index=True)
+            last = np.full(len(rows), S.NEVER, np.int64)
+            np.maximum.at(last, np.searchsorted(rows, hccl.op_row[op]), hccl.end[op])
+            order = np.argsort(hccl.start[op][first], kind="stable")
+            clk = dd.state.clock
+            rank_coupling.record(self.prof_dir, dd.device_id,
+                                 clk.ns(hccl.start[op][first][order]), clk.ns(last[order]))
         emit(self, ctx, dd, scheduled, host, emit_memcpy(self, ctx, dd, memcpy, copies, host))

@@ -25,6 +25,11 @@ MARKER_GAP_TICKS = 50  # 0.5 us before a step-trace marker task
 # in-stream gap so that a task waiting on a producer does not start at the very tick the
 # producer's stream starts its next task (the analysis orders such ties by a hash)
 EVENT_WAIT_TICKS = 150
+# added to the event wait of a task on each stream: two tasks on different streams that wait
+# for the same producer then never start at the same tick, nor at the tick an in-stream
+# successor of the producer starts (gaps of 0.5, 1, 1.5 us); the real analysis orders equal
+# starts across streams by a hash, so such a tie would make the export's order arbitrary
+EVENT_WAIT_SKEW = {COMPUTE_STREAM: 10, AICPU_STREAM: 20, HCCL_STREAM: 30}
 TASK_ID_SPACE = 1 << 16
 NEVER = np.iinfo(np.int64).min // 4
 
@@ -214,6 +219,8 @@ class Coupling:
     end_order: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     bp_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     bp_iter: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # per consumer edge: the event wait in ticks (None: EVENT_WAIT_TICKS)
+    wait_ticks: np.ndarray | None = None
 
 
 MAX_ROUNDS = 10_000  # a guard: every wait points at an earlier launch, so rounds end
@@ -231,6 +238,7 @@ def run_coupled(streams: list[OrderedStream], state: DeviceState, c: Coupling
     order_e = np.argsort(c.consumer, kind="stable")
     cons, prod = c.consumer[order_e], c.producer[order_e]
     ucons, first = np.unique(cons, return_index=True) if len(cons) else (cons, cons)
+    wait = EVENT_WAIT_TICKS if c.wait_ticks is None else c.wait_ticks[order_e][first]
     op_end = np.full(c.n_rows, NEVER, np.int64)
     dep_of_row = np.full(c.n_rows, NEVER, np.int64)
     free = {o.stream_id: state.stream(o.stream_id).free_tick for o in streams}
@@ -273,7 +281,7 @@ def run_coupled(streams: list[OrderedStream], state: DeviceState, c: Coupling
                 op_end[rows] = end[idx]
                 if len(ucons):
                     got = np.maximum.reduceat(op_end[prod], first)
-                    dep_of_row[ucons] = np.where(got > NEVER, got + EVENT_WAIT_TICKS, NEVER)
+                    dep_of_row[ucons] = np.where(got > NEVER, got + wait, NEVER)
                 if o.stream_id in c.side_streams and c.n_iters:
                     _side_ends(side_end, streams, ends, c)
                 if len(c.bp_rows):

@@ -36,6 +36,10 @@ TAG_REDUCE_BASE = 10000
 _STREAM_LUT = kind_lut({op_map.KIND_AI_CORE: S.COMPUTE_STREAM,
                         op_map.KIND_AI_CPU: S.AICPU_STREAM,
                         op_map.KIND_HCCL: S.HCCL_STREAM})
+# the consumer's stream's skew of the event wait (scheduler.EVENT_WAIT_SKEW)
+_WAIT_SKEW_LUT = kind_lut({op_map.KIND_AI_CORE: S.EVENT_WAIT_SKEW[S.COMPUTE_STREAM],
+                           op_map.KIND_AI_CPU: S.EVENT_WAIT_SKEW[S.AICPU_STREAM],
+                           op_map.KIND_HCCL: S.EVENT_WAIT_SKEW[S.HCCL_STREAM]})
 
 
 def schedule_device(device: Device, ctx: ChunkCtx, dd: DeviceDir
@@ -92,9 +96,11 @@ def schedule_device(device: Device, ctx: ChunkCtx, dd: DeviceDir
     if comp_plan.op_row:
         plans[S.COMPUTE_STREAM] = comp_plan
     cons, prod = _data_edges(device, ctx, rows, tt, stream)
+    skew = _WAIT_SKEW_LUT[kind[cons]] if len(cons) else np.zeros(0, np.int64)
     coupling = S.Coupling(len(ops), n_it, cons, prod,
                           side_streams=frozenset((S.AICPU_STREAM, S.HCCL_STREAM)),
-                          end_order=end_order, bp_rows=bp_rows, bp_iter=bp_iter)
+                          end_order=end_order, bp_rows=bp_rows, bp_iter=bp_iter,
+                          wait_ticks=S.EVENT_WAIT_TICKS + skew)
     scheduled, _ = S.run_coupled([S.order(p, sid) for sid, p in plans.items()], dd.state,
                                  coupling)
     other_end = np.full(n_it, S.NEVER, np.int64)

@@ -12,9 +12,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from msprof_cli.raw import layouts as L
-
-from .advice_table import NA_NS, OpTable, us_to_ns
+from .advice_table import NA_NS, OpTable, device_waits, model_spans, us_to_ns
 
 RULE_DESCRIPTIONS = {
     "Computation": "Prompt users of some improperly high or low vector/cube/scalar usages of "
@@ -256,10 +254,9 @@ class RuleState:
             self.cols = set(t.df.columns)
         if "op_name" not in t.df or len(t.df) == 0:
             return
-        if t.has("task_wait_time"):
-            device_wait = self._device_waits(t)
-            if device_wait is not None:
-                t.df["task_wait_time"] = t.col("task_wait_time").where(device_wait, 0.0)
+        if t.has("task_wait_time") and self.model_spans is not None and t.start_ns is not None:
+            inside = device_waits(t.start_ns, t.col("task_wait_time"), self.model_spans)
+            t.df["task_wait_time"] = t.col("task_wait_time").where(inside, 0.0)
         for atom, (cols, pred) in ATOMS.items():
             if t.has(*cols):
                 mask = _mask(pred(t))
@@ -281,20 +278,6 @@ class RuleState:
         if t.has(*_BOTTLENECK_NEED):
             self._bottleneck(t)
         self._evidence(t)
-
-    def _device_waits(self, t: OpTable) -> pd.Series | None:
-        """Per row: its wait lies inside one model execution (`model_spans`); None when
-        every wait counts."""
-        spans = self.model_spans
-        if spans is None or t.start_ns is None:
-            return None
-        start = t.start_ns
-        prev_end = start - us_to_ns(t.col("task_wait_time").fillna(0.0).to_numpy(np.float64))
-        k = np.searchsorted(spans[:, 0], prev_end, side="right") - 1
-        inside = (k >= 0) & (start != NA_NS)
-        kk = np.maximum(k, 0)
-        inside &= (start <= spans[kk, 1]) if len(spans) else False
-        return pd.Series(inside, index=t.df.index)
 
     def _busy(self, t: OpTable) -> None:
         """AI Core / AI CPU busy time: intervals before the chunk's first start are final
@@ -504,20 +487,6 @@ def evaluate(summary: pd.DataFrame, core_num: int = 32, aic_metrics: str = "",
     """prof_rule JSON content for one device's op_summary (`table`: its OpTable when already
     built)."""
     return state_of(summary, core_num, workspace, table).rule_json(aic_metrics)
-
-
-def model_spans(apis: pd.DataFrame | None) -> np.ndarray | None:
-    """The ModelExecute spans of host API rows, (begin, end) local ns by begin, for
-    `RuleState.model_spans`; None without host API data (device-only data: every wait
-    counts, as in the real analysis)."""
-    if apis is None or len(apis) == 0 or "begin_local" not in apis:
-        return None
-    me = ((apis["level"].to_numpy() == L.LEVEL_MODEL)
-          & (apis["type"].to_numpy() == L.MODEL_EXECUTE))
-    b = apis["begin_local"].to_numpy(np.int64)[me]
-    e = apis["end_local"].to_numpy(np.int64)[me]
-    order = np.argsort(b, kind="stable")
-    return np.column_stack([b[order], e[order]])
 
 
 def state_of(summary: pd.DataFrame, core_num: int = 32, workspace: pd.Series | None = None,

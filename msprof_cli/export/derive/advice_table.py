@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from msprof_cli.raw import layouts as L
+
 
 def field_name(header: str) -> str:
     """op_summary header -> rule field: lower case, unit dropped, spaces -> `_`."""
@@ -151,3 +153,29 @@ def us_to_ns(us: pd.Series | np.ndarray) -> np.ndarray:
     """µs values with at most 3 decimals (as op_summary prints them) -> exact int ns, NaN -> 0."""
     v = np.asarray(us, dtype=np.float64)
     return np.where(np.isnan(v), 0, np.rint(np.nan_to_num(v) * 1000)).astype(np.int64)
+
+
+def model_spans(apis: pd.DataFrame | None) -> np.ndarray | None:
+    """The ModelExecute spans of host API rows, (begin, end) local ns by begin, for
+    `RuleState.model_spans`; None without host API data (device-only data: every wait
+    counts, as in the real analysis)."""
+    if apis is None or len(apis) == 0 or "begin_local" not in apis:
+        return None
+    me = ((apis["level"].to_numpy() == L.LEVEL_MODEL)
+          & (apis["type"].to_numpy() == L.MODEL_EXECUTE))
+    b = apis["begin_local"].to_numpy(np.int64)[me]
+    e = apis["end_local"].to_numpy(np.int64)[me]
+    order = np.argsort(b, kind="stable")
+    return np.column_stack([b[order], e[order]])
+
+
+def device_waits(start_ns: np.ndarray, wait_us: pd.Series, spans: np.ndarray) -> pd.Series:
+    """Per op_summary row: its wait (the gap since the previous task) lies inside one model
+    execution of `spans` (`model_spans`): a scheduling wait of the device, not host time
+    between separate calls (docs/export.md, advice)."""
+    prev_end = start_ns - us_to_ns(wait_us.fillna(0.0).to_numpy(np.float64))
+    k = np.searchsorted(spans[:, 0], prev_end, side="right") - 1
+    inside = (k >= 0) & (start_ns != NA_NS)
+    if len(spans):
+        inside &= start_ns <= spans[np.maximum(k, 0), 1]
+    return pd.Series(inside, index=wait_us.index)
