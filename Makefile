@@ -4,6 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 DEMO_OUT ?= demo_output
+TEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
 .PHONY: help install install-test demo test test-fast bench calibrate lint clean
@@ -34,11 +35,11 @@ demo: install ## Install, then collect, export and query the bundled example (ex
 	@echo
 	@echo "Demo results are in $(DEMO_OUT)/PROF_*/ (device_0/summary, device_0/timeline)."
 
-test: install-test ## Install test dependencies and run the whole test suite
-	$(PY) -m pytest -q
+test: install-test ## Install test dependencies and run the whole test suite (TEST_WORKERS=2 processes)
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 test-fast: install-test ## Run the tests that do not start TensorFlow
-	$(PY) -m pytest -q -m "not e2e"
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not e2e"
 
 bench: install-test ## Run the benchmarks (export tiny/50k/1M tasks and, if the real analysis is laid out, side by side with it; query, startup, collect overhead; BENCH_ARGS=--big adds 10M)
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)

@@ -83,8 +83,10 @@ def test_keras_exit_code_and_output_passthrough(keras_run: Run) -> None:
 
 def test_keras_prof_dir_announced(keras_run: Run) -> None:
     (prof,) = keras_run.prof_dirs
-    assert f"[INFO] Profiling finished. Data is saved in {prof}" in keras_run.stdout
-    assert f"msprof export --output {prof}" in keras_run.stdout
+    # our lines go to stderr: the script's stdout stays the script's
+    assert f"[INFO] Profiling finished. Data is saved in {prof}" in keras_run.stderr
+    assert f"msprof export --output {prof}" in keras_run.stderr
+    assert "[INFO]" not in keras_run.stdout
     assert {c["prof_dir"] for c in keras_run.chunks} == {str(prof)}
 
 
@@ -153,7 +155,7 @@ def test_custom_loop_full_trace(custom_run: Run) -> None:
     # tf.random.* run on AI CPU, whose timings --aicpu (off) does not collect: said at the end
     assert re.search(r"\[INFO\] The run had \d+ AI CPU tasks \(.*RandomUniform.*\) whose "
                      r"AI CPU timings \(the aicpu summary\) were not collected: add --aicpu on "
-                     r"to collect them\.", custom_run.stdout)
+                     r"to collect them\.", custom_run.stderr)
 
 
 @pytest.fixture(scope="module")
@@ -252,7 +254,7 @@ def test_signal_keeps_data(tmp_path: Path, sig: int, rc: int) -> None:
     its = run.iterations()
     assert len(its) >= 3
     assert [it["index"] for it in its] == list(range(1, len(its) + 1))
-    assert "Data is saved in" in run.stdout
+    assert "Data is saved in" in run.stderr
 
 
 def test_uncaught_exception_keeps_data(tmp_path: Path) -> None:
@@ -339,7 +341,7 @@ def test_children_flag_profiles_one_prof_dir_per_rank(tmp_path: Path) -> None:
     ranks = sorted(json.loads((p / "device_0" / "info.json.0").read_text())["rank_id"]
                    for p in profs)
     assert ranks == [0, 1]
-    assert proc.stdout.count("Profiling finished. Data is saved in") == 2
+    assert proc.stderr.count("Profiling finished. Data is saved in") == 2
     # without --children only the profiled process itself is instrumented: nothing here
     plain = subprocess.run(_collect_cmd(tmp_path / "plain", "rank_parent.py"), env=env,
                            capture_output=True, text=True, cwd=tmp_path, timeout=180)

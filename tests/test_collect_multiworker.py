@@ -218,7 +218,7 @@ def test_two_workers_two_prof_dirs_with_rank_ids(job: Job) -> None:
     assert sorted(ranks) == [0, 1]
     for rank, prof in ranks.items():
         assert prof.name.startswith(f"PROF_{rank + 1:06d}_")
-        assert prof.name in job.proc.stdout  # the launcher lists both
+        assert prof.name in job.proc.stderr  # the launcher lists both
         dev = json.loads((prof / "device_0" / "info.json.0").read_text())
         assert dev["rank_id"] == rank and dev["devices"] == "0"
         assert not (prof / "device_1").exists()

@@ -140,7 +140,9 @@ def run_collect(config: ProfilingConfig, argv: list[str], children: bool = False
         print(f"[WARNING] {w}", file=sys.stderr)
     fd, result_file = tempfile.mkstemp(prefix="msprof_result_", suffix=".txt")
     os.close(fd)
-    print("[INFO] Start profiling....", flush=True)
+    # every line of ours goes to stderr: the script's stdout stays the script's (a
+    # `msprof collect -- python gen.py > out.csv` must not find our lines in out.csv)
+    print("[INFO] Start profiling....", file=sys.stderr, flush=True)
     try:
         try:
             proc = subprocess.Popen([exe] + argv[1:], env=child_env(config, result_file, children),
@@ -269,8 +271,8 @@ def _report(prof_dirs: list[str], config: ProfilingConfig, notes: list[str] = ()
               f"PROF directory was written under {config.output}.", file=sys.stderr)
         return
     for prof in prof_dirs:
-        print(f"[INFO] Profiling finished. Data is saved in {prof}")
+        print(f"[INFO] Profiling finished. Data is saved in {prof}", file=sys.stderr)
         print(f"[INFO] Next: msprof export --output {prof} (files), msprof summary {prof} "
-              f"(a quick look), msprof report {prof} -o report.html (plots)")
+              f"(a quick look), msprof report {prof} -o report.html (plots)", file=sys.stderr)
     for text in notes:  # what the run had that the options left out (agent.note)
-        print(f"[INFO] {text}")
+        print(f"[INFO] {text}", file=sys.stderr)
