@@ -176,3 +176,22 @@ def test_warm_up_steps_are_left_out_of_the_summary_statistics(tmp_path: Path) ->
     assert len(train["steps"]["iteration_id"]) == train["iterations"]  # the series keeps it
     text = _run("summary", str(prof), cwd=tmp_path).stdout
     assert "1 warm-up step (graph tracing) left out of the statistics" in text
+
+
+def test_sampled_steps_land_in_the_graph_they_ran(tmp_path: Path) -> None:
+    """predict twice with a partial last batch: the partial batch runs a second graph of the
+    predict function.  Sampled collection used to replay the full batches after it as the
+    partial batch's graph, which had never been traced (iterations without ops)."""
+    import json
+
+    _run("collect", "--output", str(tmp_path / "out"), "--", sys.executable,
+         str(SCRIPTS / "predict_twice.py"), cwd=tmp_path)
+    [prof] = sorted((tmp_path / "out").glob("PROF_*"))
+    proc = _run("summary", str(prof), "--format", "json", cwd=tmp_path)
+    models = [m for d in json.loads(proc.stdout)["devices"] for m in d["models"]
+              if m["model_id"] is not None]
+    assert all(m["op_us_per_step"] > 0 for m in models), [
+        (m["model_id"], m["iterations"], m["op_us_per_step"]) for m in models]
+    predict = sorted(m["iterations"] for m in models if m["name"].endswith("_predict"))
+    # 37 + 62 full batches in one graph, the 2 partial batches in the other
+    assert predict == [2, 99], predict

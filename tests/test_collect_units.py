@@ -295,6 +295,8 @@ def test_convert_joins_ops_to_steps_by_run_id() -> None:
         _ev(2, "proc", "ExecutorState::Process", base + 950, base + 990, id=-1),
         _ev(2, "op", "folded/Const", base + 960, base + 970, "AddV2"),  # constant folding
         _ev(3, "op", "map/GatherV2", base + 400, base + 410, "GatherV2"),  # input pipeline
+        # an eager op of another thread (a data loader's worker) during the step
+        _ev(1, "eager", "Sub", base + 600, base + 610, "Sub"),
     ]
     graph = StaticGraph()
     f32 = "float32"
@@ -326,7 +328,7 @@ def test_convert_joins_ops_to_steps_by_run_id() -> None:
     assert relu.thread_id != it.ops[1].thread_id and relu.thread_id not in (555, 100)
     # an eager op is its whole dispatch (EagerLocalExecute), anchored on the raw clock
     assert [(o.name, o.start_ns, o.end_ns) for o in chunk.single_ops] == [
-        ("MatMul", base + 15, base + 45)]
+        ("MatMul", base + 15, base + 45), ("Sub", base + 605, base + 615)]
     assert chunk.single_ops[0].thread_id == 555
     model = chunk.models[1]
     assert model.fp_op == "dense/Relu" and model.op_order["x"] == 1

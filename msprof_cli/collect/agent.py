@@ -336,7 +336,27 @@ class Agent:
             if self.main_steps and threading.current_thread() is threading.main_thread():
                 self.main_steps -= 1
 
+    def trace_now(self, rec: ExecRecord) -> None:
+        """Trace the rest of this step (its call is about to run a graph the sampling could
+        not know, e.g. a new input signature): start the tracer and the step marker now."""
+        coll = self.collection
+        if coll is None or rec.profiled or self.disabled:
+            return
+        try:  # inside the step's span: its time is replaced by the emulated step's
+            if coll.tracer is None:
+                coll.start_tracer()
+            if coll.tracer is not None:
+                from msprof_cli.collect.tf_trace import traceme
+
+                rec.profiled = True
+                rec.late_marker = traceme("msprof_step", seq=rec.seq, _r=1)
+                rec.late_tracer = coll.tracer
+        except Exception as exc:
+            self.fail(f"a step could not be traced ({exc!r})", exc)
+
     def _step_end(self, rec: ExecRecord, marker: Any, tracer: Any) -> None:
+        if rec.late_marker is not None:
+            marker, tracer = rec.late_marker, rec.late_tracer
         try:
             if marker is not None:
                 marker.Stop()

@@ -93,6 +93,7 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
         run_to_seq: dict[int, int] = {}
         line_thread: dict[int, int] = {}
         marker_spans: list[tuple[int, int, int]] = []  # (start, end, seq)
+        marker_line: dict[int, int] = {}  # seq -> the trace line of its marker
         for line, evs in per_line.items():
             for m in evs:
                 if m.kind != "marker" or not m.stats:
@@ -106,6 +107,7 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
                     continue
                 markers[seq] = m
                 marker_spans.append((m.start, m.end, seq))
+                marker_line[seq] = line
                 line_thread[line] = rec.thread_id
                 inner = _interval_events(starts_of[line], evs, m.start, m.end)
                 for ev in inner:
@@ -123,7 +125,16 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
         marker_spans.sort()
         span_starts = [s for s, _, _ in marker_spans]
 
-        def seq_at(t: int) -> int | None:
+        def seq_at(t: int, line: int | None = None) -> int | None:
+            """The step whose marker encloses `t`; with `line`, only a step driven from that
+            trace line (an eager op belongs to the step of its own thread: another thread's
+            eager ops -- a data loader's workers -- are not the step's)."""
+            seq = _enclosing(t)
+            if seq is not None and line is not None and marker_line.get(seq) != line:
+                return None
+            return seq
+
+        def _enclosing(t: int) -> int | None:
             i = bisect.bisect_right(span_starts, t) - 1
             while i >= 0:
                 s, e, seq = marker_spans[i]
@@ -204,7 +215,7 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
                     start, end = ev.start, max(ev.end, ev.start)
                     op = OpRun(name=ev.name, tf_type=ev.name, start_ns=start, end_ns=end,
                                thread_id=tid, eager=True)
-                    seq = seq_at(ev.start)
+                    seq = seq_at(ev.start, line)
                     if seq is None:
                         chunk.single_ops.append(op)
                     else:

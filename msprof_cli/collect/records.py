@@ -9,6 +9,7 @@ op schedule of a sampled execution of the same graph.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass
@@ -30,3 +31,7 @@ class ExecRecord:
     sub_steps: int = 0
     # the agent's own time (flushes, tracer toggles) between the previous step and this one
     agent_before_ns: int = 0
+    # the step marker when the tracer was started inside the step (Agent.trace_now): a
+    # call whose input signature the graph had not run yet
+    late_marker: Any = None
+    late_tracer: Any = None

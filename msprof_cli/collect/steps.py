@@ -73,14 +73,47 @@ def _patch_function_call(agent: Agent, cls: Any) -> None:
     cls.__call__ = __call__
 
 
+MAX_SIGNATURES = 64  # input signatures remembered per tf.function
+
+
+def _input_signature(args: tuple, kwds: dict) -> tuple | None:
+    """The shapes and dtypes of a call's tensor arguments: which concrete function (graph) of
+    a tf.function the call runs (None: not a plain nest of tensors and values)."""
+    try:
+        import tensorflow as tf
+
+        out = []
+        for x in tf.nest.flatten((args, kwds), expand_composites=True):
+            shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
+            out.append((tuple(shape.as_list()) if shape is not None and shape.rank is not None
+                        else None, str(dtype)) if dtype is not None else
+                       (type(x).__name__, x if isinstance(x, (int, float, bool, str)) else None))
+        return tuple(out)
+    except Exception:
+        return None
+
+
 def _observed_call(agent: Agent, original: Any, fn: Any, args: tuple, kwds: dict,
                    rec: Any) -> Any:
+    # a tf.function has one graph per input signature: the graph this call runs is the one
+    # its signature ran before; a signature not seen yet is traced from here (sampling could
+    # not know it: replaying another graph's schedule would misplace the step)
+    sig = _input_signature(args, kwds)
+    keys = fn.__dict__.setdefault("_msprof_signature_keys", {}) if sig is not None else {}
+    if len(keys) >= MAX_SIGNATURES:  # shapes that change every call: sampling as before
+        sig = None
+    known = keys.get(sig) if sig is not None else None
+    if known is None and sig is not None and not rec.profiled:
+        agent.trace_now(rec)
     before = fn.experimental_get_tracing_count()
     result = original(fn, *args, **kwds)
     try:
         retraced = fn.experimental_get_tracing_count() != before
         rec.fn_name = getattr(fn, "_name", "") if rec.kind != "tf2" else rec.fn_name
-        if retraced or getattr(fn, "_msprof_graph_key", None) is None:
+        if known is not None and not retraced:
+            rec.model_key = rec.static_key = known
+            return result
+        if retraced or getattr(fn, "_msprof_graph_key", None) is None or sig is not None:
             rec.traced_now = retraced
             if getattr(fn, "_jit_compile", None):
                 # XLA runs the cluster as compiled thunks: TF's host tracer reports no TF op
@@ -98,6 +131,8 @@ def _observed_call(agent: Agent, original: Any, fn: Any, args: tuple, kwds: dict
 
                 agent.registry.graphs[key] = walk_graph(concrete.graph)
             fn._msprof_graph_key = key
+            if sig is not None:
+                keys[sig] = key
         rec.model_key = rec.static_key = fn._msprof_graph_key
     except Exception as exc:
         agent.fail(f"the graph of tf.function {getattr(fn, '_name', '?')} could not be read "
