@@ -255,6 +255,9 @@ def test_signal_keeps_data(tmp_path: Path, sig: int, rc: int) -> None:
     assert len(its) >= 3
     assert [it["index"] for it in its] == list(range(1, len(its) + 1))
     assert "Data is saved in" in run.stderr
+    if sig == signal.SIGINT:  # one short line, not a chained traceback through our hooks
+        assert "Traceback" not in run.stderr, run.stderr[-3000:]
+        assert "[msprof] Interrupted (Ctrl-C): the profile up to here is saved." in run.stderr
 
 
 def test_uncaught_exception_keeps_data(tmp_path: Path) -> None:
@@ -404,3 +407,14 @@ def test_traced_steps_keep_their_loop_body(tmp_path: Path) -> None:
     assert min(sum("while/body" in o["name"] for o in it["ops"]) for it in its) > 0
     notes = " ".join(n for c in run.chunks for n in c["notes"])
     assert "lost the cheap kernels of their loop bodies" in notes
+
+
+def test_an_unprofiled_process_has_none_of_our_frames(tmp_path: Path) -> None:
+    """The autoload .pth loads in every Python of the venv: without a profiling route it only
+    watches for one, so a plain run's TensorFlow traceback shows no msprof_cli frame."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PROFILING_", "MSPROF_CLI"))}
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "plain_traceback.py")], env=env,
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "CLEAN", proc.stdout

@@ -455,3 +455,35 @@ def test_a_sparse_raw_slice_is_refused_before_decoding(prof):
     after = os.stat(hw)  # (no sha256 of 8 GiB of holes: size and mtime say it is untouched)
     assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
     assert not list(prof.glob("device_*/summary"))
+
+
+def _ok(args: list[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    assert exc.value.code == 0
+
+
+def test_export_takes_the_prof_dir_as_its_argument_too(tmp_path, capsys):
+    prof = golden(tmp_path)
+    _ok(["export", str(prof), "--advice", "off"])
+    assert list((prof / "device_0" / "summary").glob("op_summary_*.csv"))
+    _ok(["query", str(prof)])
+    with pytest.raises(SystemExit) as exc:
+        main(["export", str(prof), "--output", str(tmp_path)])
+    assert exc.value.code != 0 and "Two directories given" in capsys.readouterr().err
+
+
+def test_export_of_a_dir_with_prof_dirs_deeper_below_is_refused(tmp_path, capsys):
+    """`msprof export --output /tmp` used to export every PROF dir two levels below (other
+    users' and other runs' collections): only a PROF dir or a directory directly holding
+    PROF dirs is exported; deeper ones are listed with the command for each."""
+    prof = golden(tmp_path / "runs" / "a")
+    before = snapshot(prof)
+    with pytest.raises(SystemExit) as exc:
+        main(["export", "--output", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exc.value.code == ProfDirError.exit_code
+    assert "holds none directly" in err and f"msprof export --output {prof}" in err
+    assert snapshot(prof) == before  # nothing written
+    _ok(["export", "--output", str(prof.parent), "--advice", "off"])  # its direct parent
+    assert list((prof / "device_0" / "summary").glob("op_summary_*.csv"))

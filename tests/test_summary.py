@@ -418,3 +418,19 @@ def test_match_is_the_occurrence_merge() -> None:
     neg = match((left["a"].to_numpy() - 3, left["b"].to_numpy()),  # not packable: ngroup
                 (right["a"].to_numpy() - 3, right["b"].to_numpy()))
     assert np.array_equal(neg, got)
+
+
+def test_long_advice_lines_keep_the_finding_and_cut_the_op_names() -> None:
+    from msprof_cli.summary.render import shorten_advice
+
+    op = "StatefulPartitionedCall/generator_1/conv2d_transpose_2/conv2d_transpose/Conv2DBackpropInput"
+    a = ("Operator Processing: Check and reduce AI CPU operators (3 ops; heaviest: "
+         + "; ".join(f"{op}_{i}: 6 tasks, 316.62 us in total" for i in range(6)) + ")")
+    b = a.replace("Check and reduce AI CPU operators", "Try to cast the data type to INT32")
+    sa, sb = shorten_advice(a, 400), shorten_advice(b, 400)
+    assert len(sa) <= 400 and len(sb) <= 400
+    assert sa.startswith("Operator Processing: Check and reduce AI CPU operators (3 ops;")
+    assert sb.startswith("Operator Processing: Try to cast the data type to INT32 (3 ops;")
+    assert sa != sb and ".../conv2d_transpose/Conv2DBackpropInput_0" in sa
+    assert "StatefulPartitionedCall" not in sa  # the names lost their leading scopes
+    assert shorten_advice("short line (1 op)", 400) == "short line (1 op)"

@@ -42,9 +42,10 @@ def exporter() -> Callable[..., Any]:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--output", "-dir", "output", required=True, metavar="DIR",
-              type=click.Path(path_type=Path),
-              help="A PROF_* directory, or a directory holding several.")
+@click.argument("prof_dir", required=False, metavar="[PROF_DIR]", type=click.Path(path_type=Path))
+@click.option("--output", "-dir", "output", metavar="DIR", type=click.Path(path_type=Path),
+              help="A PROF_* directory, or a directory directly holding several (the real "
+                   "tool's spelling; PROF_DIR as the first argument does the same).")
 @click.option("--layout", type=click.Choice(["legacy", "mindstudio"]), default="legacy",
               show_default=True, help="legacy: the per-device files of the Ascend TensorFlow docs "
               "(device_N/summary, device_N/timeline); mindstudio: the CANN 8 "
@@ -77,13 +78,26 @@ def exporter() -> Callable[..., Any]:
               show_default=True,
               help="Tuning advice on the console: the top findings, the real tool's whole "
                    "report, or none (prof_rule_{device}.json is always written).")
-def export(output: Path, layout: str, type_: str, summary_format: str, model_id: int | None,
-           iteration_id: int | None, iteration_count: int, reports: Path | None,
-           clear: bool, advice: str, all_models: bool, scheduler: str | None,
-           distributed: str) -> None:
-    """Export timelines (JSON) and summaries (CSV) from collected raw data."""
+def export(prof_dir: Path | None, output: Path | None, layout: str, type_: str,
+           summary_format: str, model_id: int | None, iteration_id: int | None,
+           iteration_count: int, reports: Path | None, clear: bool, advice: str,
+           all_models: bool, scheduler: str | None, distributed: str) -> None:
+    """Export timelines (JSON) and summaries (CSV) from collected raw data:
+    `msprof export PROF_DIR` or `msprof export --output PROF_DIR`."""
+    output = one_dir(prof_dir, output)
     run_export = exporter()
     run_export(output, layout=layout, type_=type_, summary_format=summary_format,
                model_id=model_id, iteration_id=iteration_id, iteration_count=iteration_count,
                reports=reports, clear=clear, advice=advice, all_models=all_models,
                scheduler=scheduler, distributed=distributed)
+
+
+def one_dir(prof_dir: Path | None, output: Path | None) -> Path:
+    """The PROF dir given as the argument or as --output (one of them, not both)."""
+    if prof_dir is not None and output is not None and prof_dir != output:
+        raise click.UsageError(f"Two directories given ({prof_dir} and --output {output}): "
+                               "pass the PROF dir once, as PROF_DIR or as --output.")
+    if prof_dir is None and output is None:
+        raise click.UsageError("Missing the PROF dir: msprof export PROF_DIR (or --output "
+                               "PROF_DIR), e.g. the directory `msprof collect` printed.")
+    return output if output is not None else prof_dir  # type: ignore[return-value]

@@ -57,6 +57,8 @@ class Agent:
         self.pid = os.getpid()
         self.disabled = False
         self.tf_ready = False
+        self.step_hooks = False  # the step hooks are installed (install_step_hooks)
+        self.keras_trainer: Any = None  # the Keras 3 trainer module, once imported
         self.exit_hooks = False
         self.main_steps = 0  # open steps on the main thread (a SIGTERM waits for them)
         self.result_file = (os.environ.get(RESULT_FILE_VAR) if os.environ.get(CHILDREN_VAR)
@@ -139,7 +141,38 @@ class Agent:
         else:
             self.pending = config
 
+    def install_step_hooks(self) -> None:
+        """The hooks a profiling process needs on TensorFlow (and the Keras 3 trainer once
+        imported): installed when profiling starts, never in a process that does not
+        profile."""
+        if self.step_hooks or not self.tf_ready:
+            return
+        self.step_hooks = True
+        from msprof_cli.collect import steps
+
+        steps.install_tf_hooks(self)
+        try:  # tf.profiler.experimental.Trace ranges -> msproftx annotations
+            from msprof_cli import mstx
+
+            mstx.install_tf_trace_hook()
+        except Exception as exc:
+            self.fail(f"tf.profiler Trace ranges are not recorded ({exc!r})", exc)
+        try:  # the script's own tf.profiler must not crash on msprof's tracer
+            from msprof_cli.collect import user_profiler
+
+            user_profiler.install(self)
+        except Exception as exc:
+            self.fail(f"the script's own TensorFlow profiler may conflict with msprof "
+                      f"({exc!r})", exc)
+        if self.keras_trainer is not None:
+            self._hook_keras(self.keras_trainer)
+
     def activate(self, config: ProfilingConfig) -> Collection | None:
+        try:
+            self.install_step_hooks()
+        except Exception as exc:
+            self.fail(f"the agent could not hook TensorFlow ({exc!r}): nothing is captured",
+                      exc)
         with self.lock:
             if self.collection is not None or self.disabled:
                 return self.collection
@@ -175,20 +208,9 @@ class Agent:
             self.tf_ready = True
             from msprof_cli.collect import steps
 
-            steps.install_tf_hooks(self)
-            try:  # tf.profiler.experimental.Trace ranges -> msproftx annotations
-                from msprof_cli import mstx
-
-                mstx.install_tf_trace_hook()
-            except Exception as exc:
-                self.fail(f"tf.profiler Trace ranges are not recorded ({exc!r})", exc)
-            try:  # the script's own tf.profiler must not crash on msprof's tracer
-                from msprof_cli.collect import user_profiler
-
-                user_profiler.install(self)
-            except Exception as exc:
-                self.fail(f"the script's own TensorFlow profiler may conflict with msprof "
-                          f"({exc!r})", exc)
+            # a process that does not profile yet only watches for a route turning it on:
+            # none of our frames on its calls (the step hooks come with activate)
+            steps.install_watch_hooks(self)
             if self.pending is not None:
                 # No `context().enable_run_metadata()` here (tensorflow-capture.md 10.3 says so):
                 # it initialises the eager context at import time, which makes the script's
@@ -207,6 +229,11 @@ class Agent:
         return coll is not None and model_key in coll.traced_keys
 
     def on_keras_trainer_imported(self, module: Any) -> None:
+        self.keras_trainer = module
+        if self.step_hooks:
+            self._hook_keras(module)
+
+    def _hook_keras(self, module: Any) -> None:
         try:
             from msprof_cli.collect import steps
 
@@ -234,6 +261,13 @@ class Agent:
 
         def excepthook(tp, value, tb):  # type: ignore[no-untyped-def]
             self.reason = f"the script raised {tp.__name__}"
+            if issubclass(tp, KeyboardInterrupt) and _exit_requested == signal.SIGINT:
+                # our own re-raise of the user's Ctrl-C at a step boundary: one line, not a
+                # chained traceback through TensorFlow and the step hooks (the data is saved
+                # by the exit flush that follows)
+                sys.stderr.write("[msprof] Interrupted (Ctrl-C): the profile up to here is "
+                                 "saved.\n")
+                return
             previous(tp, value, tb)
 
         sys.excepthook = excepthook

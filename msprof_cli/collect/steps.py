@@ -27,7 +27,20 @@ def _depth() -> int:
     return getattr(_local, "depth", 0)
 
 
+def install_watch_hooks(agent: Agent) -> None:
+    """What must watch a process that does not profile yet: a session config that turns
+    profiling on (routes.on_session_config).  Nothing else of ours is on the script's call
+    path until a route activates (`install_tf_hooks`)."""
+    try:
+        from tensorflow.python.client import session as tf_session
+    except ImportError:
+        return
+    _patch_session_init(agent, tf_session.BaseSession)
+
+
 def install_tf_hooks(agent: Agent) -> None:
+    """The step hooks: every tf.function call and Session.run (installed when profiling
+    starts)."""
     from tensorflow.python.eager.polymorphic_function import polymorphic_function as pf
 
     _patch_function_call(agent, pf.Function)
@@ -35,7 +48,8 @@ def install_tf_hooks(agent: Agent) -> None:
         from tensorflow.python.client import session as tf_session
     except ImportError:
         return
-    _patch_session(agent, tf_session.BaseSession)
+    _patch_session_init(agent, tf_session.BaseSession)
+    _patch_session_run(agent, tf_session.BaseSession)
 
 
 # -- tf.function ------------------------------------------------------------------------
@@ -201,11 +215,10 @@ def _apply_step_stats(agent: Agent, static_key: str, run_metadata: Any, feed_dic
         agent.fail(f"runtime shapes could not be read ({exc!r}): unknown dims stay -1", exc)
 
 
-def _patch_session(agent: Agent, cls: Any) -> None:
+def _patch_session_run(agent: Agent, cls: Any) -> None:
     if getattr(cls.run, KERAS_TAG, False):
         return
     original_run = cls.run
-    original_init = cls.__init__
 
     def run(self: Any, fetches: Any, feed_dict: Any = None, options: Any = None,
             run_metadata: Any = None) -> Any:
@@ -258,6 +271,15 @@ def _patch_session(agent: Agent, cls: Any) -> None:
                 _apply_step_stats(agent, static_key, full_trace[1], feed_dict)
             agent.exit_point()
 
+    setattr(run, KERAS_TAG, True)
+    cls.run = run
+
+
+def _patch_session_init(agent: Agent, cls: Any) -> None:
+    if getattr(cls.__init__, KERAS_TAG, False):
+        return
+    original_init = cls.__init__
+
     def __init__(self: Any, target: Any = "", graph: Any = None, config: Any = None) -> None:
         original_init(self, target, graph, config)
         try:
@@ -267,8 +289,7 @@ def _patch_session(agent: Agent, cls: Any) -> None:
         except Exception as exc:
             agent.fail(f"the session config could not be read ({exc!r})", exc)
 
-    setattr(run, KERAS_TAG, True)
-    cls.run = run
+    setattr(__init__, KERAS_TAG, True)
     cls.__init__ = __init__
 
 

@@ -8,6 +8,7 @@ lines on stdout, decode warnings as ``[WARNING]`` on stderr, a summary of the fi
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
@@ -177,6 +178,10 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
             _check_prof(prof, result)
             _check_has_data(prof)
             say(f"[INFO] Start export data in {prof}.")
+            owner = _foreign_owner(prof)
+            if owner is not None:  # never write into another user's collection unsaid
+                print(f"[WARNING] {prof} belongs to another user ({owner}): the export "
+                      f"writes its files into it.", file=sys.stderr)
             with read_once():
                 if type_ == "db":  # only PROF_X/msprof_{ts}.db, as the real tool (db.py)
                     result.files.extend(_export_db(prof, result, stage))
@@ -306,6 +311,22 @@ def open_first(files: list[Path], prof: Path) -> list[str]:
         out.append(f"Timeline to open first: {prof.name}/{first}{more} -- in "
                    f"https://ui.perfetto.dev or chrome://tracing.")
     return out
+
+
+def _foreign_owner(prof: Path) -> str | None:
+    """The owner of `prof` when it is not the user running the export (None: ours)."""
+    try:
+        uid = prof.stat().st_uid
+    except OSError:
+        return None
+    if not hasattr(os, "geteuid") or uid == os.geteuid():
+        return None
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return f"uid {uid}"
 
 
 def _finish(prof: Path, clear: bool, say) -> None:

@@ -174,8 +174,19 @@ def locate(path: Path) -> list[Path]:
     if not path.is_dir():
         raise ProfDirError(f'The path "{path}" is a file, not a directory. Pass a PROF_* '
                            f"directory, or the directory holding it, to --output.")
-    profs = find_prof_dirs(path)
+    # a PROF dir, or a dir whose direct children are PROF dirs (a collect output, a job
+    # dir): never every PROF dir somewhere below (`--output /tmp` used to export other
+    # users' and other runs' collections)
+    profs = find_prof_dirs(path, max_depth=1)
     if not profs:
+        deeper = find_prof_dirs(path, max_depth=3)
+        if deeper:
+            shown = "\n".join(f"  msprof export --output {p}" for p in deeper[:10])
+            more = f"\n  ... and {len(deeper) - 10} more" if len(deeper) > 10 else ""
+            raise ProfDirError(
+                f'The path "{path}" is not a PROF dir and holds none directly; {len(deeper)} '
+                f"PROF dir(s) lie deeper below it. Pass the one you mean (or the directory "
+                f"that directly holds it):\n{shown}{more}")
         raise ProfDirError(f'The path "{path}" does not have PROF dir. Please check the path: '
                            f"run `msprof collect` first, then pass its output directory (or a "
                            f"PROF_* directory in it) to --output.")

@@ -4,6 +4,7 @@ format and model, all reading the same plain data (pyinstrument's renderer patte
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict
 from typing import Callable
 
@@ -50,6 +51,24 @@ def shorten(name: str, n: int = 70) -> str:
     return name if len(name) <= n else "..." + name[-(n - 3):]
 
 
+_LONG_NAME = re.compile(r"[\w.:/-]{48,}")
+
+
+def shorten_advice(line: str, n: int = 400) -> str:
+    """An advice line within `n` characters: the finding (before its first " (") is kept
+    whole; long op names lose their leading scopes ("...dense_1/MatMul"), then the evidence
+    is cut at its end -- never the finding, so two findings never print the same."""
+    if len(line) <= n:
+        return line
+    head, sep, rest = line.partition(" (")
+    rest = _LONG_NAME.sub(lambda m: "..." + m.group(0)[-40:], rest)
+    out = head + sep + rest
+    if len(out) <= n:
+        return out
+    keep = max(n - len(head) - len(sep) - 5, 0)
+    return head + sep + rest[:keep] + " ...)"
+
+
 # -- summary ---------------------------------------------------------------------------------
 def _stat_rows(m: M.ModelSummary) -> list[Row]:
     rows = []
@@ -83,7 +102,7 @@ def summary_lines(s: M.Summary, md: bool = False, top: int = TOP) -> list[str]:
             out += _model_lines(m, md, top)
         if dev.advice:
             out += heading("Advice (top findings)", 3, md)
-            out += [("- " if md else "- ") + shorten(a, 400) for a in dev.advice]
+            out += ["- " + shorten_advice(a, 400) for a in dev.advice]
         elif dev.advice_note:
             out += ["", f"Advice: {dev.advice_note}."]
     return out

@@ -121,6 +121,8 @@ DERIVED: dict[str, tuple[str, str]] = {
     "pmu_off_device_0": ("rich_two_devices", "set device_0/sample.json ai_core_profiling=off"),
     # one device's hwts tail is damaged: that device cannot be cut into windows
     "damaged_device_1": ("two_devices_l2", "truncate device_1/data/hwts.data.1.slice_0"),
+    # a real 910's device records with no host dir at all: every layout exports what it holds
+    "device_only": ("ascend910_small", "drop host"),
 }
 
 

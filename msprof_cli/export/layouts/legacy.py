@@ -152,9 +152,10 @@ class LegacyExport(Export):
         apis = data.host.apis
         comm, lanes, ops = window_comm(data, d, self.sel, *self.plan.bounds(k))
         base = dict(self.exec_base)  # the executions before this window, per model
-        me = apis[(apis["level"] == L.LEVEL_MODEL) & (apis["type"] == L.MODEL_EXECUTE)]
-        for m, c in me["item_id"].astype(np.int64).value_counts().items():
-            self.exec_base[int(m)] = self.exec_base.get(int(m), 0) + int(c)
+        if apis is not None and "level" in apis:  # device-only data has no host API table
+            me = apis[(apis["level"] == L.LEVEL_MODEL) & (apis["type"] == L.MODEL_EXECUTE)]
+            for m, c in me["item_id"].astype(np.int64).value_counts().items():
+                self.exec_base[int(m)] = self.exec_base.get(int(m), 0) + int(c)
         mine = self.of_model(tasks)
         dw = DeviceWindow(0, d, tasks, S.op_rows(d, tasks), self.iterations[0], self.models,
                           comm, lanes, ops,
