@@ -195,3 +195,12 @@ def test_sampled_steps_land_in_the_graph_they_ran(tmp_path: Path) -> None:
     predict = sorted(m["iterations"] for m in models if m["name"].endswith("_predict"))
     # 37 + 62 full batches in one graph, the 2 partial batches in the other
     assert predict == [2, 99], predict
+
+
+def test_an_op_pinned_to_the_cpu_stays_on_the_host(tmp_path: Path) -> None:
+    """`with tf.device("/cpu:0")` around an embedding lookup: the TF adapter keeps it on the
+    host, so it is no device task; the unpinned MatMul is."""
+    prof, _ = collect_export(tmp_path, "cpu_pinned.py", "--full-trace")
+    types = {r["OP Type"] for r in rows(prof, "op_summary")}
+    assert "MatMulV2" in types
+    assert not types & {"GatherV2", "ResourceGather"}, types

@@ -434,3 +434,27 @@ def test_long_advice_lines_keep_the_finding_and_cut_the_op_names() -> None:
     assert sa != sb and ".../conv2d_transpose/Conv2DBackpropInput_0" in sa
     assert "StatefulPartitionedCall" not in sa  # the names lost their leading scopes
     assert shorten_advice("short line (1 op)", 400) == "short line (1 op)"
+
+
+def test_eager_work_outside_models_is_judged_as_host_side() -> None:
+    """A program against its own earlier run: on a loaded machine an eager metric op ran
+    outside the steps in one run and not the other.  The models' steps stay exact; the
+    outside-models entry gets the outside-models limit (+100 % and +1 ms)."""
+    outside = replace(_model([_op("Cast", "Cast", 0, 1.5)]), model_id=None, name="",
+                      signature="", iterations=0)
+    more = replace(_model([_op("Cast", "Cast", 0, 1.5), _op("DivNoNan", "DivNoNan", 1, 1.51)]),
+                   model_id=None, name="", signature="", iterations=0)
+    base = _summary([_model(BASE_OPS), outside])
+    res = C.check(D.diff(base, _summary([_model(BASE_OPS), more])), C.thresholds(None, {}))
+    assert res.passed, [f.metric for f in res.regressions]
+    # a real change of the models' steps still fails
+    wider = [replace(BASE_OPS[1], per_step_us=45.0)] + BASE_OPS[2:] + BASE_OPS[:1]
+    res = C.check(D.diff(base, _summary([_model(wider), more])), C.thresholds(None, {}))
+    assert not res.passed
+    # and a big change outside the models does too
+    heavy = replace(more, ops=more.ops + [_op("Big", "Big", 2, 5000.0)],
+                    op_us_per_step=5003.0,
+                    op_types=more.op_types + [M.OpTypeRow("Big", "AI_CORE", 1, 1.0, 5000.0,
+                                                          0.99)])
+    res = C.check(D.diff(base, _summary([_model(BASE_OPS), heavy])), C.thresholds(None, {}))
+    assert not res.passed

@@ -29,8 +29,17 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     out = {}
     for name, env in (("base", {}), ("again", {}), ("changed", {"WIDTH": "256", "CONV": "1"}),
                       ("slow", {"SLOW_MS": "25"})):
-        r = msprof("collect", "--output", str(root / name), "--", sys.executable, str(SCRIPT),
-                   env=env)
+        # the same program again while the machine is busy (a CI runner's situation): two
+        # CPU hogs beside it change the script's thread timing, never the gate's verdict
+        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(2 if name == "again" else 0)]
+        try:
+            r = msprof("collect", "--output", str(root / name), "--", sys.executable,
+                       str(SCRIPT), env=env)
+        finally:
+            for h in hogs:
+                h.kill()
+                h.wait()
         assert r.returncode == 0, r.stderr[-3000:]
         [out[name]] = sorted((root / name).glob("PROF_*"))
     return out
@@ -61,6 +70,10 @@ def test_same_program_twice_passes_with_zero_device_deltas(runs, tmp_path: Path)
     assert res["passed"] and res["regressions"] == []
     for m in res["diff"]["models"]:
         assert m["matched_by"] in ("signature", "outside")
+        if m["matched_by"] == "outside":
+            # eager work outside the steps depends on thread timing (which metric ops ran
+            # there); it is judged by the outside-models limit, not compared exactly
+            continue
         for x in m["metrics"]:
             if x["key"] in DEVICE_KEYS and x["base"] is not None:
                 assert x["delta"] == 0, x

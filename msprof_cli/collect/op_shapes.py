@@ -21,11 +21,20 @@ def attach_shapes(op: OpRun, static: StaticGraph | None, state: ConverterState,
                     state.shape_caches.setdefault(f"{key}@{version}", {}))
     if shape is not None:
         op.inputs, op.outputs, op.fused_ops = shape.inputs, shape.outputs, shape.fused_ops
+    if static is not None and op.name in static.host_pinned():
+        # pinned to the CPU by the script: the TF adapter runs it on the host
+        op.tf_type = host_pinned_type(op.tf_type)
     # replica = the op's placement; else MirroredStrategy's `replica_N/` scope; else device 0
     dev = shape.device if shape is not None else -1
     if dev < 0:
         dev = replica_of_name(op.name)
     op.device_id = max(dev, 0)
+
+
+def host_pinned_type(tf_type: str) -> str:
+    from msprof_cli.device.op_map import HOST_PINNED_PREFIX
+
+    return tf_type if tf_type.startswith(HOST_PINNED_PREFIX) else HOST_PINNED_PREFIX + tf_type
 
 
 def has_unknown(op: OpRun) -> bool:

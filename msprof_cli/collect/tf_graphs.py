@@ -42,6 +42,7 @@ class StaticOp:
     producers: tuple[str, ...]  # qualified producer op name per input
     slots: tuple[int, ...] = ()  # output index of the producer, per input
     device: int = -1  # index N of the op's placement `.../device:CPU:N` (-1: not placed)
+    cpu_pinned: bool = False  # the script asked for the CPU (`with tf.device("/cpu:0")`)
 
 
 @dataclass
@@ -59,6 +60,17 @@ class StaticGraph:
     def add(self, name: str, op: StaticOp) -> None:
         self.ops[name] = op
         self.order.setdefault(name, len(self.order) + 1)
+        self._pinned = None
+
+    def host_pinned(self) -> frozenset[str]:
+        """The ops the script pinned to the CPU where the rest of the graph is not pinned:
+        the TF adapter keeps them on the host (docs/device-model.md 2).  A graph whose ops
+        are mostly pinned to CPUs is a strategy's replica placement (MirroredStrategy over
+        logical CPUs), not a host placement: none."""
+        if getattr(self, "_pinned", None) is None:
+            pinned = frozenset(n for n, op in self.ops.items() if op.cpu_pinned)
+            self._pinned = pinned if 2 * len(pinned) < len(self.ops) else frozenset()
+        return self._pinned
 
 
 def tensor_spec(tensor: Any) -> TensorSpec:
@@ -140,7 +152,9 @@ def walk_graph(graph: Any, into: StaticGraph | None = None, prefix: str = "",
         dev = device_index(getattr(op, "device", "") or "")
         if dev < 0:
             dev = device
-        out.add(name, StaticOp(op.type, inputs, outputs, producers, slots, dev))
+        requested = getattr(op, "device", "") or ""
+        out.add(name, StaticOp(op.type, inputs, outputs, producers, slots, dev,
+                               "device:CPU" in requested.replace("cpu", "CPU")))
         if op.type in DATA_SOURCES or op.name in arg_names or (
                 depth == 0 and op.type == "Placeholder" and outputs
                 and outputs[0].dtype != "resource"):

@@ -434,9 +434,22 @@ def normalize_tf_type(tf_type: str) -> tuple[str, bool]:
     return name, False
 
 
+# the collector's mark of an op the script pinned to the CPU (collect/op_shapes.py): the TF
+# adapter keeps it on the host, where its measured time is host work
+HOST_PINNED_PREFIX = "_HostPinned:"
+
+
+def is_host_work(tf_type: str) -> bool:
+    """The op's measured host time is real host work of the emulated system (time_model)."""
+    return tf_type.startswith(HOST_PINNED_PREFIX) or \
+        normalize_tf_type(tf_type)[0] in HOST_WORK_OPS
+
+
 @lru_cache(maxsize=4096)
 def map_op(tf_type: str) -> OpMapping:
     """The Ascend mapping of a TF op type (oneDNN/fusion names accepted)."""
+    if tf_type.startswith(HOST_PINNED_PREFIX):
+        return OpMapping(tf_type[len(HOST_PINNED_PREFIX):], KIND_NONE, COST_NONE, 0.0)
     base, _fused = normalize_tf_type(tf_type)
     if base in HOST_ONLY_OPS or tf_type in HOST_ONLY_OPS or is_input_pipeline(base):
         return OpMapping(base, KIND_NONE, COST_NONE, 0.0)

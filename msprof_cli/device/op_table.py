@@ -234,7 +234,7 @@ class SignatureRegistry:
             vec_elems=vec, bytes_in=bytes_in, bytes_out=bytes_out, max_elems=max_elems,
             dtype_class=dclass, dtype_bytes=dbytes, n_fused=n_fused, allreduce=m.allreduce,
             tensors=tensor_records(inputs, outputs),
-            host_work=op_map.normalize_tf_type(tf_type)[0] in op_map.HOST_WORK_OPS,
+            host_work=op_map.is_host_work(tf_type),
             in_bytes=in_b)
         self.half[idx] = half
         return idx
