@@ -211,3 +211,14 @@ def test_waits_between_separate_calls_are_host_time_not_task_waits():
     assert limit in waited(model_spans(apis))
     rows[1][5] = 0.5  # no real wait inside a step: the host gap alone is not a finding
     assert limit in waited(None) and limit not in waited(model_spans(apis))
+
+
+def test_the_int32_advice_leaves_out_a_stateless_rngs_key():
+    """StatelessRandomUniformV2 takes its key and counter as INT64: no cast the user can make
+    (it fired on 7 of 8 programs with a Dropout); a real INT64 AI CPU op still counts."""
+    rows = [["drop/StatelessRandomUniformV2", "StatelessRandomUniformV2", "AI_CPU", "100.000\t",
+             60.0, 0, 0, "INT32;UINT64;UINT64;INT64", *["N/A"] * 7],
+            ["uniq", "Unique", "AI_CPU", "300.000\t", 50.0, 0, 0, "INT64", *["N/A"] * 7]]
+    g = groups(evaluate(frame(rows), core_num=32, aic_metrics="PipeUtilization"))
+    proc = {r["Rule Suggestion"]: r["Tuning Data"] for r in g["Operator Processing"]}
+    assert proc["Try to cast the data type to INT32 for AI Core operators"] == ["uniq"]

@@ -140,3 +140,14 @@ def test_a_default_export_imports_only_what_it_uses(tmp_path):
                          timeout=120, cwd=root, env={**env, "PYTHONPATH": str(root)})
     assert "HEAVY [] True" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
     assert "BLAS 1 None" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+
+
+def test_precision_mode_help_lists_every_accepted_mode() -> None:
+    from click.testing import CliRunner
+
+    from msprof_cli.cli.main import cli
+    from msprof_cli.options import PRECISION_MODES
+
+    text = " ".join(CliRunner().invoke(cli, ["collect", "--help"]).output.split())
+    for mode in PRECISION_MODES:
+        assert mode in text, mode

@@ -409,3 +409,33 @@ def test_a_raw_file_swapped_for_a_link_after_the_listing_is_not_followed(tmp_pat
     os.mkfifo(fifo)
     with pytest.raises(RawDataError, match="not a regular file"):
         rawread.read_file(fifo, L.DEVICE_DTYPES["hwts"], rawread.DecodeLog())
+
+
+_LISTED: list[str] = []
+
+
+def _audit(event: str, args: tuple) -> None:
+    if event in ("os.listdir", "os.scandir") and args and "planted_target" in str(args[0]):
+        _LISTED.append(str(args[0]))
+
+
+def test_a_planted_summary_link_is_refused_before_anything_reads_through_it(tmp_path):
+    """device_0/summary planted as a link to a directory elsewhere: refused, and the
+    target is never listed (the failed export's clean-up used to glob through the link)."""
+    import sys
+
+    from export_fixtures import copy_golden
+
+    prof = copy_golden(tmp_path)
+    target = tmp_path / "planted_target"
+    target.mkdir()
+    (target / "theirs.csv").write_text("x\n")
+    (prof / "device_0" / "summary").symlink_to(target)
+    if _audit not in getattr(sys, "_msprof_test_hooks", []):
+        sys.addaudithook(_audit)  # audit hooks cannot be removed: added once per process
+        sys._msprof_test_hooks = [*getattr(sys, "_msprof_test_hooks", []), _audit]
+    _LISTED.clear()
+    with pytest.raises(ExportError, match="symbolic link"):
+        run_export(prof, quiet=True)
+    assert _LISTED == []
+    assert sorted(p.name for p in target.iterdir()) == ["theirs.csv"]

@@ -93,3 +93,18 @@ def test_csv_scan_equals_the_character_scans():
         text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(13)))
         assert scan_csv(text) == (maybe_formula(text), CONTROL_RE.search(text) is not None), \
             repr(text)
+
+
+def test_a_hostile_model_name_reaches_no_console_raw(tmp_path, capsys):
+    """The export's own lines (the model it chose, warnings) carry names from the raw data
+    too: escaped like the rest."""
+    from test_device_records import make_chunk, run
+
+    chunk = make_chunk(2)
+    chunk.models[1].name = EVIL
+    prof = run(tmp_path, [chunk])
+    run_export(prof, advice="brief")
+    got = capsys.readouterr()
+    assert "Conv2D\\x1b]0;pwned" in got.out  # the model line names it, escaped
+    for text in (got.out, got.err):
+        assert "\x1b" not in text and "\x9b" not in text and "\x07" not in text

@@ -73,8 +73,9 @@ def flags_to_options(**flags: Any) -> dict[str, Any]:
               metavar="MODE",
               help="GE's precision mode of the emulated system: allow_fp32_to_fp16 (cube ops "
               "in fp16), allow_mix_precision (also the graylist ops downstream of them), "
-              "force_fp16. A script's own NPU session config / NPURunConfig precision_mode "
-              "takes precedence (docs/device-model.md 3.2).")
+              "allow_mix_precision_fp16 (the same), force_fp16. A script's own NPU session "
+              "config / NPURunConfig precision_mode takes precedence (docs/device-model.md "
+              "3.2).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=False)
 def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: bool,
             children: bool, precision_mode: str, **flags: Any) -> None:

@@ -20,6 +20,7 @@ from msprof_cli.raw.ageing import aged_message, read_marker
 from msprof_cli.raw.profdir import (check_has_result_dirs, check_no_links, incomplete_result_dirs,
                                     locate, result_dirs)
 from msprof_cli.raw.sampling import fallback_notes, replay_notes
+from msprof_cli.textsafety import escape_controls
 
 from .decode.control_info import read_once
 from .decode.data import ProfData
@@ -140,7 +141,7 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
                              advice)
     result = ExportResult(prof_dirs=list(profs))
     tune_allocator()  # large temporaries mmapped: freed memory goes back (memory.py)
-    say = (lambda *a, **k: None) if quiet else print
+    say = (lambda *a, **k: None) if quiet else safe_print
     if layout == "mindstudio":
         if iteration_count > 1:
             msg = (f'Param of "iteration-count" is {iteration_count}, but it is unnecessary in '
@@ -230,7 +231,7 @@ def _export_ranks(profs: list[Path], options: dict, where: str, scheduler: str |
     dir what the serial export says, in the same order; failed ranks are named at the end."""
     from msprof_cli.cluster import dask_export as DX
 
-    say = (lambda *a, **k: None) if quiet else print
+    say = (lambda *a, **k: None) if quiet else safe_print
     cores = usable_cores()
     say(f"[INFO] Exporting {len(profs)} PROF dirs in parallel on "
         + (f"the Dask cluster at {scheduler}" if where == "remote" else
@@ -246,7 +247,7 @@ def _export_ranks(profs: list[Path], options: dict, where: str, scheduler: str |
         result.files.extend(files)
         result.warnings.extend(out.warnings)
         for w in out.warnings:
-            print(f"[WARNING] {w}", file=sys.stderr)
+            safe_print(f"[WARNING] {w}", file=sys.stderr)
         result.advice.extend(out.advice)
         result.models.extend(out.models)
         for choice in out.models:
@@ -311,6 +312,12 @@ def open_first(files: list[Path], prof: Path) -> list[str]:
         out.append(f"Timeline to open first: {prof.name}/{first}{more} -- in "
                    f"https://ui.perfetto.dev or chrome://tracing.")
     return out
+
+
+def safe_print(*parts: object, **kw) -> None:
+    """print with control characters escaped: op and model names come from the raw data
+    (hash_dic), and an escape sequence in one must not reach the terminal."""
+    print(*(escape_controls(str(p)) for p in parts), **kw)
 
 
 def _foreign_owner(prof: Path) -> str | None:
@@ -415,7 +422,7 @@ def _export_text(prof: Path, result: ExportResult, layout: str,
     for decode in decodes:
         decode.data = None  # the shared whole decode of the legacy devices
     for w in warnings:
-        print(f"[WARNING] {w}", file=sys.stderr)
+        safe_print(f"[WARNING] {w}", file=sys.stderr)
     result.warnings.extend(warnings)
     result.advice.extend(advice)
     return files
@@ -447,7 +454,7 @@ def _report(plan: Plan, result: ExportResult) -> None:
     """The plan's decode warnings, on stderr and in the result."""
     warnings = plan.warnings()
     for w in warnings:
-        print(f"[WARNING] {w}", file=sys.stderr)
+        safe_print(f"[WARNING] {w}", file=sys.stderr)
     result.warnings.extend(warnings)
 
 

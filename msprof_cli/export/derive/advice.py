@@ -113,12 +113,17 @@ ATOMS: dict[str, tuple[tuple[str, ...], Callable[[OpTable], pd.Series]]] = {
     "mac_ratio<0.8": _cmp("mac_ratio", "<", 0.8),
     "trans_data": (("op_type",), lambda t: t.col("op_type").astype(str) == "TransData"),
     "aicpu": (("task_type",), lambda t: t.task_type_is("AI_CPU")),
-    "int64_input": (("input_data_types",), lambda t: _contains(t.col("input_data_types"),
-                                                               "INT64")),
+    # INT64 inputs the user cannot cast: a stateless RNG's key and counter (project rule,
+    # docs/export.md advice: the real tool flags them too)
+    "int64_input": (("input_data_types", "op_type"),
+                    lambda t: _contains(t.col("input_data_types"), "INT64")
+                    & ~t.col("op_type").astype(str).str.startswith(RNG_KEY_OPS)),
     "strided_slice_grad": ((), lambda t: _contains(t.col("op_name"), "StridedSliceGrad")),
     "wait>10": (("task_wait_time", "task_duration"), lambda t: t.col("task_wait_time") > 10),
     "memory_workspace>0": _cmp("memory_workspace", ">", 0),
 }
+
+RNG_KEY_OPS = ("StatelessRandom", "StatelessTruncatedNormal", "RngReadAndSkip")
 
 # (rule, atoms, gate, rule type, subtype, suggestion) in the enabled order of section 5.3
 OP_RULES: list[tuple[str, tuple[str, ...], str, str, str, str]] = [

@@ -62,7 +62,10 @@ class _Slices:
     def discard(self) -> None:
         """Remove the temporary slices, also those a failed worker started (by name)."""
         single = self.paths.single()
-        stale = set(self.tmps) | set(single.parent.glob(f".{single.name}.tmp{self.owner}.*"))
+        stale = set(self.tmps)
+        folder = single.parent
+        if folder.is_dir() and not folder.is_symlink():  # never list through a link
+            stale |= set(folder.glob(f".{single.name}.tmp{self.owner}.*"))
         for tmp in stale:
             try:
                 os.unlink(tmp)
