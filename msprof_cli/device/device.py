@@ -496,12 +496,5 @@ class Device:
         if hccl is not None and self.multi_process():
             # where this rank's collectives ran: the job aligns the ranks when they have all
             # ended (rank_coupling.py)
-            op = hccl.op_row >= 0
-            rows, first = np.unique(hccl.op_row[op], return_index=True)
-            last = np.full(len(rows), S.NEVER, np.int64)
-            np.maximum.at(last, np.searchsorted(rows, hccl.op_row[op]), hccl.end[op])
-            order = np.argsort(hccl.start[op][first], kind="stable")
-            clk = dd.state.clock
-            rank_coupling.record(self.prof_dir, dd.device_id,
-                                 clk.ns(hccl.start[op][first][order]), clk.ns(last[order]))
+            rank_coupling.record_stream(self.prof_dir, dd.device_id, hccl, dd.state.clock)
         emit(self, ctx, dd, scheduled, host, emit_memcpy(self, ctx, dd, memcpy, copies, host))

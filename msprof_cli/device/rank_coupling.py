@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from msprof_cli.device import scheduler as S
 from msprof_cli.raw import layouts as L
 
 SIDECAR = "msprof_cli_collectives_{device}.bin"
@@ -72,6 +73,19 @@ def record(prof_dir: Path, device_id: int, start_ns: np.ndarray, end_ns: np.ndar
         fh.write(pairs.tobytes())
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def record_stream(prof_dir: Path, device_id: int, hccl: S.ScheduledStream,
+                  clock: S.DeviceClock) -> None:
+    """`record` the collectives of a scheduled HCCL stream: per op, its first task's start
+    and its last task's end (a collective runs as several step tasks when HCCL data is
+    written)."""
+    op = hccl.op_row >= 0
+    rows, first = np.unique(hccl.op_row[op], return_index=True)
+    last = np.full(len(rows), S.NEVER, np.int64)
+    np.maximum.at(last, np.searchsorted(rows, hccl.op_row[op]), hccl.end[op])
+    order = np.argsort(hccl.start[op][first], kind="stable")
+    record(prof_dir, device_id, clock.ns(hccl.start[op][first][order]), clock.ns(last[order]))
 
 
 @dataclass
