@@ -200,7 +200,7 @@ def test_markdown_tables_fit_github() -> None:
 # -- the CLI on the frozen corpus ---------------------------------------------------------------
 @pytest.fixture(scope="module")
 def cases(tmp_path_factory) -> dict[str, Path]:
-    keep = {"ascend910_small", "two_devices_hccl", "oracle_keras_bn", "host_only",
+    keep = {"ascend910_small", "two_devices_hccl", "oracle_keras_bn", "host_only", "device_only",
             "msproftx_aicpu_pmu"}
     return {k: v for k, v in corpus.unpack(tmp_path_factory.mktemp("sum_raw")).items()
             if k in keep}
@@ -458,3 +458,19 @@ def test_eager_work_outside_models_is_judged_as_host_side() -> None:
                                                           0.99)])
     res = C.check(D.diff(base, _summary([_model(BASE_OPS), heavy])), C.thresholds(None, {}))
     assert not res.passed
+
+
+def test_summary_of_device_only_data_says_why_there_is_no_advice(cases) -> None:
+    """Real 910 device records without a host dir: the summary reads them and says the
+    advice needs host task data (op names); a run where no op ran says that instead."""
+    r = msprof("summary", str(cases["device_only"]))
+    assert r.returncode == 0, r.stderr
+    assert "Advice: no op_summary rows (no host task data)." in r.stdout
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_device_records import run
+
+    from msprof_cli.capture import CaptureChunk
+    empty = run(Path(str(cases["device_only"]) + "_empty"), [CaptureChunk()])
+    r = msprof("summary", str(empty))
+    assert r.returncode == 0, r.stderr
+    assert "no TensorFlow op ran on the device" in r.stdout

@@ -227,6 +227,8 @@ def assemble(acc: DeviceAcc, names: dict[int, str], samp: dict) -> M.DeviceSumma
 def _note(dev, rows: int) -> str | None:
     """Why a one-window summary of a device with `rows` op_summary rows has no advice (None:
     it has one)."""
+    if not len(dev.tasks):
+        return "no TensorFlow op ran on the device (no device task was collected)"
     if not dev.has_host_ops or rows == 0:
         return "no op_summary rows (no host task data)"
     if rows > ADVICE_MAX_ROWS:
