@@ -474,3 +474,16 @@ def test_summary_of_device_only_data_says_why_there_is_no_advice(cases) -> None:
     r = msprof("summary", str(empty))
     assert r.returncode == 0, r.stderr
     assert "no TensorFlow op ran on the device" in r.stdout
+
+
+def test_check_says_when_graphs_differ_and_why_a_host_change_passed() -> None:
+    from msprof_cli.summary.render import check_lines
+
+    base = _summary([_model(BASE_OPS, name="train", aug=50.0)])
+    other = _summary([_model(BASE_OPS[:2], name="train", aug=120.0)])  # another program
+    res = C.check(D.diff(base, other), C.thresholds(None, {"op-time": "off", "op-type": "off",
+                                                           "device-time": "off",
+                                                           "fp-bp": "off"}))
+    text = "\n".join(check_lines(res))
+    assert "Graphs differ: model 1 was matched to baseline model 1 by name" in text
+    assert "fails only when the change exceeds both parts" in text

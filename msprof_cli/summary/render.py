@@ -251,8 +251,15 @@ def check_lines(r: C.CheckResult, md: bool = False) -> list[str]:
     if d is not None:
         hosts = [x for m in d.models for x in m.metrics if x.side == D.HOST and x.delta]
         if hosts and all(f.side != D.HOST for f in r.regressions):
-            out += ["", "Host-side (measured) changes within limits: " + "; ".join(
-                f"{x.label} {signed_us(x.delta)} ({pct(x.pct)})" for x in hosts)]
+            out += ["", "Host-side (measured) changes that passed (a limit such as +100%,+1ms "
+                    "fails only when the change exceeds both parts): " + "; ".join(
+                        f"{x.label} {signed_us(x.delta)} ({pct(x.pct)})" for x in hosts)]
+        unmatched = [m for m in d.models if m.matched_by not in ("signature", "outside")]
+        if unmatched:
+            out += ["", "Graphs differ: " + "; ".join(
+                f"model {m.new_model} was matched to baseline model {m.base_model} by "
+                f"{m.matched_by}, not by its op sequence" for m in unmatched)
+                + " (a different program, or this one changed its graph)."]
         for c in d.collection:
             out.append(f"Collection changed: {c}")
     out += ["", "Limits: " + ", ".join(f"{k} {v}" for k, v in r.limits.items())]
