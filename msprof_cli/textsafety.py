@@ -1,4 +1,4 @@
-"""Text that reaches a terminal or a spreadsheet: one rule for every output (issue 20, 13).
+"""Text that reaches a terminal or a spreadsheet: one rule for every output.
 
 * **Control characters** (C0 but TAB/LF/CR, DEL, C1) come from names the profiled program
   chose (op names in hash_dic, msproftx messages, job info): an ESC or OSC sequence would

@@ -11,7 +11,7 @@ import click
 def exporter() -> Callable[..., Any]:
     """`run_export`, imported with the cyclic garbage collector off: pandas and the exporter
     create ~50k long-lived objects, and the collections their allocations trigger (which
-    free none of them) cost ~0.04 s of every export's start (issue 20 item 8).  They are
+    free none of them) cost ~0.04 s of every export's start.  They are
     frozen afterwards: left in the young generations, the first collection of the export
     would traverse them all (~0.025 s); frozen, no collection does (the job pool unfreezes
     them when its jobs are done, runtime/parallel.py).

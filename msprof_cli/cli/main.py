@@ -25,7 +25,7 @@ COMMANDS = {"collect": ("collect", "collect"), "export": ("export", "export"),
 class LazyGroup(click.Group):
     """A group whose subcommands are imported when used: `msprof export` does not import
     the other commands' modules (their click declarations, the summary limits: a few ms of
-    every start, issue 20 item 8); `--help` imports them all, still without pandas."""
+    every start); `--help` imports them all, still without pandas."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)  # click's own order for registered commands
@@ -75,8 +75,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def exit_now(code: int) -> None:
     """End an export process without the interpreter's teardown: freeing every object of
-    pandas and numpy module by module costs 0.1 s, a fifth of a tiny export (issue 20
-    item 8).  The atexit handlers still run (weakref finalizers, Dask's, logging's) and
+    pandas and numpy module by module costs 0.1 s, a fifth of a tiny export.  The atexit handlers still run (weakref finalizers, Dask's, logging's) and
     stdio is flushed; every output file is closed and renamed before the export returns.
     Returns (the normal exit follows) when stdio cannot be flushed, so that the error is
     reported as usual, and when a thread other than daemons still runs (the normal exit

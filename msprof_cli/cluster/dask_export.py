@@ -1,4 +1,4 @@
-"""Export the PROF dirs of a job dir in parallel on Dask (issue 19, docs/cluster.md).
+"""Export the PROF dirs of a job dir in parallel on Dask (docs/cluster.md).
 
 One Dask task per PROF dir (a rank): it runs the ordinary export of that PROF dir
 (`export.api.run_export(prof, quiet=True)`) in a Dask worker process and returns what the

@@ -1,4 +1,4 @@
-"""One timeline of every rank (issue 19): each rank's `msprof` JSON (the mindstudio export)
+"""One timeline of every rank: each rank's `msprof` JSON (the mindstudio export)
 merged into one Chrome trace that Perfetto opens, ranks as processes.
 
 * **Processes and threads**: rank r is process `r + 1` named "rank r (PROF dir, device d)";

@@ -26,7 +26,7 @@ AICPU_NS_PER_ELEM = 2.0
 HCCL_BASE_NS = 15_000.0  # collective: notify/handshake latency
 L2_HIT_IN_L2 = 0.9  # L2 hit rate when the task's working set fits in L2
 # measured cube peak of a 910: 216 TFLOPS fp16 of the 262 TFLOPS of 32 cores x 16^3 MACs at
-# 1 GHz (issue 14's figure; docs/device-model.md 1): the cube sustains 82 % of its nominal rate
+# 1 GHz (docs/device-model.md 1): the cube sustains 82 % of its nominal rate
 CUBE_EFFICIENCY = 216.0 / 262.144
 
 

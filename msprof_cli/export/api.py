@@ -291,7 +291,7 @@ _SLICE = re.compile(r"^msprof_slice_(\d+)_")
 
 
 def open_first(files: list[Path], prof: Path) -> list[str]:
-    """Which timeline to open first (issue 20 item 7): per msprof json of `prof` (per
+    """Which timeline to open first: per msprof json of `prof` (per
     device and model in the legacy layout), its file or first slice -- slices are in time
     order, so slice 0 holds the first steps."""
     groups: dict[tuple[Path, str], list[tuple[int, Path]]] = {}

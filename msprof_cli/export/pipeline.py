@@ -1,4 +1,4 @@
-"""The one export pipeline (issue 16, docs/export.md "One pipeline"): plan -> decode ->
+"""The one export pipeline (docs/export.md "One pipeline"): plan -> decode ->
 derive -> outputs -> layouts -> sinks.
 
 A text layout is a *table of outputs* (layouts/legacy.py, layouts/mindstudio.py): one

@@ -1,4 +1,4 @@
-"""The export plan: the windows a PROF dir is exported in (issue 16, docs/export.md 9).
+"""The export plan: the windows a PROF dir is exported in (docs/export.md 9).
 
 A plan always exists.  A big PROF dir that window mode covers is cut at quiet points
 (windows.plan_windows / plan_all_devices: about 500k tasks a window); every other PROF dir

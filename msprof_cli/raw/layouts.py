@@ -290,8 +290,9 @@ TS_TRACK_FLIP = np.dtype(
 # rptType 11 = ts memcpy (`=BBHLQHHBBHQQ`): streamId, taskId, taskState, the rest reserved.
 # taskState as the analysis reads it (Ascend/msprof common_func/memcpy_constant.py,
 # profiling_bean/struct_info/memcpy_state_machine.py): 0 received by the TS, 1 started,
-# 2 ended; a copy without all three is dropped.  Three records per memcpy task.  (msprof_cli
-# before issue 15 wrote two, 0 = started / 1 = ended: export/decode/device.py still reads those.)
+# 2 ended; a copy without all three is dropped.  Three records per memcpy task.  (Older
+# msprof_cli versions wrote two, 0 = started / 1 = ended: export/decode/device.py still reads
+# those.)
 TS_TRACK_MEMCPY = np.dtype(
     [
         ("mode", "u1"),
@@ -336,7 +337,7 @@ TS_RPT_TASK_TYPE = 12
 TS_STATE_RECEIVE = 0
 TS_STATE_START = 1
 TS_STATE_END = 2
-# the two states msprof_cli wrote into rptType 11 before issue 15 (read back by export)
+# the two states older msprof_cli versions wrote into rptType 11 (read back by export)
 TS_MEMCPY_LEGACY_START = 0
 TS_MEMCPY_LEGACY_END = 1
 TS_TASK_TYPE_AI_CPU = 1  # taskType of an AI CPU task in rptType 12
@@ -464,7 +465,7 @@ def host_file_name(kind: str, slice_index: int = 0, aging: bool = False) -> str:
     return f"{prefix}.{HOST_FILES[kind]}.slice_{slice_index}"
 
 
-# file names msprof_cli wrote before issue 15 for a kind, still read by export
+# file names older msprof_cli versions wrote for a kind, still read by export
 LEGACY_DEVICE_FILES = {"aicpu": "aicpu.data"}
 
 

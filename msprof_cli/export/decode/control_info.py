@@ -181,7 +181,7 @@ _READ_ONCE: dict[str, ResultDirInfo] | None = None  # see `read_once`
 def read_once() -> Iterator[None]:
     """Meanwhile, each result dir's control files are read (and checked) once: an export of
     one PROF dir reads them in its plan, its window scan and its decode (listings, JSON and
-    INI files: ~1 ms a result dir each time, issue 20 item 8).  Scoped to one PROF dir's
+    INI files: ~1 ms a result dir each time).  Scoped to one PROF dir's
     export, so that a later export sees the files as they are then."""
     global _READ_ONCE
     outer = _READ_ONCE

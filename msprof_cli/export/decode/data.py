@@ -35,7 +35,7 @@ class DeviceData:
     aicpu: pd.DataFrame | None = None
     l2: pd.DataFrame | None = None
     # the collectives as the analysis shows them (communication.comm_ops), when their steps
-    # are device tasks (the hccl steps of msprof_cli since issue 15); else None
+    # are device tasks (the hccl steps msprof_cli writes); else None
     comm_ops: pd.DataFrame | None = None
 
     @property

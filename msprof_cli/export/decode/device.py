@@ -92,7 +92,7 @@ def assign_batches(tasks: pd.DataFrame, flips: pd.DataFrame, time_col: str) -> n
 def memcpy_states(state: np.ndarray) -> tuple[int, int]:
     """(start, end) taskState of the ts memcpy (rptType 11) records: received 0 / started 1 /
     ended 2 as the analysis reads them (layouts.TS_TRACK_MEMCPY); records without any
-    "ended" state are msprof_cli's before issue 15, which wrote started 0 / ended 1."""
+    "ended" state are those of older msprof_cli versions, which wrote started 0 / ended 1."""
     if (state == L.TS_STATE_END).any():
         return L.TS_STATE_START, L.TS_STATE_END
     return L.TS_MEMCPY_LEGACY_START, L.TS_MEMCPY_LEGACY_END
@@ -178,7 +178,7 @@ def decode_device(rd: ResultDirInfo, log: DecodeLog, select: dict[str, np.ndarra
     # rptType 12, taskType 1: started 1 / ended 2), as the analysis reads them (Ascend/msprof
     # mscalculate/ts_task/ai_cpu/aicpu_from_ts.py); aicpu.data (below) only adds the AI CPU
     # timings of the aicpu summary.  Raw data without those reports (msprof_cli before
-    # issue 15) has the tasks in aicpu.data alone: they are taken from there.
+    # older msprof_cli versions) has the tasks in aicpu.data alone: they are taken from there.
     _, av = aicpu_task_rows(ts)
     if av is not None and len(av):
         ap = pair_hwts(av["stream_id"].astype(np.int64) & STREAM_MASK, av["task_id"],

@@ -1,4 +1,4 @@
-"""Windowed decode of big PROF dirs (issue 7; docs/performance.md "Windowed export").
+"""Windowed decode of big PROF dirs (docs/performance.md "Windowed export").
 
 A PROF dir with more than ``window_tasks()`` device tasks is decoded one time window at a
 time, so memory is bounded by the window, not by the collection.  Windows are cut only at
@@ -187,7 +187,7 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
         hccl = decode_hccl(hd, log)
         levels = host_records(hd, "api_event", log, ["level"])["level"]
         if len(hccl) and int((levels == L.LEVEL_HCCL).sum()) >= len(hccl):
-            # one HCCL-level API per step: the steps are device tasks (issue 15 §1), their
+            # one HCCL-level API per step: the steps are device tasks (hccl steps on), their
             # collectives are known only after the host join (dataset.comm_ops): whole
             return _whole("HCCL steps as device tasks")
         steps = rank_steps(hccl, ranks.index(dev_rd.device_id), int(hoff))

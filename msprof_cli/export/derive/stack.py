@@ -65,7 +65,7 @@ def _spans(df: pd.DataFrame, rows: np.ndarray) -> Spans:
 def _enclosing(thread: np.ndarray, ts: np.ndarray, spans: Spans) -> np.ndarray:
     """Connection id of the span of the same thread enclosing each (thread, ts), -1 where
     none (decode.enclose.enclosing on numpy columns: the frames a join builds cost more
-    than the join itself on a small export, issue 20 item 8)."""
+    than the join itself on a small export)."""
     s_thread, begin, end, cid = spans
     if len(cid) == 0:
         return np.full(len(ts), -1, np.int64)
@@ -124,7 +124,7 @@ def build_scope(data: ProfData, dev: DeviceData, sel: Selection, tasks: pd.DataF
     legacy.py): execution n of a model is the n-th of the whole collection.
 
     On numpy columns: a tiny export spent ~20 ms here in pandas' per-call costs (merges,
-    groupby, sorts of a few rows; issue 20 item 8)."""
+    groupby, sorts of a few rows)."""
     apis = data.host.apis
     names = model_names(data)
     empty = pd.DataFrame()
@@ -219,7 +219,7 @@ def _stack_rows(scope: Scope) -> dict[str, np.ndarray]:
     """exec_id, module, api, start, dur of every row: by execution (the order of
     `scope.execs`), then kind (GE Input, Infer, Output, Runtime, Task Scheduler).  On numpy
     columns: the per-kind frames, groupbys, merges and sort were ~8 ms of pandas call costs
-    on a small export (issue 20 item 8)."""
+    on a small export."""
     ex = scope.execs
     order = np.arange(len(ex))
     exec_id = ex["exec_id"].to_numpy(np.int64)

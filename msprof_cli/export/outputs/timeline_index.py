@@ -1,4 +1,4 @@
-"""Which slice of a sliced timeline holds which iterations (issue 20 item 7).
+"""Which slice of a sliced timeline holds which iterations.
 
 A msprof json above `json_slice_events` events is written as `msprof_slice_{k}_...json`
 files in time order (a Bidirectional-LSTM run: 13 files of 150-210 MB).  After the export of a

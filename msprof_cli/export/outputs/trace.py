@@ -64,7 +64,7 @@ class EventStream:
             else np.zeros(0, np.float64)
         order = np.argsort(keys, kind="stable")
         # every `key_step`-th sorted key (µs): enough to say which times a slice of the stream
-        # covers (the slice index, issue 20 item 7); at most ~8k keys (64 KB)
+        # covers (the slice index); at most ~8k keys (64 KB)
         self.key_step = max(1, min(KEY_STEP, len(order) // 8192))
         self.sampled = keys[order[::self.key_step]] if len(order) else np.zeros(0, np.float64)
         self.last_key = float(keys[order[-1]]) if len(order) else 0.0

@@ -18,7 +18,7 @@ is forked once, when everything is prepared.
 With one usable core (or ``MSPROF_EXPORT_WORKERS=1``), or where fork does not exist, each
 job runs in the calling process when it is submitted: the files are the same bytes either
 way (tests/test_export_chunked.py).  So does every job of a *small* export
-(`in_process`, issue 20 item 8): below `IN_PROCESS_TASKS` tasks, forking a worker, its
+(`in_process`): below `IN_PROCESS_TASKS` tasks, forking a worker, its
 copy-on-write faults and pickling its outputs back cost more than the second core saves.
 An explicit ``MSPROF_EXPORT_WORKERS=N`` (N > 1) forks whatever the size.
 """
