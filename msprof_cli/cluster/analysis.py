@@ -134,6 +134,12 @@ def analyse(summaries: list[M.Summary]) -> ClusterResult:
             res.warnings.append(f"{d.prof} device {d.device_id} (rank {rank}): no iterations "
                                 "in its step trace; it has no step breakdown")
             continue
+        if m.drifted:
+            res.warnings.append(
+                f"{d.prof} device {d.device_id} (rank {rank}): iterations {m.drifted} took far "
+                "longer on the host than the sampled steps they replay; what the rank waited "
+                "for there was not measured, so a slow rank can hide in them: collect the job "
+                "with --full-trace to measure every step")
         rows = _rank_rows(rank, d, m)
         res.steps += rows
         res.ranks.append(RankStats(

@@ -27,6 +27,8 @@ class RunFacts:
     # per model: its first iteration and those whose call traced the graph
     warmup: dict[int, list[int]] = field(default_factory=dict)
     training: set[int] = field(default_factory=set)  # a step ran a backward op / optimizer
+    # per model: replayed iterations far longer than the sampled step they replay
+    drifted: dict[int, list[int]] = field(default_factory=dict)
     fallback_types: Counter = field(default_factory=Counter)  # op type -> tasks
 
     def record(self, chunk: CaptureChunk, ops: OpTable, sigs: SignatureRegistry,
@@ -39,6 +41,9 @@ class RunFacts:
             target.setdefault(it.model_id, []).append(it.index)
             if it.warmup or it.index == 1:
                 self.warmup.setdefault(it.model_id, []).append(it.index)
+            if it.replayed and it.schedule is not None and \
+                    it.end_ns - it.start_ns > sampling.DRIFT_RATIO * it.schedule.duration:
+                self.drifted.setdefault(it.model_id, []).append(it.index)
         inn = ops.iter_row >= 0
         if inn.any():
             _, backward = classes.of(names.items)
@@ -46,7 +51,7 @@ class RunFacts:
             trains = inn & (backward[ops.name_idx] | optimizer[ops.sig])
             self.training.update(int(m) for m in np.unique(ops.model_id[trains]).tolist())
         sampling.write(self.prof_dir, self.measured, self.replayed, self.training,
-                       self.fallback_types, self.warmup)
+                       self.fallback_types, self.warmup, self.drifted)
 
     def _count_fallback(self, ops: OpTable, sigs: SignatureRegistry) -> bool:
         """Count the chunk's tasks whose op type is in no op table (op_map's unknown-type

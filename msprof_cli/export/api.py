@@ -19,7 +19,7 @@ from msprof_cli.errors import ExportError, ProfDirError
 from msprof_cli.raw.ageing import aged_message, read_marker
 from msprof_cli.raw.profdir import (check_has_result_dirs, check_no_links, incomplete_result_dirs,
                                     locate, result_dirs)
-from msprof_cli.raw.sampling import fallback_notes, replay_notes
+from msprof_cli.raw.sampling import drift_notes, fallback_notes, replay_notes
 from msprof_cli.textsafety import escape_controls
 
 from .decode.control_info import read_once
@@ -256,9 +256,9 @@ def _export_ranks(profs: list[Path], options: dict, where: str, scheduler: str |
             say(f"[INFO] {line}")
         for note in replay_notes(prof):
             say(f"[INFO] Sampled collection, {note}.")
-        for note in fallback_notes(prof):
+        for note in fallback_notes(prof) + drift_notes(prof):
             result.warnings.append(note)
-            print(f"[WARNING] {note}", file=sys.stderr)
+            safe_print(f"[WARNING] {note}", file=sys.stderr)
         say(f"[INFO] Export all data in {prof} done.")
     if not quiet:
         _print_summary(result)
@@ -341,8 +341,8 @@ def _finish(prof: Path, clear: bool, say) -> None:
         _clear_intermediate(prof)
     for note in replay_notes(prof):
         say(f"[INFO] Sampled collection, {note}.")
-    for note in fallback_notes(prof):
-        print(f"[WARNING] {note}", file=sys.stderr)
+    for note in fallback_notes(prof) + drift_notes(prof):
+        safe_print(f"[WARNING] {note}", file=sys.stderr)
     say(f"[INFO] Export all data in {prof} done.")
 
 

@@ -13,7 +13,8 @@ AI Core vector kernels).  `training`: the model's
 steps run a backward pass or an optimizer update (the legacy export's default model is a
 training model when there is one, docs/export.md).  `warmup`: the iterations that traced
 their graph, and each model's first: summaries leave them out of their statistics
-(docs/summary.md).  Standard library only.
+(docs/summary.md).  `drifted`: replayed iterations whose real time exceeded the sampled
+step's by `DRIFT_RATIO` (export and query warn).  Standard library only.
 """
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ import json
 from pathlib import Path
 
 FILE_NAME = "msprof_cli_sampling.json"
+# a replayed step this many times longer (real time) than its sampled step is listed as
+# drifted (collect/sampling.py forces a new sample at the same ratio)
+DRIFT_RATIO = 2.5
 
 
 def to_ranges(indices: list[int]) -> list[list[int]]:
@@ -35,13 +39,15 @@ def to_ranges(indices: list[int]) -> list[list[int]]:
 
 def write(prof_dir: Path, measured: dict[int, list[int]], replayed: dict[int, list[int]],
           training: set[int] | None = None, fallback: dict[str, int] | None = None,
-          warmup: dict[int, list[int]] | None = None) -> None:
+          warmup: dict[int, list[int]] | None = None,
+          drifted: dict[int, list[int]] | None = None) -> None:
     from msprof_cli.raw.control import write_json_line
 
     models = {str(m): {"measured": to_ranges(measured.get(m, [])),
                        "replayed": to_ranges(replayed.get(m, [])),
                        "training": m in (training or ()),
-                       "warmup": to_ranges((warmup or {}).get(m, []))}
+                       "warmup": to_ranges((warmup or {}).get(m, [])),
+                       "drifted": to_ranges((drifted or {}).get(m, []))}
               for m in sorted(set(measured) | set(replayed))}
     doc: dict = {"version": 1, "models": models}
     if fallback:
@@ -57,7 +63,7 @@ def read(prof_dir: Path) -> dict[int, dict[str, list[list[int]]]]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         return {int(m): {k: [[int(a), int(b)] for a, b in v.get(k, [])]
-                         for k in ("measured", "replayed", "warmup")}
+                         for k in ("measured", "replayed", "warmup", "drifted")}
                 for m, v in data.get("models", {}).items()}
     except (ValueError, TypeError, AttributeError, RecursionError):
         return {}
@@ -110,4 +116,21 @@ def replay_notes(prof_dir: Path) -> list[str]:
                          f"from the op schedule of the sampled iterations "
                          f"{describe(info['measured']) or '-'} (use msprof collect --full-trace "
                          "to measure every step)")
+    return notes
+
+
+def drift_notes(prof_dir: Path) -> list[str]:
+    """One warning per model whose replayed iterations ran much longer on the host than the
+    sampled step they replay: their host time (an input wait, a wait for another rank) was
+    not measured, so their step trace is an estimate there."""
+    notes = []
+    for model, info in sorted(read(prof_dir).items()):
+        if info.get("drifted"):
+            its = describe(info["drifted"])
+            one = its.isdigit()
+            notes.append(f"model {model}: iteration{'' if one else 's'} {its} took over "
+                         f"{DRIFT_RATIO:g}x the time of the sampled step "
+                         f"{'it replays' if one else 'they replay'}; what the host waited for "
+                         f"there was not measured, so the step trace is an estimate there "
+                         f"(msprof collect --full-trace measures every step)")
     return notes

@@ -129,7 +129,8 @@ def _model(acc: DeviceAcc, m: int, ops: pd.DataFrame, its: pd.DataFrame, busy: p
                                      / per / 1000),
         memcpy_us_per_step=_r(float(kinds.get("memcpy", 0)) / per / 1000),
         tasks=int(mo["count"].sum()), op_types=type_rows, ops=rows, pipes=pipe_rows,
-        steps=steps, warmup_iterations=int(warm.sum()))
+        steps=steps, warmup_iterations=int(warm.sum()),
+        drifted=_ranges(info.get("drifted", [])))
 
 
 def _in_ranges(ids: np.ndarray, ranges: list[list[int]]) -> np.ndarray:

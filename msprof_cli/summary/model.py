@@ -155,6 +155,9 @@ class ModelSummary:
     # warm-up steps (graph tracing, the model's first) left out of the statistics above and
     # of busy_share; `steps` keeps them
     warmup_iterations: int = 0
+    # replayed iterations that took far longer on the host than their sampled step
+    # (raw/sampling.py): what the host waited for there was not measured
+    drifted: str = ""
 
 
 @dataclass
