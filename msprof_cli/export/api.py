@@ -194,6 +194,9 @@ def run_export(path: Path, *, layout: str = "legacy", type_: str = "text",
                         all_models))
                     for choice in result.models[n:]:
                         say(f"[INFO] {choice.describe(all_models)}")
+                        if not all_models:
+                            for line in _other_models_files(prof, choice):
+                                say(f"[INFO] {line}")
             index = timeline_index.write(prof, SLICE_INDEX)
             SLICE_INDEX.clear()
             if index is not None:
@@ -252,6 +255,9 @@ def _export_ranks(profs: list[Path], options: dict, where: str, scheduler: str |
         result.models.extend(out.models)
         for choice in out.models:
             say(f"[INFO] {choice.describe(options['all_models'])}")
+            if not options["all_models"]:
+                for line in _other_models_files(prof, choice):
+                    say(f"[INFO] {line}")
         for line in open_first(files, prof):
             say(f"[INFO] {line}")
         for note in replay_notes(prof):
@@ -318,6 +324,30 @@ def safe_print(*parts: object, **kw) -> None:
     """print with control characters escaped: op and model names come from the raw data
     (hash_dic), and an escape sequence in one must not reach the terminal."""
     print(*(escape_controls(str(p)) for p in parts), **kw)
+
+
+def _other_models_files(prof: Path, choice) -> list[str]:
+    """A line when the device's summary/timeline folders still hold another model's files
+    (an earlier `--all-models` or `--model-id` export): which export wrote what."""
+    if choice.model_id is None:
+        return []
+    dev = choice.device_id
+    pat = re.compile(rf"_{dev}_(\d+)_\d+(?:_\d+)?(?:_slice_\d+)?\.(csv|json)$")
+    others: dict[int, int] = {}
+    for sub in ("summary", "timeline"):
+        folder = prof / f"device_{dev}" / sub
+        if not folder.is_dir() or folder.is_symlink():
+            continue
+        for name in os.listdir(folder):
+            m = pat.search(name)
+            if m and int(m.group(1)) != choice.model_id:
+                others[int(m.group(1))] = others.get(int(m.group(1)), 0) + 1
+    if not others:
+        return []
+    listed = ", ".join(f"model {m} ({n} files)" for m, n in sorted(others.items()))
+    return [f"device_{dev}: summary/ and timeline/ also hold files of {listed} from an earlier "
+            f"export (--all-models or --model-id); this export wrote model "
+            f"{choice.model_id}'s only."]
 
 
 def _foreign_owner(prof: Path) -> str | None:
