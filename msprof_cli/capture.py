@@ -110,6 +110,12 @@ class Iteration:
     # the call (re)traced its graph (TF's tracing, Grappler): a warm-up step, which summaries
     # leave out of their statistics (the model's first step is one too)
     warmup: bool = False
+    # a replayed step whose ops were laid out as objects: its schedule's length (ns)
+    sampled_duration: int = 0
+
+    def sampled_ns(self) -> int:
+        """A replayed step's sampled step length (0: not replayed from a schedule)."""
+        return self.schedule.duration if self.schedule is not None else self.sampled_duration
 
     def op_runs(self) -> list[OpRun]:
         """The step's ops as objects (a replayed step's schedule laid over its span)."""

@@ -1,4 +1,4 @@
-"""Helpers of the reliability tests (issue 8): PROF dir copies and raw-data snapshots."""
+"""Helpers of the reliability tests: PROF dir copies and raw-data snapshots."""
 from __future__ import annotations
 
 import hashlib

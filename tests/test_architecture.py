@@ -1,4 +1,4 @@
-"""The package's shape (guide, issue 16): no module imports another module's private names,
+"""The package's shape (guide): no module imports another module's private names,
 and no import cycle among msprof_cli's modules (module-level or lazy imports; TYPE_CHECKING
 imports excepted).  Pure AST reading: fast, no imports."""
 from __future__ import annotations

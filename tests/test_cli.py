@@ -89,9 +89,9 @@ def test_collect_command_not_found(tmp_path):
 
 
 def test_export_process_ends_with_every_file_and_line(tmp_path):
-    """`msprof export` ends without the interpreter's teardown (cli.main.exit_now, issue 20
-    item 8): the process writes the same files, console and exit code as an export run in
-    this process, and an error still reaches stderr with its exit code."""
+    """`msprof export` ends without the interpreter's teardown (cli.main.exit_now): the
+    process writes the same files, console and exit code as an export run in this process,
+    and an error still reaches stderr with its exit code."""
     from msprof_cli.errors import ProfDirError
     from msprof_cli.export.api import run_export
     from tests.reliability_fixtures import golden, msprof
@@ -114,7 +114,7 @@ def test_export_process_ends_with_every_file_and_line(tmp_path):
 
 
 def test_a_default_export_imports_only_what_it_uses(tmp_path):
-    """A tiny export's time is mostly imports (issue 20 item 8): a default export of a small
+    """A tiny export's time is mostly imports: a default export of a small
     PROF dir loads pandas and numpy, not TensorFlow, the report's plotly, Dask, rich or the
     db layout's sqlite3 (each is imported where its feature runs)."""
     import os

@@ -1,4 +1,4 @@
-"""Many ranks (issue 19): the export of a job dir on a real Dask LocalCluster equals the
+"""Many ranks: the export of a job dir on a real Dask LocalCluster equals the
 serial one file for file, a killed worker is survived or named, never leaving a partial
 file under a final name; the cluster analysis (step breakdown, matrix, slow rank / link,
 merged timeline) on the frozen corpus and on small summaries."""

@@ -232,7 +232,7 @@ def _signal_run(tmp: Path, sig: int) -> Run:
     try:  # the exit flush converts and writes the last chunk: slow on a loaded 2-core box
         stdout, stderr = proc.communicate(timeout=180)
     except subprocess.TimeoutExpired:
-        # seen once in a full suite run (session 12, SIGINT): say where the child hangs
+        # seen once in a full suite run (SIGINT): say where the child hangs
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
         for pid in (children.read_text().split() if children.exists() else []):
             try:
@@ -313,7 +313,7 @@ def test_xla_jit_compile_warns(tmp_path: Path) -> None:
     assert len(its) == 3
     assert any("XLA-compiled" in n for c in run.chunks for n in c["notes"])
     # the compiled cluster is replaced by the function's graph ops, with their static shapes
-    # (GE compiles the TF graph; issue 14 item 3)
+    # (GE compiles the TF graph)
     for it in its:
         by_type = {o["tf_type"]: o for o in it["ops"]}
         assert {"MatMul", "Relu", "Sum"} <= set(by_type), list(by_type)

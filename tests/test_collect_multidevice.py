@@ -95,7 +95,7 @@ def test_hccl_info_and_node_apis(run: Run) -> None:
     assert set(h["rank_size"].tolist()) == {2}
     api = host_records(run.prof, "api_event")
     hc = api[api["level"] == L.LEVEL_HCCL]
-    # one HCCL-level API per step (issue 15 §1: how the real analysis links a step's
+    # one HCCL-level API per step (how the real analysis links a step's
     # hccl_info to its task), each inside the node launch API of the same op, enclosing
     # exactly that step's hccl_info and its task_track on the same thread
     assert len(hc) == len(h) and set(hc["type"].tolist()) == {L.HCCL_MASTER}
@@ -142,7 +142,7 @@ def test_export_timelines_reduce_and_communication(run: Run) -> None:
         comm_pid = [p for p, n in procs.items() if n == "Communication"]
         assert comm_pid and (comm_pid[0] >> 5) & 31 == 17 and comm_pid[0] & 31 == dev
         ops = [e for e in events if e["ph"] == "X" and e["pid"] == comm_pid[0] and e["tid"] == 0]
-        # the collectives as the real analysis shows them (issue 15 §1): named
+        # the collectives as the real analysis shows them: named
         # {op}_{group[-3:]}_{k}_1 in order, its args
         assert len(ops) == STEPS and all(e["args"]["rank_size"] == 2 for e in ops)
         assert [e["name"].rsplit("_", 2)[1] for e in sorted(ops, key=lambda e: e["ts"])] \

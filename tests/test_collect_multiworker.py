@@ -148,7 +148,7 @@ def test_one_device_rank_of_a_job(tmp_path: Path) -> None:
     [js] = out.glob("msprof_*.json")
     steps = [e for e in json.loads(js.read_text()) if e.get("name") in ("Memcpy", "Reduce_Inline")]
     assert len(steps) == len(h)
-    # the steps as the real analysis shows them (issue 15 §1): src / dst rank args
+    # the steps as the real analysis shows them: src / dst rank args
     assert {(e["args"]["src rank"], e["args"]["dst rank"]) for e in steps} == {(1, 2)}
     ops = [e for e in json.loads(js.read_text())
            if e.get("ph") == "X" and "rank_size" in e.get("args", {})]
@@ -320,7 +320,7 @@ def test_rank_clocks_share_one_offset(job: Job) -> None:
 
 @pytest.mark.e2e
 def test_cluster_analysis_finds_the_slow_rank(job: Job) -> None:
-    """msprof cluster on the job dir (issue 19): rank 1 sleeps in its input pipeline."""
+    """msprof cluster on the job dir: rank 1 sleeps in its input pipeline."""
     out = job.profs[0].parent
     proc = subprocess.run([sys.executable, "-m", "msprof_cli", "cluster", str(out),
                            "--format", "json"], capture_output=True, text=True, timeout=180,

@@ -1,4 +1,4 @@
-"""Robustness of `msprof collect` with real TensorFlow (issue 3, Robustness):
+"""Robustness of `msprof collect` with real TensorFlow:
 
 * SIGKILL at random points after the first flush: every step flushed before the kill is in the
   export, and the export warns about what is missing (no end_info);
@@ -159,7 +159,7 @@ def test_forked_and_spawned_children_not_profiled(tmp_path: Path) -> None:
 
 
 def test_killing_the_launcher_ends_the_profiled_child(tmp_path):
-    """issue 20 item 12: a SIGKILLed `msprof collect` used to leave the training process
+    """A SIGKILLed `msprof collect` used to leave the training process
     running as an orphan; the child now gets SIGTERM when its launcher dies."""
     script = tmp_path / "sleepy.py"
     pidfile = tmp_path / "child.pid"

@@ -575,7 +575,7 @@ def test_collective_outlasting_its_step_keeps_iterations_apart(tmp_path: Path) -
 
 
 def test_tasks_the_options_leave_out_are_counted_for_collect(tmp_path):
-    """issue 20 item 5: AI CPU tasks run with --aicpu off are counted by op type (collect
+    """AI CPU tasks run with --aicpu off are counted by op type (collect
     names them and the flag at the end); with --aicpu on nothing is left out."""
     from msprof_cli.collect.collection import uncollected_notes
 

@@ -1,4 +1,4 @@
-"""Byte identity of every export output against the frozen corpus (issue 16).
+"""Byte identity of every export output against the frozen corpus.
 
 tests/corpus/raw.tar.xz holds raw PROF dirs (device writer: 1 and 2 devices, HCCL, L2, PMU,
 AI CPU, msproftx, dynamic shape, a damaged hwts tail; real collections: the shared golden

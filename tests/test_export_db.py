@@ -301,8 +301,8 @@ def test_communication_from_hccl_info_two_devices(tmp_path: Path) -> None:
     rows = _q(dbp, """SELECT s.value, o.value, c.deviceId, c.endNs > c.startNs
                       FROM COMMUNICATION_OP c JOIN STRING_IDS s ON s.id = c.opName
                       JOIN STRING_IDS o ON o.id = c.opType ORDER BY c.deviceId, c.startNs""")
-    # the collectives named as the real analysis names them (issue 15 §1: each step a
-    # device task): {op}_{group[-3:]}_{k}_1, k counting per device
+    # the collectives named as the real analysis names them (each step a device task):
+    # {op}_{group[-3:]}_{k}_1, k counting per device
     assert rows == [(f"allreduce/CollectiveReduceV2_107_{k}_1", "HcomAllReduce", d, 1)
                     for d in (0, 1) for k in range(3)]
     files = export_mindstudio(one_window(data))

@@ -266,7 +266,7 @@ def test_golden_tables(tmp_path: Path) -> None:
 
 
 def test_enclose_matches_the_per_record_definition() -> None:
-    """decode.enclose (per-thread searchsorted, issue 20 item 8): the payload of the last span
+    """decode.enclose (per-thread searchsorted): the payload of the last span
     (by begin, ties in span order) of the record's thread with begin <= ts, when ts <= its
     end; NaN otherwise -- an int payload stays int only when every record is enclosed."""
     from msprof_cli.export.decode.enclose import enclose

@@ -350,8 +350,8 @@ def test_hccl_multi_device(tmp_path: Path, hccl: str) -> None:
             x = [e for e in events if e["ph"] == "X"]
             # ring all-reduce on 2 ranks: 1 Reduce_Inline + 1 Memcpy step per iteration
             assert [e["name"] for e in x] == ["Reduce_Inline", "Memcpy"] * 2
-            # the steps' args as the real analysis writes them (issue 15 §1: each step a
-            # task of the HCCL stream with its hccl_info)
+            # the steps' args as the real analysis writes them (each step a task of the
+            # HCCL stream with its hccl_info)
             assert {e["args"]["src rank"] for e in x} == {dev}
             assert {e["args"]["stream id"] for e in x} == {4}
             assert [e["args"]["task type"] for e in x] == [e["name"] for e in x]

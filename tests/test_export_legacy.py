@@ -184,7 +184,7 @@ def test_models_and_iterations(prof: Path) -> None:
 
 def test_the_model_choice_is_said_and_all_models_exports_each(tmp_path, capsys,
                                                               monkeypatch) -> None:
-    """issue 20 item 2: the default export says which model and iterations it kept, which
+    """The default export says which model and iterations it kept, which
     other models exist and how to export them; --all-models writes each model's own
     _{device}_{model}_{iterations} files (one prof_rule), the same bytes in windows."""
     import hashlib
@@ -226,6 +226,12 @@ def test_the_model_choice_is_said_and_all_models_exports_each(tmp_path, capsys,
     assert set(rows["Model ID"]) == {2}
     assert len(list(summary.glob("prof_rule_*"))) == 1
     whole = digests(prof)
+    # a default export after it says the other model's files are an earlier export's
+    run_export(prof)
+    out = capsys.readouterr().out
+    assert (f"device_0: summary/ and timeline/ also hold files of model 2 (") in out
+    assert "from an earlier export (--all-models or --model-id)" in out
+    whole = digests(prof)
     # windows: every pass over the same plan starts its carried state afresh
     monkeypatch.setenv("MSPROF_EXPORT_WINDOW_TASKS", "700")
     win = tmp_path / "win" / src.name
@@ -237,7 +243,7 @@ def test_the_model_choice_is_said_and_all_models_exports_each(tmp_path, capsys,
 
 
 def test_the_export_says_which_timeline_to_open_first(prof: Path, capsys) -> None:
-    """issue 20 item 7: the msprof json (its first slice when sliced) is named on the
+    """The msprof json (its first slice when sliced) is named on the
     console with where to open it."""
     run_export(prof, json_slice_events=50)
     out = capsys.readouterr().out

@@ -385,8 +385,8 @@ def test_static_host_data_has_no_thread_group_in_windows(big):
 @pytest.fixture(scope="module")
 def two_devices(tmp_path_factory) -> Path:
     """Data parallel on two devices: hccl_info steps, HCCL op executions on every step --
-    as the device wrote them before issue 15 §1 (the frozen corpus case two_devices_hccl):
-    host-time steps, which the windowed export cuts around."""
+    as the device writer of older msprof_cli versions wrote them (the frozen corpus case
+    two_devices_hccl): host-time steps, which the windowed export cuts around."""
     from tests.corpus import build as corpus
 
     return corpus.unpack(tmp_path_factory.mktemp("two"))["two_devices_hccl"]
@@ -394,7 +394,7 @@ def two_devices(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def two_devices_steps(tmp_path_factory) -> Path:
-    """The same run by today's writer: each HCCL step a device task (issue 15 §1)."""
+    """The same run by today's writer: each HCCL step a device task."""
     return gen_prof.generate(6000, tmp_path_factory.mktemp("two_steps"), devices=2,
                              batch_tasks=1500, quiet=True)
 
@@ -550,8 +550,9 @@ def test_plan_all_devices_cuts_every_device_at_the_same_points(two_devices, big)
 @pytest.fixture(scope="module")
 def with_l2(tmp_path_factory) -> Path:
     """Two devices with l2_cache records (no time of their own: read at the end) -- the
-    frozen corpus case two_devices_l2 (HCCL steps as before issue 15 §1: windowed; today's
-    writer's HCCL steps are exported whole, test_hccl_steps_as_tasks_export_whole)."""
+    frozen corpus case two_devices_l2 (HCCL steps as older msprof_cli versions wrote them:
+    windowed; today's writer's HCCL steps are exported whole,
+    test_hccl_steps_as_tasks_export_whole)."""
     from tests.corpus import build as corpus
 
     return corpus.unpack(tmp_path_factory.mktemp("l2"))["two_devices_l2"]

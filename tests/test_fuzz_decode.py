@@ -1,4 +1,4 @@
-"""Issue 8: fuzz the raw decoders with mutated real raw files (hypothesis).
+"""Fuzz the raw decoders with mutated real raw files (hypothesis).
 
 Every example mutates one raw file of a real PROF dir (the golden one, and one written by the
 emulated Device with AI CPU, L2 and step trace data): bytes flipped, the file truncated, a range
@@ -133,7 +133,7 @@ def test_every_raw_file_kind_is_fuzzed(profs):
              for _, files, _ in profs for p in files}
     kinds = {n.split(".")[0] if not n.startswith(("unaging", "aging")) else n.split(".", 1)[1]
              for n in names}
-    # (the AI CPU timings: DATA_PREPROCESS.AICPU.{dev}, issue 15 §1)
+    # (the AI CPU timings: DATA_PREPROCESS.AICPU.{dev})
     for k in ("hwts", "aicore", "ts_track", "DATA_PREPROCESS", "l2_cache", "api_event.data",
               "compact.task_track", "compact.node_basic_info", "additional.tensor_info",
               "additional.hash_dic", "additional.type_info_dic"):

@@ -151,7 +151,7 @@ def test_op_statistic_counts_equal_op_summary(exported: Path) -> None:
 
 
 def test_db_counts_equal_op_summary(exported: Path) -> None:
-    # the op rows of tasks: a collective's COMMUNICATION row (issue 15 §1, the real
+    # the op rows of tasks: a collective's COMMUNICATION row (the real
     # analysis's op_summary) is no task -- it is in COMMUNICATION_OP
     n = sum(r["Task Type"] != "COMMUNICATION"
             for r in _rows(_one(exported / OUT, "op_summary")))

@@ -1,10 +1,10 @@
 """Our mindstudio export equals the real msprof analysis's export of the same raw data, cell
-for cell and event for event (issue 15 §2).
+for cell and event for event.
 
 The real tool's files (tests/oracle/expected.tar.xz, see tests/oracle/README.md) were written
 by the open-source analysis from the raw PROF dirs frozen in tests/corpus/raw.tar.xz and, for
-the `fresh_*` cases, in tests/oracle/raw_fresh.tar.xz (collections by the device writer of
-issue 15 §1, which the real analysis reads whole: compared without exception 1).  Each
+the `fresh_*` cases, in tests/oracle/raw_fresh.tar.xz (collections by today's device writer,
+which the real analysis reads whole: compared without exception 1).  Each
 case exports its raw dir with msprof_cli (`--layout mindstudio`) and compares every summary
 CSV cell (columns by name, rows by position, exact text; our deliberate `Block Dim` header
 for the 2026 analysis's `Block Num`) and every msprof / step_trace json event (by position,
@@ -41,12 +41,12 @@ CASES = {
     "two_devices_hccl": ("two_devices_hccl", None),
 }
 # collections of the 4 oracle scripts (shared/golden/ORACLE-CASES.md flags) and of
-# examples/keras_cnn.py (default flags) by the device writer of issue 15 §1 (2026-12-02):
+# examples/keras_cnn.py (default flags) by today's device writer (2026-12-02):
 # AI CPU tasks in ts_track rptType 12 + DATA_PREPROCESS.AICPU, ts memcpy with its three
 # states, each HCCL step a task with its hccl_info -- nothing removed before the exports;
 # and of tests/oracle/tx_mlp.py (`--msproftx on`): msproftx Marks and MarkEx ranges from two
 # threads, some recorded before the collection began; and of tests/scripts/precision.py with
-# `--precision-mode allow_mix_precision` (session 11: GE's mixed precision halves the gray
+# `--precision-mode allow_mix_precision` (GE's mixed precision halves the gray
 # kernels' times, the analysis reads them as ours)
 FRESH = ("fresh_eager", "fresh_keras_bn", "fresh_tf1_aicpu", "fresh_mirrored_hccl",
          "fresh_keras_cnn", "fresh_tx_mlp", "fresh_precision_mix")
@@ -58,11 +58,11 @@ WINDOWED = {"fresh_keras_bn_w300": "fresh_keras_bn",
             "fresh_tx_mlp_w300": "fresh_tx_mlp"}
 CASES.update({c: (src, "w300") for c, src in WINDOWED.items()})
 
-# Exception 1 -- raw data of the frozen corpus, not the export: records the collector wrote
-# before issue 15 §1 that the real analysis does not read, removed from our copy before our
-# export: AI CPU tasks (aicpu.data alone), memcpy tasks (ts_track rptType 11 with two states),
-# HCCL steps (host hccl_info without tasks).  The analysis's export of the same dir simply
-# lacks them.  Not applied to the FRESH cases (the writer of issue 15 §1).
+# Exception 1 -- raw data of the frozen corpus, not the export: records the collector of
+# older msprof_cli versions wrote that the real analysis does not read, removed from our copy
+# before our export: AI CPU tasks (aicpu.data alone), memcpy tasks (ts_track rptType 11 with
+# two states), HCCL steps (host hccl_info without tasks).  The analysis's export of the same
+# dir simply lacks them.  Not applied to the FRESH cases (today's writer).
 RAW_UNREAD = ("aicpu.data", "ts_track rptType 11", "hccl_info")
 # Exception 2 -- kept, the real tool is plainly wrong: step_trace rows of an iteration without
 # AllReduce data are shorter than the header (a ragged CSV, RFC 4180 2.4); ours prints N/A.

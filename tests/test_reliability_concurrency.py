@@ -1,4 +1,4 @@
-"""Issue 8, crashes and concurrency of `msprof export`: two exports of one PROF dir at once
+"""Crashes and concurrency of `msprof export`: two exports of one PROF dir at once
 produce complete, correct files; an export SIGKILLed at a random moment leaves no half-written
 file under a final name, and a rerun succeeds (and removes the dead export's temporary files).
 

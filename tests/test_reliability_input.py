@@ -1,4 +1,4 @@
-"""Issue 8, bad input: export and query give a clear error (class, message, exit code) or a
+"""Bad input: export and query give a clear error (class, message, exit code) or a
 precise warning, and the raw data is byte-identical afterwards."""
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def test_folder_that_is_not_a_prof_dir(tmp_path, capsys):
     msg = f'[ERROR] The path "{tmp_path / "x"}" does not have PROF dir. Please check the path'
     assert msg in err and "run `msprof collect` first" in err
     code, err_q = cli(capsys, "query", "--output", str(tmp_path / "x"))
-    assert code == 3 and err_q == err  # one message for the same mistake (issue 20 item 6)
+    assert code == 3 and err_q == err  # one message for the same mistake
     assert (tmp_path / "x" / "notes.txt").read_text() == "hello"
 
 
@@ -381,8 +381,8 @@ def test_disk_full_on_a_real_tiny_tmpfs(tmp_path):
     ('{"storage_limit": ' + "9" * 5000 + "}", "more than 4300 digits"),
 ])
 def test_hostile_profiling_options_get_the_validators_message(text, message):
-    """issue 20 item 11: each used to escape as a Python exception (ValueError 'embedded null
-    byte', RecursionError, the int-digits ValueError)."""
+    """Each gets the validator's message; each used to escape as a Python exception
+    (ValueError 'embedded null byte', RecursionError, the int-digits ValueError)."""
     from msprof_cli.errors import OptionsError
     from msprof_cli.options import config_from_env
 
@@ -395,7 +395,8 @@ def test_hostile_profiling_options_get_the_validators_message(text, message):
                     reason="needs root to run msprof as another user (setpriv)")
 @pytest.mark.parametrize("sub", ["export", "query"])
 def test_an_unreadable_prof_dir_is_a_message_not_a_traceback(tmp_path, sub):
-    """issue 20 item 11: another user's PROF dir under a directory we may not search."""
+    """Another user's PROF dir under a directory we may not search gives a message, not a
+    traceback."""
     import shutil
     import subprocess
     import sys
@@ -427,8 +428,8 @@ def test_an_unreadable_prof_dir_is_a_message_not_a_traceback(tmp_path, sub):
 
 
 def test_a_prof_dir_of_empty_data_files_is_refused(tmp_path, capsys):
-    """issue 20 item 12: every data file empty used to end in "done", exit 0, one advice
-    file and no word."""
+    """A PROF dir whose data files are all empty is refused: it used to end in "done",
+    exit 0, one advice file and no word."""
     prof = golden(tmp_path)
     for p in [*prof.glob("host/data/*"), *prof.glob("device_*/data/*")]:
         p.write_bytes(b"")
@@ -442,7 +443,7 @@ def test_a_prof_dir_of_empty_data_files_is_refused(tmp_path, capsys):
 
 
 def test_a_sparse_raw_slice_is_refused_before_decoding(prof):
-    """issue 20 item 9: a 100 GiB sparse hwts slice (no disk used) was decoded, peaking at
+    """A 100 GiB sparse hwts slice (no disk used) was decoded, peaking at
     18.9 GB; it is now refused up front, naming the file and its sizes."""
     hw = data_file(prof, "hwts")
     os.chmod(hw, 0o644)

@@ -1,4 +1,4 @@
-"""Issue 8, security: file modes, no writing through links or into other users' directories,
+"""Security: file modes, no writing through links or into other users' directories,
 hostile PROF dirs (links out, `..` names, huge sizes, deep JSON, non-UTF-8 names) and CSV
 formula injection; output-directory checks of the options and the collect command line."""
 from __future__ import annotations
@@ -150,7 +150,7 @@ def test_symlinked_result_dir_is_not_exported_into(prof, tmp_path):
     shutil.copytree(prof / "device_0", outside / "device_1")
     (prof / "device_1").symlink_to(outside / "device_1")
     before = tree(outside)
-    # refused with a message (issue 20 item 10: it used to be skipped without a word)
+    # refused with a message (it used to be skipped without a word)
     from msprof_cli.errors import ProfDirError
     for layout in ("mindstudio", "legacy"):
         with pytest.raises(ProfDirError, match="device_1 is a symbolic link"):
@@ -185,7 +185,7 @@ def test_huge_declared_size_refused_before_reading(prof):
     before_size = hw.stat().st_size
     with pytest.raises(RawDataError) as exc:
         run_export(prof, quiet=True)
-    msg = str(exc.value)  # refused as a sparse file, before the memory guard (issue 20, 9)
+    msg = str(exc.value)  # refused as a sparse file, before the memory guard
     assert "declares 1024.0 GiB but holds only" in msg and "(a sparse file)" in msg
     assert hw.stat().st_size == before_size
 
@@ -350,8 +350,8 @@ def test_enospc_message_names_the_file(prof, monkeypatch):
 @pytest.mark.skipif(not hasattr(os, "lchown") or os.geteuid() != 0,
                     reason="needs root to give a symlink to another user")
 def test_an_output_path_through_another_users_symlink_is_refused(tmp_path):
-    """issue 20 item 12: only the last component was checked; a link another user planted
-    above the output directory (in /tmp, say) redirected the profile."""
+    """Every component of the output path is checked, not only the last: a link another
+    user planted above the output directory (in /tmp, say) must not redirect the profile."""
     from msprof_cli.errors import OptionsError
     from msprof_cli.options import check_output_dir
 
@@ -371,8 +371,8 @@ def test_an_output_path_through_another_users_symlink_is_refused(tmp_path):
 
 @pytest.mark.parametrize("link", ["device_0", "device_0/data", "host/data"])
 def test_linked_result_or_data_dirs_are_refused(tmp_path, capsys, link):
-    """issue 20 item 10 (a, c): a linked data dir was warned about but still listed, and
-    `device_0 -> /` exported nothing with exit 0 (query: 'import --cluster first!')."""
+    """A linked result or data dir is refused: it used to be warned about but still listed,
+    and `device_0 -> /` exported nothing with exit 0 (query: 'import --cluster first!')."""
     import shutil
 
     from msprof_cli.cli.main import main
@@ -393,7 +393,7 @@ def test_linked_result_or_data_dirs_are_refused(tmp_path, capsys, link):
 
 
 def test_a_raw_file_swapped_for_a_link_after_the_listing_is_not_followed(tmp_path):
-    """issue 20 item 10 (b): the read opens the listed name with O_NOFOLLOW and checks the
+    """The read opens the listed name with O_NOFOLLOW and checks the
     descriptor, so a link put in its place between listing and reading is refused."""
     from msprof_cli.errors import RawDataError
     from msprof_cli.export.decode import rawread

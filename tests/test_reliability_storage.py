@@ -1,4 +1,4 @@
-"""Issue 8, storage_limit: slices rotate together at chunk boundaries, the oldest generations
+"""storage_limit: slices rotate together at chunk boundaries, the oldest generations
 are aged out when `limit - 20 MiB` is reached, and query/export report it."""
 from __future__ import annotations
 

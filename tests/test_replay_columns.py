@@ -33,7 +33,8 @@ def replayed(sched: OpSchedule, model_id: int, index: int, start: int, end: int)
 def materialised(chunk: CaptureChunk) -> CaptureChunk:
     """The same chunk with every replayed step's ops as objects."""
     return dataclasses.replace(chunk, iterations=[
-        dataclasses.replace(it, ops=it.op_runs(), schedule=None) for it in chunk.iterations])
+        dataclasses.replace(it, ops=it.op_runs(), schedule=None, sampled_duration=it.sampled_ns())
+        for it in chunk.iterations])
 
 
 def test_replay_times_equal_op_runs_bit_for_bit() -> None:

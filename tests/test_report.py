@@ -1,4 +1,4 @@
-"""msprof report (issue 18): reports of real collections (the frozen corpus: one device, two
+"""msprof report: reports of real collections (the frozen corpus: one device, two
 devices with HCCL, with and without PMU, a diff) carry the summary's numbers, and load in
 headless Chromium from a file URL with every plot drawn and no script error."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""msprof summary / diff / check (issue 17): the pieces on small frames, the CLI on the frozen
+"""msprof summary / diff / check: the pieces on small frames, the CLI on the frozen
 corpus (our device writer's dirs and real-layout collections).  The real TensorFlow runs are
 in test_summary_e2e.py."""
 from __future__ import annotations

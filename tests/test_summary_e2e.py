@@ -1,4 +1,4 @@
-"""End-to-end: profiles in CI (issue 17).  A real Keras program (tests/scripts/ci_model.py)
+"""End-to-end: profiles in CI.  A real Keras program (tests/scripts/ci_model.py)
 through `msprof collect`, then `msprof summary` / `diff` / `check` on the raw data: the same
 program twice passes with zero device-side deltas, a wider Dense plus a Conv fails naming
 those ops, a slower tf.data map is a host-side change, not an op regression."""

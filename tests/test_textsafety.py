@@ -1,4 +1,4 @@
-"""Names the profiled program chose never drive a terminal or a spreadsheet (issue 20, 13):
+"""Names the profiled program chose never drive a terminal or a spreadsheet:
 formula leads (= + - @ TAB CR) are neutralised in every CSV, control characters (ESC, OSC,
 C1) are escaped in CSVs, the query and the console advice."""
 from __future__ import annotations
@@ -80,7 +80,7 @@ def test_query_csv_neutralises_a_formula_job_info(tmp_path, capsys):
 
 
 def test_csv_scan_equals_the_character_scans():
-    """writers.scan_csv (byte scans, issue 20 item 8) finds exactly what the substring
+    """writers.scan_csv (byte scans) finds exactly what the substring
     formula check and the control-character regex find, non-ASCII and surrogates included."""
     import random
 

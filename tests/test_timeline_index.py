@@ -1,4 +1,4 @@
-"""The slice index of sliced timelines (issue 20 item 7): PROF/msprof_cli_timeline_index.json
+"""The slice index of sliced timelines: PROF/msprof_cli_timeline_index.json
 lists every slice with the time span of its events and the iterations it overlaps, in the
 whole and the windowed export, both layouts."""
 from __future__ import annotations

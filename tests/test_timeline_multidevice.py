@@ -152,8 +152,8 @@ def test_communication_process(prof: Path) -> None:
             ("thread_sort_index", 0, 0),
             ("thread_name", 1, "Plane 0"), ("thread_sort_index", 1, 1),
             ("process_labels", 0, f"NPU {dev}"), ("process_sort_index", 0, 17)]
-        # the collectives and their steps as the real analysis shows them (issue 15 §1:
-        # each step a device task): op {name}_{group[-3:]}_{k}_1, steps on tid 1
+        # the collectives and their steps as the real analysis shows them (each step a
+        # device task): op {name}_{group[-3:]}_{k}_1, steps on tid 1
         ops = _x(events, pid, 0)
         assert len(ops) == N_ITER * N_AR
         assert {e["name"].rsplit("_", 3)[0] for e in ops} == {a[0] for a in AR}

@@ -285,6 +285,7 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
                 tracer_gaps += 1
             it = Iteration(model_id=mid, index=state.next_index(mid), start_ns=start,
                            end_ns=end, thread_id=rec.thread_id, ops=ops, replayed=dropped,
+                           sampled_duration=prev.duration if dropped and prev else 0,
                            input_wait_ns=wait_of.get(rec.seq, 0),
                            agent_before_ns=rec.agent_before_ns, warmup=rec.traced_now)
             if ops and not dropped and (not rec.traced_now or key not in state.schedules):

@@ -41,8 +41,8 @@ class RunFacts:
             target.setdefault(it.model_id, []).append(it.index)
             if it.warmup or it.index == 1:
                 self.warmup.setdefault(it.model_id, []).append(it.index)
-            if it.replayed and it.schedule is not None and \
-                    it.end_ns - it.start_ns > sampling.DRIFT_RATIO * it.schedule.duration:
+            if it.replayed and it.sampled_ns() > 0 and \
+                    it.end_ns - it.start_ns > sampling.DRIFT_RATIO * it.sampled_ns():
                 self.drifted.setdefault(it.model_id, []).append(it.index)
         inn = ops.iter_row >= 0
         if inn.any():

@@ -1,4 +1,4 @@
-"""The export byte-identity corpus (issue 16): raw PROF dirs frozen as files, and the sha256
+"""The export byte-identity corpus: raw PROF dirs frozen as files, and the sha256
 of every file each export variant writes from them.
 
     .venv/bin/python -m tests.corpus.build raw        # regenerate raw.tar.xz (device writer)
