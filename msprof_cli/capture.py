@@ -5,7 +5,8 @@ plain objects; the emulated device (`msprof_cli.device`) turns them into device 
 records.  Nothing here knows about TensorFlow or about the raw layout.
 
 All times are host CLOCK_MONOTONIC_RAW nanoseconds (the clock of the raw host records,
-raw-format.md section 8).  Only the standard library is used: this module is imported inside
+docs/formats/raw-format.md section 8).  Only the standard library is used: this module is imported
+inside
 the profiled process.
 """
 from __future__ import annotations
@@ -32,7 +33,7 @@ class TensorSpec:
 
     shape: tuple[int, ...]  # -1 for a dimension that is not known statically
     dtype: str  # TensorFlow dtype name, e.g. "float32", "int64"
-    format: str = "ND"  # Ascend format name (raw-format.md 4.9)
+    format: str = "ND"  # Ascend format name (docs/formats/raw-format.md 4.9)
 
 
 @dataclass

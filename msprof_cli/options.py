@@ -1,4 +1,4 @@
-"""PROFILING_OPTIONS: parse, validate, apply defaults (shared/reference/options.md).
+"""PROFILING_OPTIONS: parse, validate, apply defaults (docs/formats/options.md).
 
 One module owns the option rules for every route that switches profiling on: the
 `PROFILING_MODE`/`PROFILING_OPTIONS` environment, `msprof collect` flags (mapped onto the
@@ -21,7 +21,8 @@ TASK_LEVELS = ("on", "off", "l0", "l1")
 FORBIDDEN_PATH_CHARS = {"\n": "\\n", "\f": "\\f", "\r": "\\r", "\b": "\\b", "\t": "\\t",
                         "\v": "\\v", "\x7f": "\\u007F"}
 
-# aic_metrics groups of Ascend910 and their PMU events in counter order (raw-format.md 7.1)
+# aic_metrics groups of Ascend910 and their PMU events in counter order (docs/formats/raw-format.md
+# 7.1)
 AIC_METRIC_EVENTS: dict[str, tuple[int, ...]] = {
     "ArithmeticUtilization": (0x49, 0x4A, 0x4B, 0x4C, 0x4D, 0x4E, 0x4F),
     "PipeUtilization": (0x8, 0xA, 0x9, 0xB, 0xC, 0xD, 0x54, 0x55),
@@ -55,7 +56,7 @@ ALL_KEYS = frozenset(SWITCH_KEYS) | frozenset(STRING_KEYS) | frozenset(FREQ_KEYS
 NOT_EMULATED_KEYS = ("sys_hardware_mem_freq", "llc_profiling", "sys_io_sampling_freq",
                      "sys_interconnection_freq", "dvpp_freq", "host_sys", "host_sys_usage",
                      "host_sys_usage_freq", "power", "aiv_metrics")
-# switches that instr_profiling_freq excludes (options.md 4.1)
+# switches that instr_profiling_freq excludes (docs/formats/options.md 4.1)
 INSTR_EXCLUDES = ("task_time", "task_trace", "training_trace", "aicpu", "l2", "hccl",
                   "runtime_api", "aic_metrics", "aiv_metrics")
 
@@ -121,7 +122,7 @@ class ProfilingConfig:
 
     @property
     def op_info(self) -> bool:
-        """task_time l1 writes node_basic_info / tensor_info (options.md 4.2)."""
+        """task_time l1 writes node_basic_info / tensor_info (docs/formats/options.md 4.2)."""
         return self.task_time == "l1"
 
     def to_json(self) -> str:
@@ -141,7 +142,8 @@ def _accepted(values: tuple[str, ...]) -> str:
 
 
 def check_output_path(value: str, key: str = "output") -> None:
-    """Refuse an empty path or one with a forbidden control character (options.md 4, 6)."""
+    """Refuse an empty path or one with a forbidden control character (docs/formats/options.md 4,
+    6)."""
     if value == "":
         raise OptionsError(f'Result path is empty: "{key}" must name a directory '
                            '(absolute, or relative to the current directory).')
@@ -288,7 +290,8 @@ def _task_level(opts: Mapping[str, Any]) -> str:
 
 def validate_options(opts: Mapping[str, Any], *, cwd: str | None = None, source: str = "env",
                      raw: str = "") -> ProfilingConfig:
-    """Validate a PROFILING_OPTIONS object and apply the per-key defaults (options.md 3, 4)."""
+    """Validate a PROFILING_OPTIONS object and apply the per-key defaults (docs/formats/options.md
+    3, 4)."""
     for key in opts:
         if key not in ALL_KEYS:
             raise OptionsError(f"Error: parsing invalid key:{key}. Valid keys: "
@@ -394,7 +397,7 @@ def parse_options_json(text: str) -> dict[str, Any]:
 
 
 def default_config(cwd: str | None = None, source: str = "env") -> ProfilingConfig:
-    """PROFILING_MODE=true without PROFILING_OPTIONS (options.md 3): training_trace,
+    """PROFILING_MODE=true without PROFILING_OPTIONS (docs/formats/options.md 3): training_trace,
     task_trace, hccl, aicpu on, aic_metrics PipeUtilization, output = cwd."""
     return ProfilingConfig(output=os.path.abspath(cwd or os.getcwd()), training_trace=True,
                            task_time="l1", hccl=True, aicpu=True, source=source)
@@ -409,7 +412,7 @@ def config_from_env(environ: Mapping[str, str] | None = None, cwd: str | None = 
         return None
     if mode.lower() == "dynamic":
         # dynamic (attach) profiling is not emulated: treated as off, the agent warns
-        # (reference options.md 2; docs/options.md)
+        # (docs/formats/options.md 2; docs/options.md)
         return None
     if mode.lower() != "true":
         raise OptionsError(f'PROFILING_MODE={mode!r} is invalid. Accepted values: "true", '

@@ -1,4 +1,4 @@
-"""`msprof query`: what was collected, one row per result dir and model (reference query.md).
+"""`msprof query`: what was collected, one row per result dir and model (docs/formats/query.md).
 
 Reads control files and, for the model/iteration columns, only the step-trace records: never
 the whole dataset, so listing hundreds of PROF dirs stays fast.
@@ -145,7 +145,7 @@ TOP_SHOWN = 10  # Top Time Iteration ids a table cell shows before it says how m
 
 
 def shown_top(cell: str) -> str:
-    """A table's Top Time Iteration cell: ties keep every tied id (query.md), and the
+    """A table's Top Time Iteration cell: ties keep every tied id (docs/formats/query.md), and the
     emulated device is deterministic, so the steady iterations of a run tie and the cell
     could list thousands of ids; a table shows the first TOP_SHOWN and the count of the
     others (csv and json keep every id)."""
@@ -175,7 +175,8 @@ def _with_prof(rows: list[QueryRow], short: bool = False) -> tuple[tuple[str, ..
 
 def format_plain(rows: list[QueryRow], na_text: bool = False) -> str:
     """The real tool's layout: cells ljust to the column width + TAB, each line followed by
-    an empty line.  N/A cells are empty unless na_text (query.md 4).  Rows of several PROF
+    an empty line.  N/A cells are empty unless na_text (docs/formats/query.md 4).  Rows of several
+    PROF
     dirs get a trailing PROF column (docs/query.md)."""
     headers, cells = _with_prof(rows)
     table = [[escape_controls(c) if (na_text or c != NA) else "" for c in row]

@@ -1,4 +1,4 @@
-"""Tuning advice rules on small op_summary frames (reference step-trace-and-advice.md 5)."""
+"""Tuning advice rules on small op_summary frames (docs/formats/step-trace-and-advice.md 5)."""
 import numpy as np
 import pandas as pd
 

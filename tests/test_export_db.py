@@ -1,4 +1,5 @@
-"""`msprof export --type db`: PROF_X/msprof_{ts}.db (export-files.md 7, docs/database.md)."""
+"""`msprof export --type db`: PROF_X/msprof_{ts}.db (docs/formats/export-files.md 7,
+docs/database.md)."""
 from __future__ import annotations
 
 import csv

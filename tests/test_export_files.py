@@ -2,7 +2,7 @@
 
 * switch -> file mapping: for representative collection configs the exact set of files
   (present when the switch is on, absent when off) and every CSV header byte for byte
-  against export-files.md;
+  against docs/formats/export-files.md;
 * cross-checks between files (op_statistic vs op_summary, task_time vs hwts, step_trace vs
   iterations, ai_stack_time vs ModelExecute), timeline validity (JSON, numeric ts/dur,
   same-thread X events nested or disjoint), idempotence, --summary-format json;
@@ -26,7 +26,7 @@ from msprof_cli.export.api import run_export
 from msprof_cli.options import validate_options
 
 SUFFIX = "_0_1_1_3"
-# export-files.md 3.x without Device_id, 4.1, 4.2 (with the project's `Block Dim`)
+# docs/formats/export-files.md 3.x without Device_id, 4.1, 4.2 (with the project's `Block Dim`)
 OP_SUMMARY_BASE = ("Model ID,Task ID,Stream ID,Op Name,OP Type,OP State,Task Type,"
                    "Task Start Time(us),Task Duration(us),Task Wait Time(us),Block Dim,"
                    "HF32 Eligible,Input Shapes,Input Data Types,Input Formats,Output Shapes,"

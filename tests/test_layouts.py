@@ -1,4 +1,4 @@
-"""Record layouts: sizes and field offsets exactly as reference raw-format.md."""
+"""Record layouts: sizes and field offsets exactly as docs/formats/raw-format.md."""
 import struct
 
 import numpy as np

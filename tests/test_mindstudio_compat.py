@@ -1,5 +1,6 @@
 """Consumer compatibility of the mindstudio layout (reference README decision 8, one test per
-requirement) and its completeness (export-files.md 2): msprof_tx, README entries, slicing,
+requirement) and its completeness (docs/formats/export-files.md 2): msprof_tx, README entries,
+slicing,
 --summary-format json, folders holding several PROF dirs."""
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""PROFILING_OPTIONS validation (reference options.md): each bad-input class has its own error."""
+"""PROFILING_OPTIONS validation (docs/formats/options.md): each bad-input class has its own
+error."""
 import json
 
 import pytest

@@ -1,4 +1,5 @@
-"""PROF dir naming/discovery and the query listing format (reference raw-format.md 2, query.md)."""
+"""PROF dir naming/discovery and the query listing format (docs/formats/raw-format.md 2,
+docs/formats/query.md)."""
 import re
 import shutil
 from pathlib import Path

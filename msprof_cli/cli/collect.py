@@ -1,6 +1,6 @@
 """`msprof collect [OPTIONS] -- COMMAND...`: profile a command (usually `python train.py`).
 
-The flags mirror the real msprof collection switches (reference options.md 7) and are mapped
+The flags mirror the real msprof collection switches (docs/formats/options.md 7) and are mapped
 onto PROFILING_OPTIONS keys, so one validator (msprof_cli.options) judges every route."""
 from __future__ import annotations
 

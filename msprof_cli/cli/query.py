@@ -1,4 +1,4 @@
-"""`msprof query --output DIR`: list what was collected (reference query.md)."""
+"""`msprof query --output DIR`: list what was collected (docs/formats/query.md)."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,6 +1,6 @@
 """The in-process agent: one collection (one PROF dir) at a time, fed in chunks.
 
-Lifecycle (tensorflow-capture.md 10.3, 13):
+Lifecycle (docs/formats/tensorflow-capture.md 10.3, 13):
 * `activate(config)` creates a `Collection` (collection.py: the PROF dir, the emulated
   device, the tracer's chunks) and starts the host tracer as soon as TensorFlow is
   importable (`on_tensorflow_imported`);
@@ -201,7 +201,7 @@ class Agent:
         return coll.prof_dir
 
     def on_tensorflow_imported(self, module: Any) -> None:
-        """Post-import callback of `tensorflow` (tensorflow-capture.md 10.3)."""
+        """Post-import callback of `tensorflow` (docs/formats/tensorflow-capture.md 10.3)."""
         try:
             if self.tf_ready:
                 return
@@ -212,7 +212,8 @@ class Agent:
             # none of our frames on its calls (the step hooks come with activate)
             steps.install_watch_hooks(self)
             if self.pending is not None:
-                # No `context().enable_run_metadata()` here (tensorflow-capture.md 10.3 says so):
+                # No `context().enable_run_metadata()` here (docs/formats/tensorflow-capture.md 10.3
+                # says so):
                 # it initialises the eager context at import time, which makes the script's
                 # own `tf.config.set_logical_device_configuration` / `set_visible_devices` /
                 # `set_memory_growth` fail ("cannot be modified after being initialized"), and

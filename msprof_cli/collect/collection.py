@@ -1,5 +1,5 @@
 """One collection (one PROF dir) of the in-process agent: its emulated device, the tracer's
-chunks and the converter state (tensorflow-capture.md 10.3, 13).
+chunks and the converter state (docs/formats/tensorflow-capture.md 10.3, 13).
 
 `Collection` starts and restarts the host tracer, decides when a chunk is due
 (`FLUSH_SECONDS` / `FLUSH_EVENTS` / `FLUSH_RECORDS`), collects it, converts it (convert.py)
@@ -52,7 +52,8 @@ def _env_number(name: str, default: float) -> float:
 FLUSH_SECONDS = _env_number("MSPROF_CLI_FLUSH_SECONDS", 10.0)
 FLUSH_EVENTS = int(_env_number("MSPROF_CLI_FLUSH_EVENTS", 100_000))
 FLUSH_RECORDS = 20_000  # unsampled steps pending without any trace
-FIRST_CHUNK_EVENTS_PER_STEP = 1_000.0  # ~3x a small Keras CNN step (tensorflow-capture.md 9.5)
+# ~3x a small Keras CNN step (docs/formats/tensorflow-capture.md 9.5)
+FIRST_CHUNK_EVENTS_PER_STEP = 1_000.0
 
 
 @contextmanager

@@ -1,6 +1,6 @@
 """Turn one chunk of trace events + Python step records into a `CaptureChunk`.
 
-Join rules (tensorflow-capture.md 6.1, 8):
+Join rules (docs/formats/tensorflow-capture.md 6.1, 8):
 * a step marker (`msprof_step{seq}`) encloses, on its own thread, the eager function call
   (`EagerLocalExecute: __inference_<fn>_<uid>` = the graph key) and its `FunctionRun{id}`;
   every op event of that execution sits inside an `ExecutorState::Process{id}` with the

@@ -2,7 +2,8 @@
 
 A `MetaPathFinder` placed first on `sys.meta_path` answers only for the watched names: it asks
 the remaining finders for the real spec and wraps the loader's `exec_module`, so the callback
-runs after the module body (tensorflow-capture.md 10.2).  Afterwards the module's loader is
+runs after the module body (docs/formats/tensorflow-capture.md 10.2).  Afterwards the module's
+loader is
 restored to the real one, so nothing of the hook stays visible.  Standard library only, and
 not even `importlib.abc` (8 ms to import): this module is loaded at every interpreter start
 when msprof_cli's .pth is installed.  The hook costs one dict lookup per import.

@@ -1,7 +1,8 @@
 """`msprof collect` launcher: run the user's command with the agent injected.
 
 The agent gets into the (unmodified) script through a `sitecustomize.py` prepended to
-PYTHONPATH (tensorflow-capture.md 10.1) and one activation variable holding the resolved
+PYTHONPATH (docs/formats/tensorflow-capture.md 10.1) and one activation variable holding the
+resolved
 config.  The child's stdout passes through untouched; its stderr passes through except the
 known TensorFlow start-up lines (11 "Log noise") and the profiler session chatter that the
 agent's own tracer causes; the child's environment is never changed to hide them.  The exit

@@ -1,6 +1,6 @@
 """What a model (`ModelInfo`) learns from its first traced step and its static graph: the op
 order and data edges (UB fusion, FP/BP auto-detection on the device side), the FP and BP ops
-(step-trace-and-advice.md 4; project mapping in docs/collect.md) and the host<->device
+(docs/formats/step-trace-and-advice.md 4; project mapping in docs/collect.md) and the host<->device
 transfers of a step, feeds and fetches (docs/device-model.md 5.1).
 """
 from __future__ import annotations
@@ -12,7 +12,8 @@ from msprof_cli.collect.tf_graphs import (CALL_OPS, CONTROL_FLOW_OPS, DATA_SOURC
 
 def learn_model(model: ModelInfo, ops: list[OpRun], static: StaticGraph | None,
                 fp_point: str, bp_point: str, chunk: CaptureChunk) -> None:
-    """FP/BP ops of a model (step-trace-and-advice.md 4); project mapping in docs/collect.md.
+    """FP/BP ops of a model (docs/formats/step-trace-and-advice.md 4); project mapping in
+    docs/collect.md.
     With a static graph also its op order, data edges and transfers (module doc)."""
     if static is not None:
         model.op_order = dict(static.order)

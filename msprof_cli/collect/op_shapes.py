@@ -1,4 +1,4 @@
-"""The tensor shapes of a step's ops (docs/collect.md, tensorflow-capture.md 7.4).
+"""The tensor shapes of a step's ops (docs/collect.md, docs/formats/tensorflow-capture.md 7.4).
 
 `attach_shapes` gives an op the static shapes, fusion and placement of its graph's op of the
 same name (tf_graphs.resolve); where the graph left the batch dimension unknown (Keras traces

@@ -1,4 +1,5 @@
-"""The `npu_bridge` `profiler.Profiler` contract (options.md 6), as the shim exposes it.
+"""The `npu_bridge` `profiler.Profiler` contract (docs/formats/options.md 6), as the shim exposes
+it.
 
 Scoped profiling: only usable as `with Profiler(...)`; each block writes its own PROF dir and
 profiles only what runs inside it.  Argument errors raise `ValueError`, usage errors
@@ -55,7 +56,7 @@ class Profiler:
         self._bypass = False
 
     def config(self) -> Any:
-        """Level -> switches (options.md 6, project mapping in docs/collect.md)."""
+        """Level -> switches (docs/formats/options.md 6, project mapping in docs/collect.md)."""
         opts: dict[str, Any] = {"output": self.output, "task_time": "on",
                                 "training_trace": "off"}
         if self.level in ("L1", "L2"):
@@ -123,7 +124,7 @@ class Profiler:
             value = os.environ.get(var, "")
             if value and not (var == "PROFILING_MODE" and value.lower() == "false"):
                 raise RuntimeError(f"Profiler cannot be combined with the environment variable "
-                                   f"{var} (options.md 6): unset it or drop the Profiler block.")
+                                   f"{var} (docs/formats/options.md 6): unset it or drop the Profiler block.")
         if agent.session_profiling_seen:
             raise RuntimeError("Profiler cannot be combined with profiling_mode / "
                                "profiling_options in the session config: remove them or drop "

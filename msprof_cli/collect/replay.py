@@ -1,5 +1,6 @@
 """Unsampled executions replay the op schedule of the last sampled execution of the same
-graph (tensorflow-capture.md 13): `sampled_schedule` records a traced step's ops relative to
+graph (docs/formats/tensorflow-capture.md 13): `sampled_schedule` records a traced step's ops
+relative to
 its start, `replay` lays them out again over an unsampled step's measured span (scaled),
 `replay_wait` scales its input wait, and `replay_split` cuts an unsampled multi-step call
 (Keras `steps_per_execution > 1`) into its steps.

@@ -1,4 +1,5 @@
-"""The routes that switch profiling on, and how they exclude each other (options.md 1, 6).
+"""The routes that switch profiling on, and how they exclude each other (docs/formats/options.md 1,
+6).
 
 1. `msprof collect`: the launcher passes the resolved config in `MSPROF_CLI_AGENT` (popped
    at start-up, so child interpreters do not profile themselves).  It also sets
@@ -9,7 +10,7 @@
 2. `PROFILING_MODE=true` (+ `PROFILING_OPTIONS`) set by hand: invalid options print one
    clear error and the script runs without profiling, as the real tool does.
 3. Session config: NpuOptimizer `profiling_mode` / `profiling_options` seen in
-   `tf.compat.v1.Session(config=...)`; beats the environment (options.md 1 precedence).
+   `tf.compat.v1.Session(config=...)`; beats the environment (docs/formats/options.md 1 precedence).
 4. `npu_bridge.profiler.Profiler`: scoped, see shims/npu_bridge/profiler.py.
 """
 from __future__ import annotations
@@ -211,7 +212,7 @@ def apply_session_precision(agent: Any, config: Any) -> None:
 
 
 def on_session_config(agent: Any, config: Any) -> None:
-    """BaseSession.__init__ hook: the session-config route (options.md 1)."""
+    """BaseSession.__init__ hook: the session-config route (docs/formats/options.md 1)."""
     apply_session_precision(agent, config)
     mode, options = session_profiling(config)
     if not mode:

@@ -1,4 +1,5 @@
-"""Which executions run under the tracer (tensorflow-capture.md section 13, "sampled tracing").
+"""Which executions run under the tracer (docs/formats/tensorflow-capture.md section 13, "sampled
+tracing").
 
 A graph runs the same op schedule every time it executes, so by default only a sample of the
 executions of each graph is traced and the others replay the schedule of the last sampled

@@ -1,11 +1,12 @@
-"""Step hooks: the three monkey-patches that mark graph executions (tensorflow-capture.md 6).
+"""Step hooks: the three monkey-patches that mark graph executions
+(docs/formats/tensorflow-capture.md 6).
 
 * `Function.__call__` (tf.function): a top-level eager call is one execution of the
   concrete function it runs; when the call (re)traced, the concrete graph is walked once
   for static shapes (tf_graphs.py) and its `__inference_*` name becomes the graph key.
 * `BaseSession.run` (TF1): one execution per run; graph key = graph id + fetch signature;
   the graph is walked again whenever it grew.  `BaseSession.__init__` also watches the
-  session config for the NpuOptimizer `profiling_mode` switch (options.md 1).
+  session config for the NpuOptimizer `profiling_mode` switch (docs/formats/options.md 1).
 * Keras 3 `TensorFlowTrainer.make_train_function`: wraps `train_function` so each call is
   one training step named after the model.
 Only depth-0 calls are executions: nested calls (a tf.function called while another runs
@@ -249,7 +250,8 @@ def _patch_session_run(agent: Agent, cls: Any) -> None:
         full_trace = None
         if shape_run:
             # the second run of a fetch signature goes once under FULL_TRACE: runtime shapes
-            # for the dims the graph leaves unknown (tensorflow-capture.md 5; never on every
+            # for the dims the graph leaves unknown (docs/formats/tensorflow-capture.md 5; never on
+            # every
             # step: +41-47%).  The tracer is paused for it (one profiler per process), so
             # this step replays the schedule of the first run.
             _shape_runs.add(model_key)

@@ -1,4 +1,5 @@
-"""Static op shapes, dtypes and order from a traced graph (tensorflow-capture.md 7.4, 7.5, 7.7).
+"""Static op shapes, dtypes and order from a traced graph (docs/formats/tensorflow-capture.md 7.4,
+7.5, 7.7).
 
 The host tracer gives names and times but no shapes, so each graph is walked once when it is
 traced: every op with its qualified name (nested `StatefulPartitionedCall` bodies get the

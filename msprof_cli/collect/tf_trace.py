@@ -1,4 +1,5 @@
-"""TF's host tracer (TraceMe) driven through our own `ProfilerSession` (tensorflow-capture.md 4).
+"""TF's host tracer (TraceMe) driven through our own `ProfilerSession`
+(docs/formats/tensorflow-capture.md 4).
 
 One `Tracer` = one profiler session = one chunk.  Collecting ends the session (XSpace export
 into a fresh directory: the export names its run dir to the second, so chunks never share

@@ -6,7 +6,7 @@ calls `tf.profiler.experimental.start()` (or uses `tf.profiler.experimental.Prof
 user's program.  So msprof yields: the user's start first collects msprof's current chunk and
 stops its tracer; the user's stop restarts it.  Steps run meanwhile keep their step markers and
 are replayed from the sampled schedule (or have no ops if none was sampled yet), and a note says
-so.  (tensorflow-capture.md 11, "Only one profiler per process".)
+so.  (docs/formats/tensorflow-capture.md 11, "Only one profiler per process".)
 """
 from __future__ import annotations
 

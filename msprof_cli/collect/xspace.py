@@ -2,7 +2,8 @@
 
 Only the event kinds the converter needs keep their stats (building stat dicts for every
 event would cost more than the parse itself); about 40% of all events (thread-pool
-listener regions, `convert_to_tensor`, `TFE_*`) are dropped here (tensorflow-capture.md 8).
+listener regions, `convert_to_tensor`, `TFE_*`) are dropped here (docs/formats/tensorflow-capture.md
+8).
 Times become absolute epoch nanoseconds: `profile_start_time` (Task Environment plane) +
 `XLine.timestamp_ns` + `XEvent.offset_ps` (4.3).
 """

@@ -1,7 +1,8 @@
 """Chip specifications of the emulated NPU (docs/device-model.md section 1).
 
 A `ChipSpec` holds every hardware constant the cost model, the scheduler and the control files
-need.  Values come from the reference (raw-format.md section 1: core count, clocks, control-file
+need.  Values come from the reference (docs/formats/raw-format.md section 1: core count, clocks,
+control-file
 fields) and from public Ascend 910 material (cube/vector widths, buffer sizes, HBM bandwidth);
 constants that are our own modelling assumptions are marked so in docs/device-model.md.
 """
@@ -16,7 +17,7 @@ from msprof_cli.errors import OptionsError
 @dataclass(frozen=True)
 class ChipSpec:
     name: str
-    platform_version: str  # info.json platform_version (raw-format.md 1)
+    platform_version: str  # info.json platform_version (docs/formats/raw-format.md 1)
     ai_core_num: int
     aiv_num: int
     aic_mhz: int  # AI Core clock
@@ -58,7 +59,8 @@ class ChipSpec:
         return 2 * self.cube_m * self.cube_int8_k * self.cube_n
 
     def device_info(self, device_id: int) -> dict[str, Any]:
-        """DeviceInfo[0] of info.json.N (raw-format.md 3.5), in the collector's key order."""
+        """DeviceInfo[0] of info.json.N (docs/formats/raw-format.md 3.5), in the collector's key
+        order."""
         first_aicpu = self.ctrl_cpu_core_num
         return {
             "id": device_id,

@@ -44,7 +44,7 @@ class CostTable:
     mte1: np.ndarray
     mte2: np.ndarray
     mte3: np.ndarray
-    total_cycles: np.ndarray  # u8 PMU totalCycles (raw-format.md 5.2 convention)
+    total_cycles: np.ndarray  # u8 PMU totalCycles (docs/formats/raw-format.md 5.2 convention)
     l2_hit: np.ndarray  # f8 L2 hit rate of the task's reads
     ai_core: np.ndarray  # bool
 
@@ -121,7 +121,7 @@ def evaluate(sig: dict[str, np.ndarray], chip: ChipSpec, rank_size: int = 1) -> 
     dur_ticks = np.ceil(dur_ns / chip.tick_ns - 1e-9).astype(np.int64)
     dur_ticks = np.where(kind == op_map.KIND_NONE, 0, np.maximum(dur_ticks, 1))
 
-    # totalCycles = duration x aic clock x block dim / waves (raw-format.md 5.2)
+    # totalCycles = duration x aic clock x block dim / waves (docs/formats/raw-format.md 5.2)
     cycles_per_tick = chip.aic_mhz / chip.hwts_mhz
     total = np.where(aic, np.rint(dur_ticks * cycles_per_tick * block / waves), 0.0)
     zero = np.zeros(n)

@@ -1,4 +1,5 @@
-"""Device-side raw records of Ascend910 (raw-format.md 5): hwts, aicore, ts_track, aicpu,
+"""Device-side raw records of Ascend910 (docs/formats/raw-format.md 5): hwts, aicore, ts_track,
+aicpu,
 l2_cache, built as numpy structured arrays from scheduled tasks."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Host-side unified records (raw-format.md 4): launch windows and record arrays.
+"""Host-side unified records (docs/formats/raw-format.md 4): launch windows and record arrays.
 
 Placement rules (docs/device-model.md 6):
 * GE launches a graph's tasks from the thread that runs ModelExecute, so the records of an
@@ -252,7 +252,7 @@ def copy_spans(me_begin: np.ndarray, me_end: np.ndarray, first_launch: np.ndarra
     return me_begin, in_e, in_ok, out_b, me_end, out_ok
 
 
-ROLE_DST, ROLE_SRC = 0, 1  # hccl_info role (raw-format.md 4.7: 0 dst / 1 src)
+ROLE_DST, ROLE_SRC = 0, 1  # hccl_info role (docs/formats/raw-format.md 4.7: 0 dst / 1 src)
 
 
 def hccl_step_plan(ge_type: str, tf_type: str, allreduce: bool, rank: int, n: int,

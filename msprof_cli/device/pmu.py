@@ -1,7 +1,7 @@
 """AI Core PMU counters and L2 cache events per task (docs/device-model.md 4).
 
 For every event the emulator knows, the counter is derived from the cost model so that the
-export formulas (export-files.md 6) give back the model: ratio events = model ratio x
+export formulas (docs/formats/export-files.md 6) give back the model: ratio events = model ratio x
 totalCycles, bandwidth events = bytes moved / bytes-per-count, cube/vector FLOP events =
 work / FLOPs-per-count.  Unknown (Custom) events get a deterministic pseudo-random share of the
 task cycles.  Everything is vectorised over tasks.
@@ -18,7 +18,7 @@ from msprof_cli.device.op_table import DT_FP16, DT_FP32, DT_INT, DT_INT8
 VEC_MISC_SHARE = 0.05  # vector cycles spent on misc (non-arithmetic) instructions
 ICACHE_FETCH_PER_CYCLE = 1.0 / 16  # one instruction-cache request per 16 cycles
 CONFLICT_SHARES = {0x64: 0.04, 0x65: 0.02, 0x66: 0.06}  # of vector cycles
-# bytes per count of the bandwidth events (export-files.md 6)
+# bytes per count of the bandwidth events (docs/formats/export-files.md 6)
 BYTES_PER_COUNT = {
     0x15: 1024, 0x16: 1024, 0x31: 4096, 0x32: 2048, 0xF: 2048, 0x10: 2048, 0x12: 64, 0x13: 64,
     0x1B: 4096, 0x1C: 4096, 0x21: 2048, 0x22: 2048, 0x27: 2048, 0x28: 2048, 0x29: 2048,

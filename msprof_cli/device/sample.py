@@ -1,7 +1,7 @@
-"""sample.json of a result dir (raw-format.md 3.6, options.md 5).
+"""sample.json of a result dir (docs/formats/raw-format.md 3.6, docs/formats/options.md 5).
 
 The real collector writes a template of ~100 switch keys; we keep exactly the keys of the golden
-sample.json (shared/golden/ascend910-small) and set the ones that describe a switch truthfully
+sample.json (the golden Ascend 910 collection) and set the ones that describe a switch truthfully
 from the ProfilingConfig.  Standard library only.
 """
 from __future__ import annotations

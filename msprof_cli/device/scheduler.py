@@ -4,10 +4,10 @@ Each stream executes its tasks in launch order: a task starts at
 `max(ready, previous end + gap)` where `ready` = host launch time + launch latency.  That
 recurrence is evaluated for a whole chunk at once with a cumulative maximum (`run_stream`).
 Device time is kept in hwts ticks relative to the host<->device sync point; the raw syscnt is
-`dev_cntvct + ticks` (raw-format.md 8).
+`dev_cntvct + ticks` (docs/formats/raw-format.md 8).
 
 Task ids are u16 per stream; a per-stream 64-bit counter is kept and `id = counter % 65536`,
-`flip number = counter // 65536` (raw-format.md 9).
+`flip number = counter // 65536` (docs/formats/raw-format.md 9).
 """
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""FP / BP op selection for the step-trace markers (step-trace-and-advice.md 4, adapted to TF).
+"""FP / BP op selection for the step-trace markers (docs/formats/step-trace-and-advice.md 4, adapted
+to TF).
 
 Order of precedence per model: PROFILING_OPTIONS fp_point/bp_point (if they name an op of the
 model; else a warning and auto-detection), then ModelInfo.fp_op/bp_op from the collector, then
@@ -56,7 +57,8 @@ def loop_scope(name: str) -> str | None:
     """The outermost While loop an op runs in (the While op's name), None outside loops.
 
     GE looks for the BP op from the NetOutput (or AllReduce) inwards, "descending into
-    subgraph outputs" (step-trace-and-advice.md 4.2): seen from the root graph the BP op of a
+    subgraph outputs" (docs/formats/step-trace-and-advice.md 4.2): seen from the root graph the BP
+    op of a
     loop is the While node, whose last task is the loop's last task.  TF runs a loop's
     counter and condition ops ahead of its data (they depend on no forward data), so the
     host launch order -- the device's stream order -- puts the last execution of a loop's

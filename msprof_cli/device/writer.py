@@ -1,4 +1,5 @@
-"""Append-only slice files of the result dirs' data/ (raw-format.md 2.2) and storage_limit.
+"""Append-only slice files of the result dirs' data/ (docs/formats/raw-format.md 2.2) and
+storage_limit.
 
 Slices.  A file kind (`unaging.compact.task_track`, `hwts.data.0`, ...) is written as
 `..slice_{g}` where g is the current *generation* of the whole PROF dir.  A generation is closed
@@ -11,7 +12,8 @@ together).  A kind that first appears in generation g starts at `slice_{g}`: sli
 have gaps, which the readers accept (they sort by number).  The name dictionaries (hash_dic,
 type_info_dic) and graph_id_map are *pinned*: always slice_0, never rotated, never aged.
 
-storage_limit (options.md 4).  When the data files of the PROF dir reach `limit - 20 MiB`, the
+storage_limit (docs/formats/options.md 4).  When the data files of the PROF dir reach `limit - 20
+MiB`, the
 oldest generations are deleted (never the newest one written) until they are below it again,
 and `storage_aging.json` records it at the PROF dir root (raw/ageing.py).  Without a
 storage_limit the limit is 90 % of the free space of the output disk at start (the real

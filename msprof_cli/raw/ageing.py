@@ -1,6 +1,7 @@
 """storage_limit ageing marker (project format; docs/troubleshooting.md "Aged-out data").
 
-When the collected raw data reaches ``storage_limit - 20 MiB`` (options.md 4: "oldest files
+When the collected raw data reaches ``storage_limit - 20 MiB`` (docs/formats/options.md 4: "oldest
+files
 aged out when <= 20 MB left") the device writer deletes the oldest raw slices.  It records
 that in one JSON line at the PROF dir root, ``storage_aging.json``, so that `msprof query`
 and `msprof export` can say that the data is incomplete.  The real analysis ignores the file

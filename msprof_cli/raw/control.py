@@ -1,4 +1,5 @@
-"""Control files of a result dir (raw-format.md section 3): written by the collector, read by
+"""Control files of a result dir (docs/formats/raw-format.md section 3): written by the collector,
+read by
 export and query.  One definition of names, keys and formats for both sides.
 
 Standard library only (used inside the profiled process).
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-HOST_DEVICE_ID = 64  # the host "device id" of sample.json (raw-format.md 1)
+HOST_DEVICE_ID = 64  # the host "device id" of sample.json (docs/formats/raw-format.md 1)
 DRV_VERSION = 467473  # >= this: the analysis uses all-data export mode on 910
 MAX_CONTROL_BYTES = 4 * 1024 * 1024  # a control file larger than this is refused (hostile dir)
 
@@ -46,7 +47,7 @@ class ClockPair:
 
     @property
     def offset_us(self) -> float:
-        """Local µs = mono_ns / 1000 + offset_us (raw-format.md 8)."""
+        """Local µs = mono_ns / 1000 + offset_us (docs/formats/raw-format.md 8)."""
         return self.wall_us - self.mono_ns / 1000
 
 
@@ -144,7 +145,7 @@ def _uptime() -> str:
 
 def info_json(*, pid: int, device_info: dict[str, Any] | None, device_id: int | None,
               rank_id: int = -1, pid_name: str = "python3") -> dict[str, Any]:
-    """info.json(.N) in the collector's key order (raw-format.md 3.5)."""
+    """info.json(.N) in the collector's key order (docs/formats/raw-format.md 3.5)."""
     import socket  # here: only the collection writes info.json (the export's start-up)
 
     cores = os.cpu_count() or 1

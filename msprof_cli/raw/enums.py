@@ -1,4 +1,5 @@
-"""The enumerations of the raw data (raw-format.md 4.9): GE task types, data types, formats,
+"""The enumerations of the raw data (docs/formats/raw-format.md 4.9): GE task types, data types,
+formats,
 runtime task types and the names of the other level/type pairs written into type_info_dic; each
 with its reverse map.
 """
@@ -39,7 +40,7 @@ FORMAT_UNDEFINED = 0xFFFFFFFF
 
 # Runtime task-type ids written into type_info_dic as `5000_{id}:{name}`.  The first ids
 # are those of the analysis' own tests; FLIP_TASK/MAINTENANCE/PROFILING_* are project
-# choices (raw-format.md 4.4 leaves them free), documented in docs/raw-data.md.
+# choices (the real tool leaves them free), listed in docs/formats/raw-format.md 4.4.
 RUNTIME_TASK_TYPES = {
     0: "KERNEL_AICORE",
     1: "KERNEL_AICPU",

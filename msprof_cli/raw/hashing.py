@@ -1,4 +1,4 @@
-"""Stable 64-bit ids for strings (hash_dic keys, raw-format.md 4.11).
+"""Stable 64-bit ids for strings (hash_dic keys, docs/formats/raw-format.md 4.11).
 
 Any deterministic non-zero 64-bit id works for the analysis; blake2b keeps them stable across
 processes and machines (Python's hash() is salted per process).

@@ -3,7 +3,7 @@
 This is the ONE definition of every record, shared by the emulated device's writer
 (`msprof_cli.device.writer`) and the exporter's decoder (`msprof_cli.export.decode`).
 All records are little-endian and packed; the field offsets and sizes follow
-`shared/reference/raw-format.md` (sections 4 and 5) exactly.  Reserved areas are kept
+`docs/formats/raw-format.md` (sections 4 and 5) exactly.  Reserved areas are kept
 as named padding fields so that a record written from a zeroed array is byte-exact.
 
 Only numpy is imported here: the agent side (collect/device) must not import pandas.
@@ -14,7 +14,8 @@ import re
 
 import numpy as np
 
-# --- magic numbers, levels and fixed type ids (raw-format.md 4.1, 4.8) -------------------
+# --- magic numbers, levels and fixed type ids (docs/formats/raw-format.md 4.1, 4.8)
+# -------------------
 MAGIC = 0x5A5A
 EVENT_RESERVE = 0xFFFFFFFFFFFFFFFF  # api_event slot 24..31 marks a begin/end *event* record
 
@@ -409,10 +410,12 @@ RECORD_SIZES = {
 for _name, (_dt, _size) in RECORD_SIZES.items():
     assert _dt.itemsize == _size, f"{_name}: {_dt.itemsize} != {_size}"
 
-# --- enumerations (raw-format.md 4.9) ---------------------------------------------------------
+# --- enumerations (docs/formats/raw-format.md 4.9)
+# ---------------------------------------------------------
 
 
-# --- file names (raw-format.md 2.2, 2.3) --------------------------------------------------------
+# --- file names (docs/formats/raw-format.md 2.2, 2.3)
+# --------------------------------------------------------
 
 HOST_FILES = {
     "api_event": "api_event.data",

@@ -1,4 +1,5 @@
-"""PROF_* directory naming and discovery (raw-format.md 2.1-2.3).  Standard library only."""
+"""PROF_* directory naming and discovery (docs/formats/raw-format.md 2.1-2.3).  Standard library
+only."""
 from __future__ import annotations
 
 import os
@@ -77,7 +78,8 @@ def _dir_key(name: str) -> tuple[int, int, str]:
 
 
 def result_dirs(prof: Path) -> list[Path]:
-    """Result dirs of one PROF dir, sorted device_0, device_1, ..., host (query.md 2)."""
+    """Result dirs of one PROF dir, sorted device_0, device_1, ..., host (docs/formats/query.md
+    2)."""
     subs = [p for p in prof.iterdir() if not p.is_symlink() and is_result_dir(p)]
     return sorted(subs, key=lambda p: _dir_key(p.name))
 

@@ -27,7 +27,7 @@ from .intervals import covered, merged
 
 NO_MODEL = 4294967295
 PIPE_EVENTS = {"cube": 0xA, "vector": 0x8, "scalar": 0x9, "mte1": 0xB, "mte2": 0xC,
-               "mte3": 0xD}  # PipeUtilization counters (export-files.md §6)
+               "mte3": 0xD}  # PipeUtilization counters (docs/formats/export-files.md §6)
 HCCL = "HCCL"
 MEMCPY_SOURCE = "memcpy"
 KINDS = np.array(["memcpy", "comm", "op"], dtype=object)  # a task's kind, by its code

@@ -18,7 +18,7 @@ logits = tf.matmul(h, w2, name="logits")
 loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
 train = v1.train.GradientDescentOptimizer(0.1).minimize(loss)
 config = None
-if os.environ.get("SESSION_PROFILING"):  # the session-config route (options.md 1)
+if os.environ.get("SESSION_PROFILING"):  # the session-config route (docs/formats/options.md 1)
     config = v1.ConfigProto()
     custom_op = config.graph_options.rewrite_options.custom_optimizers.add()
     custom_op.name = "NpuOptimizer"

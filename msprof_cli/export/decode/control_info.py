@@ -45,7 +45,7 @@ class ResultDirInfo:
 
     @property
     def offset_ns(self) -> int:
-        """local_ns = monotonic_ns + offset_ns (raw-format.md 8), in integer ns.
+        """local_ns = monotonic_ns + offset_ns (docs/formats/raw-format.md 8), in integer ns.
 
         The real analysis computes the offset in binary floating point --
         ``float(collectionTimeBegin) - float(clockMonotonicRaw) / 1000`` µs
@@ -86,7 +86,7 @@ class ResultDirInfo:
 
 
 SUPPORTED_PLATFORMS = {"1": "Ascend910"}
-# other platform ids of raw-format.md 1, named in the error message
+# other platform ids of docs/formats/raw-format.md 1, named in the error message
 KNOWN_PLATFORMS = {"0": "Ascend310", "2": "MDC", "3": "Lhisi", "4": "Ascend310P",
                    "5": "Ascend910B", "7": "Ascend310B", "8": "Ascend310B", "9": "V5",
                    "11": "Ascend310B", "15": "V6", "16": "V6"}
@@ -292,7 +292,8 @@ def local_offset_ns(time_begin_us: int, mono_begin_ns: int) -> int:
 
 def to_mono_ns(ticks: np.ndarray, rd: ResultDirInfo) -> np.ndarray:
     """Device syscnt -> host CLOCK_MONOTONIC_RAW ns through the sync point of the result
-    dir's dev_start.log / host_start.log (raw-format.md 8).  One definition for export and
+    dir's dev_start.log / host_start.log (docs/formats/raw-format.md 8).  One definition for export
+    and
     the pandas-free `msprof query`."""
     rel = np.asarray(ticks, dtype=np.uint64).astype(np.int64) - np.int64(rd.dev_cntvct)
     return ticks_to_ns(rel, rd.hwts_mhz) + np.int64(rd.host_sync_ns)

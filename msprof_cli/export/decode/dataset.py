@@ -1,6 +1,7 @@
 """Assemble the decoded host and device tables of one PROF dir into per-device datasets.
 
-Host-to-device join (raw-format.md 4.12): per thread, a node-level API (launch) encloses by
+Host-to-device join (docs/formats/raw-format.md 4.12): per thread, a node-level API (launch)
+encloses by
 timestamp the op's node_basic_info, tensor_info and task_track records; a ModelExecute API
 encloses the launches and gives the Model ID (outside any: 4294967295).  Device tasks meet
 their task_track on (stream, task, batch, occurrence).  All joins are pandas merges or
@@ -117,7 +118,7 @@ def _u64(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 def _launch_rows(tk: dict[str, np.ndarray], tt: pd.DataFrame, device_id: int) -> np.ndarray:
     """Per task, its launch: the `host_task_info` row of its device with the same (stream,
     task, batch) and the same occurrence (tasks in their order, launches in time order), or
-    -1 (the analysis's join, raw-format.md 4.12)."""
+    -1 (the analysis's join, docs/formats/raw-format.md 4.12)."""
     rows = np.flatnonzero(tt["device_id"].to_numpy(np.int64) == device_id)
     rows = rows[np.argsort(tt["ts_ns"].to_numpy(np.int64)[rows], kind="stable")]
     right = [tt[c].to_numpy(np.int64)[rows] for c in ("stream_id", "task_id", "batch_id")]

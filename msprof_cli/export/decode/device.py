@@ -1,7 +1,8 @@
-"""Decode the Ascend910 device records (raw-format.md 5) into tidy pandas tables.
+"""Decode the Ascend910 device records (docs/formats/raw-format.md 5) into tidy pandas tables.
 
 Device times are syscnt ticks; they become host monotonic ns via dev_start.log / host_start.log
-(raw-format.md 8) in exact integer arithmetic: ``(syscnt - cntvct) * 1000 / MHz + H_sync``.
+(docs/formats/raw-format.md 8) in exact integer arithmetic: ``(syscnt - cntvct) * 1000 / MHz +
+H_sync``.
 """
 from __future__ import annotations
 
@@ -62,7 +63,8 @@ def pair_hwts(stream: np.ndarray, task: np.ndarray, log_type: np.ndarray, ticks:
 
 
 def assign_batches(tasks: pd.DataFrame, flips: pd.DataFrame, time_col: str) -> np.ndarray:
-    """batch_id = flips of the task's stream already passed (raw-format.md 9), vectorised.
+    """batch_id = flips of the task's stream already passed (docs/formats/raw-format.md 9),
+    vectorised.
 
     A task just before a flip whose id is below the flip's taskId moves to the new batch.
     """

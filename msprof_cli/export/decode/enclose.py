@@ -1,5 +1,5 @@
 """The host join's primitive: which span (a launch, a ModelExecute ...) of the same thread
-encloses each record's time (raw-format.md 4.12, dataset.py)."""
+encloses each record's time (docs/formats/raw-format.md 4.12, dataset.py)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Decode the host unified-format records (raw-format.md 4) into tidy pandas tables.
+"""Decode the host unified-format records (docs/formats/raw-format.md 4) into tidy pandas tables.
 
 Times stay in host monotonic ns (int64) here; conversion to local time happens in the
 dataset assembly.  Vectorised throughout: names are resolved through categorical maps over
@@ -22,7 +22,8 @@ NA = "N/A"
 
 @dataclass
 class HostTables:
-    """The decoded host record tables of a PROF dir (raw-format.md 4), with the hash and
+    """The decoded host record tables of a PROF dir (docs/formats/raw-format.md 4), with the hash
+    and
     type dictionaries that name them."""
 
     apis: pd.DataFrame  # connection_id, level, type, thread_id, begin_ns, end_ns, item_id

@@ -1,5 +1,5 @@
 """The (group, occurrence) join of the device tasks to their launches and to their PMU
-records (raw-format.md 4.12), on numpy columns.
+records (docs/formats/raw-format.md 4.12), on numpy columns.
 
 It is the left merge of two frames on (key columns, groupby-cumcount) that dataset.py did
 with pandas: the k-th row of a group on the left meets the k-th row of that group on the

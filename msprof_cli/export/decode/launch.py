@@ -1,4 +1,5 @@
-"""The host side of the host-to-device join (raw-format.md 4.12): each task_track record with
+"""The host side of the host-to-device join (docs/formats/raw-format.md 4.12): each task_track
+record with
 its launch (the node-level API enclosing it), its model (the ModelExecute enclosing it), the
 op info of its launch (the last node_basic_info record inside it) and its host batch id.
 

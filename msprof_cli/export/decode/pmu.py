@@ -1,4 +1,5 @@
-"""op_summary PMU tails for every Ascend910 aic_metrics group (export-files.md 3.1.1, 6).
+"""op_summary PMU tails for every Ascend910 aic_metrics group (docs/formats/export-files.md 3.1.1,
+6).
 
 Ratio/time/bandwidth columns go through SQLite-style rounding (the analysis rounds them in
 SQL); memory_bound and cube_utilization through Python ``round`` on the already rounded

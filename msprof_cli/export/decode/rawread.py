@@ -7,7 +7,8 @@ possible and never crash the export:
   size not a multiple of the record size, e.g. a collection killed mid-write) is dropped with a
   warning naming the file and the number of bytes.
 * Records whose magic number is wrong (host unified records, aicpu) are skipped and counted.
-* hwts / aicore records carry a 4-bit rolling counter (raw-format.md 5.1/5.2).  A record whose
+* hwts / aicore records carry a 4-bit rolling counter (docs/formats/raw-format.md 5.1/5.2).  A
+record whose
   counter breaks the sequence with *both* neighbours is corrupt: it is skipped and counted.  A
   jump that the following records continue means records were lost before it: the records
   are kept and the jump is reported.  hwts records with an undefined log type (5-7) are

@@ -1,4 +1,4 @@
-"""Iterations from step-trace markers (step-trace-and-advice.md 2), vectorised.
+"""Iterations from step-trace markers (docs/formats/step-trace-and-advice.md 2), vectorised.
 
 The analysis runs a per-model state machine over tags 0 (model start), 4 (iteration end) and
 1 (model end) sorted by time, initial state "model ended" (M):
@@ -140,7 +140,8 @@ def _reduce_key(col: str) -> tuple[int, int]:
 
 def _reduce_columns(tags: np.ndarray, ts: np.ndarray, start: np.ndarray, end: np.ndarray
                     ) -> dict[str, np.ndarray]:
-    """AllReduce pairs (tags 10000+2k / 10001+2k, step-trace-and-advice.md 2) of one model's
+    """AllReduce pairs (tags 10000+2k / 10001+2k, docs/formats/step-trace-and-advice.md 2) of one
+    model's
     sorted markers: `reduce_start_{k}` / `reduce_end_{k}` of the iteration whose [start, end]
     holds them (the last marker wins, as for FP/BP); -1 when the iteration has no k-th
     pair."""

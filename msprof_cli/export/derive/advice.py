@@ -1,5 +1,5 @@
 """Tuning advice: `prof_rule_{device}.json` and the console "Performance Summary Report"
-(reference step-trace-and-advice.md section 5).
+(docs/formats/step-trace-and-advice.md section 5).
 
 Input is the op_summary table with its CSV header names (as written), so the rules read exactly
 the numbers the user sees.  Every condition is a vectorised mask over the rows; a rule's result

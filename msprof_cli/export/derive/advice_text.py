@@ -1,6 +1,6 @@
 """The tuning advice as text: the console summary (one line per finding, the Computation rules as
 one statement naming each op's bottleneck pipe) and the real tool's Performance Summary Report
-(step-trace-and-advice.md 5.4), both from a prof_rule JSON and its RuleState.
+(docs/formats/step-trace-and-advice.md 5.4), both from a prof_rule JSON and its RuleState.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """HCCL (communication) operators of a device: the rows behind ``communication_statistic``
-(export-files.md 3.10), the db's COMMUNICATION_OP table and the ``Communication`` /
+(docs/formats/export-files.md 3.10), the db's COMMUNICATION_OP table and the ``Communication`` /
 Overlap Analysis layers of msprof json.
 
 Sources (project choice, docs/database.md): the ``hccl_info`` step records of the device's

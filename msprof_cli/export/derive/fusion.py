@@ -1,4 +1,4 @@
-"""fusion_op summary (export-files.md 3.6) from fusion_op_info + graph_id_map.
+"""fusion_op summary (docs/formats/export-files.md 3.6) from fusion_op_info + graph_id_map.
 
 One row per fusion_op_info record (GE reports each fused op once per model).  Model ID = the
 ModelExecute/ModelLoad API of the record's thread that encloses it (4294967295 outside any);

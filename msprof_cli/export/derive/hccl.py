@@ -1,5 +1,6 @@
-"""HCCL data of one device from ``hccl_info`` (raw-format.md 4.7): the task steps, the op
-executions they form, and the legacy ``hccl_*.json`` (timeline.md 11.2).
+"""HCCL data of one device from ``hccl_info`` (docs/formats/raw-format.md 4.7): the task steps, the
+op
+executions they form, and the legacy ``hccl_*.json`` (docs/formats/timeline.md 11.2).
 
 hccl_info records are host records without a device id: the record's ``local_rank`` is the
 rank = index of the device in the PROF dir's sorted device ids, or, in a PROF dir of one

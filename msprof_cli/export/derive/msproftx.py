@@ -1,5 +1,6 @@
-"""msproftx user markers: ``msprof_tx`` summary (export-files.md 3.9) and timeline layer
-(timeline.md 9), as the real analysis writes them (docs/export.md "msprof_tx").
+"""msproftx user markers: ``msprof_tx`` summary (docs/formats/export-files.md 3.9) and timeline
+layer
+(docs/formats/timeline.md 9), as the real analysis writes them (docs/export.md "msprof_tx").
 
 Records (additional.msproftx) come in two kinds by infoType.  0 = Mark (the aclprof API):
 category, payload and message type, no domain and no mark id.  1 = MarkEx (the mstx API):

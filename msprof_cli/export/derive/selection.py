@@ -1,4 +1,4 @@
-"""Model / iteration selection of the legacy layout (export-files.md 1.4, 8).
+"""Model / iteration selection of the legacy layout (docs/formats/export-files.md 1.4, 8).
 
 Project decision: without ``--iteration-id`` all iterations of the default model are exported
 (files ``_{dev}_{model}_{first}_{last}``, or ``_{iter}`` for a one-iteration model).
@@ -129,7 +129,7 @@ def select(its: pd.DataFrame, host_models: set[int], model_id: int | None,
 
 
 def in_window(start_ns: np.ndarray, end_ns: np.ndarray, sel: Selection) -> np.ndarray:
-    """start <= ts < end, or ts < start < ts + dur (export-files.md 1.4)."""
+    """start <= ts < end, or ts < start < ts + dur (docs/formats/export-files.md 1.4)."""
     start_ns = np.asarray(start_ns, dtype=np.int64)
     if sel.start_ns is None:
         return np.ones(len(start_ns), dtype=bool)

@@ -1,6 +1,7 @@
 """Host component files of the legacy layout: ai_stack_time, ge, runtime_api, thread_group.
 
-Reference: export-files.md 1.2/1.3/4.1/4.2, timeline.md 11.2.  All of them are built on the
+Reference: docs/formats/export-files.md 1.2/1.3/4.1/4.2, docs/formats/timeline.md 11.2.  All of them
+are built on the
 *executions* of the export scope: the GE ModelExecute APIs (15000/1) of the host data, the
 n-th call of model m being iteration n of m (the analysis numbers step-trace iterations the
 same way, 1, 2, ... per model).  With a model/iteration selection only the selected

@@ -52,7 +52,8 @@ def stamp() -> str:
 def json_per_device(out_dir: Path, name: str, header: list[str], df: pd.DataFrame
                      ) -> list[Path]:
     """``--summary-format json``: the per-device summaries copied as they are (no Device_id,
-    export-files.md 2.2): ``{name}_{ts}.json`` for one device, ``{name}_device_{id}_{ts}.json``
+    docs/formats/export-files.md 2.2): ``{name}_{ts}.json`` for one device,
+    ``{name}_device_{id}_{ts}.json``
     each when the PROF dir holds several (project choice: keeps the devices apart)."""
     devices = list(dict.fromkeys(df["Device_id"].tolist())) if len(df) else []
     stem = summary_json_stem(name)

@@ -1,6 +1,7 @@
 """Console output of the tuning advice: after a legacy export, by default a short summary per
 device (one line per finding, advice.brief) under a line naming its prof_rule file;
-`--advice full` prints every device's "Performance Summary Report" (step-trace-and-advice.md
+`--advice full` prints every device's "Performance Summary Report"
+(docs/formats/step-trace-and-advice.md
 5.4) -- with rich styling on a terminal, as the plain section-5.4 text otherwise."""
 from __future__ import annotations
 

@@ -132,7 +132,8 @@ class WindowTimeline:
         self.held = []
 
     def finish(self) -> None:
-        self._flush()  # a gap after the last computing interval is not Free (timeline.md 7)
+        # a gap after the last computing interval is not Free (docs/formats/timeline.md 7)
+        self._flush()
 
 
 def _merged_last_end(start: np.ndarray, end: np.ndarray) -> int:

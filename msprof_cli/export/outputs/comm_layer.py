@@ -1,4 +1,5 @@
-"""The msprof json Communication layer (timeline.md): a device's HCCL op executions on a lane per
+"""The msprof json Communication layer (docs/formats/timeline.md): a device's HCCL op executions on
+a lane per
 communication group and its hccl_info steps on a lane per plane, as the project draws them or
 (analysis=True) as the real analysis does.
 """

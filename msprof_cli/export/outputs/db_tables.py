@@ -1,4 +1,5 @@
-"""``msprof export --type db``: ``PROF_X/msprof_{YYYYmmddHHMMSS}.db`` (export-files.md 7).
+"""``msprof export --type db``: ``PROF_X/msprof_{YYYYmmddHHMMSS}.db`` (docs/formats/export-files.md
+7).
 
 One SQLite file per PROF dir, in the PROF dir itself (never inside
 ``mindstudio_profiler_output``), with the table set the real tool writes for a 910 run:

@@ -1,4 +1,4 @@
-"""Rendering helpers of the legacy-only timeline files (timeline.md 11.2).
+"""Rendering helpers of the legacy-only timeline files (docs/formats/timeline.md 11.2).
 
 The historic CANN 5.x/6.x files use numeric ``ts`` (µs, printed with exactly 3 decimals from
 integer ns, never via float) and numeric ``dur``; pid = the application pid, no layer

@@ -1,4 +1,5 @@
-"""The msprof json Overlap Analysis layer (timeline.md 7) and the interval arithmetic it rests on:
+"""The msprof json Overlap Analysis layer (docs/formats/timeline.md 7) and the interval arithmetic
+it rests on:
 Computing (the union of op_summary tasks), Communication, Communication(Not Overlapped) and
 Free; shared with the db's OVERLAP_ANALYSIS table.
 """
@@ -65,7 +66,7 @@ def overlap_intervals(rows: pd.DataFrame, ops: pd.DataFrame | None
                       ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Overlap Analysis intervals (local ns) in the order Computing, Communication,
     Communication(Not Overlapped), Free -- the layer of msprof json and the db's
-    OVERLAP_ANALYSIS table share this one definition (timeline.md 7)."""
+    OVERLAP_ANALYSIS table share this one definition (docs/formats/timeline.md 7)."""
     cs, ce = merge_intervals(rows["start_local"].to_numpy(np.int64),
                              rows["end_local"].to_numpy(np.int64))
     if ops is not None and len(ops):
@@ -112,7 +113,7 @@ def overlap_layer(dev: DeviceData, rows: pd.DataFrame, app_pid: int,
                   comm: CommData | None = None, sort: int = SORT_OVERLAP) -> Layer:
     """Computing = union of the op_summary task intervals; Communication = union of the HCCL
     op executions; Communication(Not Overlapped) = Communication minus Computing; Free = the
-    parts of [first task start, last task end] covered by neither (timeline.md 7)."""
+    parts of [first task start, last task end] covered by neither (docs/formats/timeline.md 7)."""
     pid = pid_of(app_pid, sort, dev.device_id)
     m = process_meta(pid, "Overlap Analysis", f"NPU {dev.device_id}", sort,
                      [(0, "Computing", None), (1, "Communication", None),

@@ -1,4 +1,5 @@
-"""README.txt of the mindstudio layout (export-files.md 2.4): our own wording, real structure.
+"""README.txt of the mindstudio layout (docs/formats/export-files.md 2.4): our own wording, real
+structure.
 
 Structure: ``Timeline file description:``, numbered ``{i}.{name}.json:{text}`` blocks with
 TAB-indented field notes, a blank line, ``Summary file description:`` and the same for CSVs.

@@ -1,4 +1,5 @@
-"""CSV summary tables (export-files.md 3): each builder returns (header, DataFrame of str).
+"""CSV summary tables (docs/formats/export-files.md 3): each builder returns (header, DataFrame of
+str).
 
 Values are formatted here, vectorised, exactly as the real analysis prints them: absolute
 times as local µs with 3 decimals plus a TAB, durations as Python floats, ``N/A`` for missing.
@@ -367,7 +368,8 @@ def step_trace(its: pd.DataFrame) -> Table:
         "Model ID": int_str(its["model_id"]),
     })
     header = list(STEP_TRACE)
-    # multi-device: Reduce Start/Duration per AllReduce k (export-files.md 3.4); N/A if missing
+    # multi-device: Reduce Start/Duration per AllReduce k (docs/formats/export-files.md 3.4); N/A if
+    # missing
     ks = sorted({int(c.rsplit("_", 1)[1]) for c in its.columns if c.startswith("reduce_start_")})
     for k in ks:
         rs = its[f"reduce_start_{k}"].to_numpy(np.int64)

@@ -207,7 +207,7 @@ class Advice:
 
 class ProfRule(Output):
     """``summary/prof_rule_{device_id}.json`` (legacy, always written): the rules of
-    step-trace-and-advice.md 5 over the exported op_summary rows (the RuleState the
+    docs/formats/step-trace-and-advice.md 5 over the exported op_summary rows (the RuleState the
     op_summary output fed), and its console report appended to `advice`."""
 
     stem = "prof_rule"

@@ -1,4 +1,5 @@
-"""The msprof / step_trace json layers of the host and the device (timeline.md), rendered
+"""The msprof / step_trace json layers of the host and the device (docs/formats/timeline.md),
+rendered
 vectorised: CANN (host APIs), Ascend Hardware (tasks, memcpy), the HostToDevice flows and
 Step Trace.  The trace core is trace.py; Communication and Overlap Analysis are
 comm_layer.py and overlap_layer.py.  Each layer yields (metadata strings, event strings, sort
@@ -430,7 +431,7 @@ def step_layer(dev: DeviceData, its: pd.DataFrame, app_pid: int,
         [ts_sort_key(start), ts_sort_key(np.maximum(fp, 0)), ts_sort_key(np.maximum(bp, 0))], \
         [np.ones(len(its), bool), has_fp & has_bp, has_bp]
     # Reduce_{i}_{k}: the k-th AllReduce (tags 10000+2k / 10001+2k, k from 0) of iteration i,
-    # only when both of its markers are in the iteration (step-trace-and-advice.md 3)
+    # only when both of its markers are in the iteration (docs/formats/step-trace-and-advice.md 3)
     for k in sorted(int(c.rsplit("_", 1)[1]) for c in its.columns
                     if c.startswith("reduce_start_")):
         rs = its[f"reduce_start_{k}"].to_numpy(np.int64)

@@ -1,4 +1,5 @@
-"""The Chrome-trace core of the timeline JSON files (timeline.md): layers of pre-rendered or
+"""The Chrome-trace core of the timeline JSON files (docs/formats/timeline.md): layers of
+pre-rendered or
 lazily rendered events, their stable sort by float(ts) (the real tool's, ties included), the
 JSON text helpers, and the msprof json layer order and --reports switches.
 
@@ -202,7 +203,7 @@ def assemble_stream(layers: list[Layer]) -> tuple[list[str], EventStream]:
 
 
 def read_reports(path) -> dict[str, bool]:
-    """--reports layer switches (timeline.md 8); invalid content -> every layer on."""
+    """--reports layer switches (docs/formats/timeline.md 8); invalid content -> every layer on."""
     on = {k: True for k in LAYERS}
     if path is None:
         return on

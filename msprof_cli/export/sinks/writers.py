@@ -1,4 +1,4 @@
-"""Atomic, permission-safe CSV / JSON writers with slicing (export-files.md 2.3, 5).
+"""Atomic, permission-safe CSV / JSON writers with slicing (docs/formats/export-files.md 2.3, 5).
 
 Every output goes to a unique temporary name in the target directory (``.{name}.tmp{pid}.{hex}``,
 created exclusively, never through a link) and is renamed with ``os.replace`` only when
