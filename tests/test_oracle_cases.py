@@ -40,8 +40,8 @@ CASES = {
     "rich_two_devices": ("rich_two_devices", None),
     "two_devices_hccl": ("two_devices_hccl", None),
 }
-# collections of the 4 oracle scripts (shared/golden/ORACLE-CASES.md flags) and of
-# examples/keras_cnn.py (default flags) by today's device writer (2026-12-02):
+# collections of the 4 oracle scripts (with the collect flags each golden oracle case was
+# recorded with) and of examples/keras_cnn.py (default flags) by today's device writer:
 # AI CPU tasks in ts_track rptType 12 + DATA_PREPROCESS.AICPU, ts memcpy with its three
 # states, each HCCL step a task with its hccl_info -- nothing removed before the exports;
 # and of tests/oracle/tx_mlp.py (`--msproftx on`): msproftx Marks and MarkEx ranges from two

@@ -85,7 +85,8 @@ def _cases(work: Path) -> Iterator[tuple[str, Path]]:
     with open(hwts, "ab") as fh:
         fh.write(b"\0" * 5)  # a truncated record at the tail
     yield "damaged", damaged
-    # raw dirs of real collections (shared/golden, ORACLE-CASES.md), frozen in the corpus too
+    # raw dirs of real collections (the golden and oracle cases, located by shared_paths.py),
+    # frozen in the corpus too
     from tests.shared_paths import shared_dir
     for case in ("ascend910-small", "oracle-eager", "oracle-keras_bn", "oracle-mirrored_hccl",
                  "oracle-tf1_aicpu"):
