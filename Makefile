@@ -44,7 +44,7 @@ test-fast: install-test ## Run the tests that do not start TensorFlow
 bench: install-test ## Run the benchmarks (export tiny/50k/1M tasks and, if the real analysis is laid out, side by side with it; query, startup, collect overhead; BENCH_ARGS=--big adds 10M)
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
 
-calibrate: install ## Calibration against published Ascend 910 figures (issue 14; installs tf_keras, ~10-20 min)
+calibrate: install ## Calibration against published Ascend 910 figures (installs tf_keras, ~10-20 min)
 	$(PIP) install -q --no-deps 'tf_keras~=2.21.0'
 	$(PY) benchmarks/calibration.py $(CALIB_ARGS)
 

@@ -1,4 +1,4 @@
-"""Calibration of the emulated Ascend 910 against published single-card figures (issue 14).
+"""Calibration of the emulated Ascend 910 against published single-card figures.
 
     python benchmarks/calibration.py [--steps 4] [--models resnet50,bert,bert_large] [--keras 2|3]
 

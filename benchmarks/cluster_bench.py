@@ -1,4 +1,4 @@
-"""Export of a job dir of many ranks (issue 19): serial vs the fork job pool vs Dask.
+"""Export of a job dir of many ranks: serial vs the fork job pool vs Dask.
 
     python benchmarks/cluster_bench.py [--ranks 16] [--tasks 100000] [--work DIR]
 

@@ -1,4 +1,4 @@
-"""Collect overhead and raw-data volume of a loop-heavy model (issue 14 item 6).
+"""Collect overhead and raw-data volume of a loop-heavy model.
 
     python benchmarks/collect_lstm.py [--steps 60] [--repeats 2]
 

@@ -6,7 +6,7 @@ The workload trains a small Keras CNN in a loop for `--seconds`; the benchmark s
 VmRSS of the Python process running it (for collect: the launcher's child) every 0.5 s and
 reports the RSS after warm-up (10 s), at the end, the peak, and the growth rate over the second
 half of the run (MB/min).  Bounded memory = the growth rate of the agent modes is about the
-baseline's and the peak stays well under +300 MB (issue 3).  Chunks are flushed every
+baseline's and the peak stays well under +300 MB.  Chunks are flushed every
 `MSPROF_CLI_FLUSH_SECONDS` (default 10 s), so a 90 s run goes through ~9 flushes.
 Results also go to benchmarks/results/collect_memory.csv.
 """

@@ -4,7 +4,7 @@ default) and with `--full-trace`, on a small model (~4-6 ms steps) and a moderat
     .venv/bin/python benchmarks/collect_overhead.py [--steps 300] [--repeats 5]
                                                     [--workloads small,moderate]
 
-Method (issue 3, Overhead):
+Method (overhead):
 * every run is its own subprocess (`msprof collect` for the agent modes); runs are interleaved
   (repeat r runs baseline, sampled, full of each workload in turn) so machine drift hits every
   mode alike;

@@ -4,7 +4,7 @@ layouts.
     python benchmarks/export_bench.py [--sizes tiny,50k,1m] [--big] [--layouts legacy,mindstudio,db]
                                       [--work DIR] [--keep] [--devices N] [--repeat N]
 
-`tiny` (issue 20 item 8, target <= 0.4 s): the corpus' ascend910_small PROF dir (the golden
+`tiny` (target <= 0.4 s): the corpus' ascend910_small PROF dir (the golden
 raw dir: 3 iterations, 21 tasks), the median of --repeat whole-process runs after one warm-up
 run; its children (and those of every other case) cache their bytecode under --work
 (PYTHONPYCACHEPREFIX), as an installed package has it (without .pyc files, e.g.

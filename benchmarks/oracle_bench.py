@@ -1,5 +1,5 @@
-"""`msprof export` side by side with the real msprof analysis on the same PROF dirs (issue 20
-item 8: "side by side with the real analysis ... make it >= 25x").
+"""`msprof export` side by side with the real msprof analysis on the same PROF dirs: the
+ratio of their times (the target is >= 25x at 50k tasks, docs/performance.md).
 
     python benchmarks/oracle_bench.py [--sizes tiny,50k] [--repeat N] [--oracle MSPROF_PY]
                                       [--work DIR] [--keep]

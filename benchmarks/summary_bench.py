@@ -1,4 +1,4 @@
-"""`msprof summary` of a generated 1M-task PROF dir (issue 17: target <= 5 s), and
+"""`msprof summary` of a generated 1M-task PROF dir (target <= 5 s), and
 `msprof check` of it against its own summary JSON (the CI gate's cost).
 
     python benchmarks/summary_bench.py [--tasks 1000000] [--prof DIR] [--repeat 3]
