@@ -244,3 +244,13 @@ def test_sparse_ops_cost_the_rows_they_touch() -> None:
     arr = reg.arrays()
     assert arr["bytes_in"][scatter] == 128 * 200 * 4 * 2 + 128 * 4
     assert arr["bytes_out"][apply] == 2 * 128 * 200 * 4
+
+
+def test_onednn_filter_gradient_with_bias_is_a_cube_op() -> None:
+    """Keras CNN training on CPU runs `_MklNativeConv2DBackpropFilterWithBias` (the filter
+    gradient with BiasAddGrad folded in): a cube filter gradient, not an unknown vector op."""
+    from msprof_cli.device import op_map as OM
+
+    m = OM.map_op("_MklNativeConv2DBackpropFilterWithBias")
+    assert (m.ge_type, m.kind, m.cost, m.fallback) == ("Conv2DBackpropFilter", OM.KIND_AI_CORE,
+                                                       OM.COST_CONV_BP_FILTER, False)

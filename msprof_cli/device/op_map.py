@@ -63,6 +63,9 @@ FUSED_MAIN_OP = {
     "FusedResizeAndPadConv2D": "Conv2D",
     "Conv2DWithBias": "Conv2D",
     "FusedConv2DWithBias": "Conv2D",
+    # oneDNN's filter gradient with the bias gradient folded in (BiasAddGrad)
+    "Conv2DBackpropFilterWithBias": "Conv2DBackpropFilter",
+    "Conv3DBackpropFilterWithBias": "Conv3DBackpropFilterV2",
     "FusedInstanceNorm": "InstanceNorm",
 }
 
