@@ -340,8 +340,7 @@ class Device:
         # the agent's own work between them (CaptureChunk.agent_spans): events that take no
         # emulated time, so the gaps keep only the script's own host time
         # (only after the last event already placed: the warp cannot move the past)
-        a_s, a_e = TM.outside([sp for sp in self._agent_spans if sp[0] >= self._placed_end],
-                              ev_rs, ev_re)
+        a_s, a_e = TM.outside(self._agent_spans, ev_rs, ev_re, after=self._placed_end)
         ev_rs, ev_re = np.r_[ev_rs, a_s], np.r_[ev_re, a_e]
         ev_dur = np.r_[emul_dur, s_dur, np.zeros(len(a_s), np.int64)].astype(np.int64)
         order = np.lexsort((np.arange(len(ev_rs)), ev_rs))

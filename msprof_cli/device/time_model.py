@@ -171,13 +171,15 @@ def finish(lay: Layout, dev_rel: np.ndarray, d2h_ns: np.ndarray) -> np.ndarray:
     return out_b + out_len
 
 
-def outside(spans: list[tuple[int, int]], ev_start: np.ndarray, ev_end: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray]:
-    """The (begin, end) spans that overlap none of the events [ev_start, ev_end] (the agent's
-    work inside a step is already inside the step's replaced span)."""
+def outside(spans: list[tuple[int, int]], ev_start: np.ndarray, ev_end: np.ndarray,
+            after: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The (begin, end) spans that begin at or after `after` and overlap none of the events
+    [ev_start, ev_end] (the agent's work inside a step is already inside the step's replaced
+    span; before `after` the time warp has placed its events already)."""
     if not spans:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     arr = np.asarray(spans, np.int64).reshape(-1, 2)
+    arr = arr[arr[:, 0] >= after]
     b, e = arr[:, 0], np.maximum(arr[:, 1], arr[:, 0])
     if not len(ev_start):
         return b, e
