@@ -49,7 +49,7 @@ def _tables(prods: dict[str, tuple[str, ...]], names: list[str], launched: list[
     idx = {n: i for i, n in enumerate(names)}
     return DEP.DependencyTables().model_edges(
         1, prods, {n: i for i, n in enumerate(names)}, np.array(sorted(idx[n] for n in launched)),
-        chains or {}, names, lambda n: idx[n])
+        chains or {}, names, idx.get)
 
 
 def test_a_loop_consumer_waits_for_the_latest_execution_before_it() -> None:

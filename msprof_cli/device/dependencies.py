@@ -82,9 +82,11 @@ class DependencyTables:
     def model_edges(self, model_id: int, producers: dict[str, tuple[str, ...]],
                     order: dict[str, int], launched_idx: np.ndarray,
                     chains: dict[int, tuple[int, ...]], names: list[str],
-                    name_idx: Callable[[str], int]) -> ModelEdges:
+                    name_idx: Callable[[str], int | None]) -> ModelEdges:
         """`launched_idx`: the sorted name indices of the model's op rows with a device task;
-        `chains`: the model's UB-fused kernels (fused name idx -> member name indices)."""
+        `chains`: the model's UB-fused kernels (fused name idx -> member name indices);
+        `name_idx`: a name's index, None for a name no op row has (never added: a graph's
+        names that never ran must not grow the name table, hence hash_dic)."""
         key = launched_idx.tobytes()
         hit = self._cache.get(model_id)
         if hit is not None and hit[0] == key:
@@ -104,10 +106,12 @@ class DependencyTables:
                 launched.update(m_names)
         table = launched_producers(prods, launched, order)
         described = set(order) | set(table)
-        idx_of = {nm: name_idx(nm) for nm in described | {p for ps in table.values() for p in ps}}
+        # every name of `table` ran (launched rows, fused kernels): all have an index
+        idx_of = {nm: i for nm in described | {p for ps in table.values() for p in ps}
+                  if (i := name_idx(nm)) is not None}
         n = max(len(names), max(idx_of.values(), default=-1) + 1)
         known = np.zeros(n, bool)
-        known[[idx_of[nm] for nm in described]] = True
+        known[[idx_of[nm] for nm in described if nm in idx_of]] = True
         counts = [len(ps) for ps in table.values()]
         cons = [idx_of[c] for c in table]
         count = np.zeros(n, np.int64)

@@ -176,7 +176,7 @@ def _data_edges(device: Device, ctx: ChunkCtx, rows: np.ndarray, tt: np.ndarray,
         mine = rows[graph & (ops.model_id[rows] == mid)]
         tables[int(mid)] = device.deps.model_edges(
             int(mid), model.producers, model.op_order, np.unique(ops.name_idx[mine]),
-            device.fuser.chains_of(int(mid)), device.names.items, device.names)
+            device.fuser.chains_of(int(mid)), device.names.items, device.names.get)
         model_of_row[mine] = int(mid)
     cons, prod, known = DEP.row_edges(rows, ops.iter_row, ops.name_idx, launch_rank,
                                       model_of_row, tables, device.fuser.alias)
