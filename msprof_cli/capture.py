@@ -102,6 +102,9 @@ class Iteration:
     # measured host time the step waited for its input batch (TF's IteratorGetNext blocked
     # on the tf.data pipeline); host-only work the emulated step keeps (device-model.md 5.2)
     input_wait_ns: int = 0
+    # measured host time the input pipeline took to make the batch(es) the step took from a
+    # prefetch (collect/input_pipeline.py); the time model derives the emulated wait from it
+    input_production_ns: int = 0
     # msprof's own agent time just before the step (its flushes and tracer toggles): measured
     # but not the script's, so the emulated timeline leaves it out
     agent_before_ns: int = 0

@@ -110,6 +110,20 @@ def test_sparse_update_costs_the_rows_it_touches(tmp_path: Path) -> None:
     assert not [r for r in ops if "UNDEFINED" in r["Input Data Types"]]
 
 
+def test_nodes_grappler_made_have_the_shapes_they_ran_with(tmp_path: Path) -> None:
+    """ArithmeticOptimizer's AddN and reordered casts are in no Python graph: the session's
+    partition graphs give them (and the ops Grappler rewired) their inputs and shapes."""
+    prof, _ = collect_export(tmp_path, "tf1_grappler.py")
+    ops = rows(prof, "op_summary")
+    made = [r for r in ops if "ArithmeticOptimizer/" in r["Op Name"]]
+    assert {r["OP Type"] for r in made} >= {"AddN"}, {r["Op Name"] for r in made}
+    addn = next(r for r in made if r["OP Type"] == "AddN")
+    assert addn["Input Shapes"] == '"32,64;32,64;32,64;32,64"', addn
+    assert addn["Input Data Types"] == "FLOAT;FLOAT;FLOAT;FLOAT", addn
+    assert not [r for r in ops if NA_DIM in r["Input Shapes"] or NA_DIM in r["Output Shapes"]]
+    assert not [r for r in ops if r["OP Type"] != "Assign" and not r["Output Shapes"]]
+
+
 def test_default_export_is_the_training_model_and_its_rows(tmp_path: Path) -> None:
     """fit, then predict with more steps: the default export is the training model (said on
     the console), and its op_summary / op_statistic hold that model's tasks only."""

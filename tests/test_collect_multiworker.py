@@ -7,7 +7,8 @@ hand-built one-device Device that is rank 1 of 3 (its hccl_info and the export).
 End-to-end (`e2e`): tests/scripts/multiworker.py starts 2 real worker processes (subprocess,
 TF_CONFIG each, rank 1 sleeps SLOW_MS per batch in its tf.data map) through
 `msprof collect --children --hccl on`, then `msprof export --layout mindstudio` of each PROF
-dir.  One collect run (`--full-trace`) shared by all e2e assertions (~20 s on 2 cores).
+dir.  One collect run (the default sampled tracing) shared by all e2e assertions (~20 s on 2
+cores).
 """
 from __future__ import annotations
 
@@ -176,10 +177,10 @@ def _env(**extra: str) -> dict[str, str]:
 class Job:
     def __init__(self, tmp: Path) -> None:
         t0 = time.monotonic()
-        # --full-trace: every step's input wait measured (sampled tracing replays the first
-        # steps' waits, which the batches tf.data prefetched while step 1 was traced hide)
+        # the default sampled tracing: most steps are replayed, and the slow rank must still
+        # be found (its input pipeline's production time holds for the replayed steps)
         cmd = [sys.executable, "-m", "msprof_cli", "collect", "--children", "--hccl", "on",
-               "--training-trace", "on", "--full-trace", "--output", str(tmp / "out"), "--",
+               "--training-trace", "on", "--output", str(tmp / "out"), "--",
                sys.executable, str(SCRIPT)]
         self.proc = subprocess.run(
             cmd, env=_env(WORKERS="2", STEPS=str(STEPS), SLOW_RANK="1", SLOW_MS=str(SLOW_MS),
@@ -277,8 +278,12 @@ def test_slow_rank_has_the_larger_data_aug_bound(job: Job) -> None:
         # the first steps eat the batches tf.data prefetched while step 1 was traced
         vals = [float(r["Data Aug Bound(us)"]) for r in rows[STEPS // 2:]]
         dab[rank] = statistics.median(vals)
-    assert dab[1] > 0.3 * SLOW_MS * 1000, dab
-    assert dab[1] > 3 * dab[0], dab
+        sampling = json.loads((prof / "msprof_cli_sampling.json").read_text())
+        assert any(m["replayed"] for m in sampling["models"].values()), sampling
+    # the emulated device waits for the pipeline's own pace (a batch per SLOW_MS of sleep),
+    # not for the shorter wait the slower CPU saw, in traced and replayed steps alike
+    assert dab[1] > 0.8 * SLOW_MS * 1000, dab
+    assert dab[1] > 10 * dab[0], dab
 
 
 @pytest.mark.e2e
@@ -298,8 +303,8 @@ def test_the_fast_rank_waits_for_the_slow_one_in_its_collectives(job: Job) -> No
         first, it = head.index("Reduce Duration(us)"), head.index("Iteration Time(us)")
         reduce_us[rank] = statistics.median(float(r[first]) for r in rows)
         step_us[rank] = statistics.median(float(r[it]) for r in rows)
-    # rank 0's all-reduce holds the wait (a good part of rank 1's SLOW_MS per step)
-    assert reduce_us[0] > 0.3 * SLOW_MS * 1000 > 10 * reduce_us[1], reduce_us
+    # rank 0's all-reduce holds the wait (rank 1's SLOW_MS per step)
+    assert reduce_us[0] > 0.8 * SLOW_MS * 1000 > 10 * reduce_us[1], reduce_us
     assert abs(step_us[0] - step_us[1]) < 0.1 * max(step_us.values()), step_us
 
 

@@ -292,7 +292,7 @@ def all_cases(tmp_path_factory) -> dict[str, Path]:
 def _without_advice(s: M.Summary) -> dict:
     d = M.to_dict(s)
     for dev in d["devices"]:
-        dev.pop("advice"), dev.pop("advice_note")
+        dev.pop("advice"), dev.pop("advice_note"), dev.pop("advice_model")
     return d
 
 
@@ -487,3 +487,20 @@ def test_check_says_when_graphs_differ_and_why_a_host_change_passed() -> None:
     text = "\n".join(check_lines(res))
     assert "Graphs differ: model 1 was matched to baseline model 1 by name" in text
     assert "fails only when the change exceeds both parts" in text
+
+
+def test_the_summary_advice_is_the_default_exports(all_cases, tmp_path) -> None:
+    """The summary's advice covers the rows a default `msprof export` puts in prof_rule (the
+    model it chooses): the same findings and counts, on one device and on two."""
+    import shutil
+
+    from msprof_cli.summary.build import build
+
+    for name in ("msproftx_aicpu_pmu", "oracle_keras_bn", "two_devices_hccl"):
+        prof = shutil.copytree(all_cases[name], tmp_path / name)
+        want = [a for dev in build(prof).devices for a in dev.advice]
+        proc = subprocess.run([sys.executable, "-m", "msprof_cli", "export", str(prof)],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        said = [ln[4:] for ln in proc.stdout.splitlines() if ln.startswith("  - ")]
+        assert want and said == want, name

@@ -86,14 +86,23 @@ def test_step_time_is_the_devices_not_the_cpus(busy: Path) -> None:
 
 
 def test_slow_input_pipeline_is_data_aug_bound(tmp_path: Path) -> None:
-    prof = collect_export(tmp_path, "time_slow_input.py")
+    # collected while two CPU hogs load the machine: the CPU's slower steps give the pipeline
+    # time to keep pace, the emulated device's do not (docs/device-model.md 5.2)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        prof = collect_export(tmp_path, "time_slow_input.py")
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
     steps = rows(prof, "step_trace")
     assert len(steps) == 12
-    # each batch of 4 needs 4 x 4 ms of Python map on the host (one producer thread)
-    # (the first steps may find batches the pipeline buffered while the graph was built)
+    # each batch of 4 needs 4 x 4 ms of Python map on the host (one producer thread): the
+    # emulated step, far faster than the CPU's, waits for the pipeline's pace however busy
+    # the machine is (the first steps may find batches buffered during the graph's build)
     aug = [us(r["Data Aug Bound(us)"]) for r in steps[1:]]
     fpbp = [us(r["FP to BP Time(us)"]) for r in steps[1:]]
-    assert median(aug) >= 8_000, aug
+    assert median(aug) >= 0.8 * 16_000, aug
     # the device's compute is the emulated 910's, untouched by the wait or the CPU
     assert median(fpbp) < 500, fpbp
     assert max(fpbp) - min(fpbp) < 1.0, fpbp

@@ -30,6 +30,7 @@ from msprof_cli.capture import CaptureChunk, Iteration, OpRun
 from msprof_cli.collect import eager_shapes
 from msprof_cli.collect.collectives import restore_collectives
 from msprof_cli.collect.converter_state import ConverterState, GraphRegistry, Schedule
+from msprof_cli.collect.input_pipeline import PipelineEvents
 from msprof_cli.collect.model_graph import learn_model
 from msprof_cli.collect.op_shapes import (attach_shapes, model_batch, specs_unknown, step_batch,
                                           with_batch)
@@ -67,6 +68,7 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
     waits: list[tuple[int, int]] = []  # input waits (start, end) on tf_data threads
     batches: list[tuple[int, int]] = []  # (time, bytes) of the batches the iterator delivered
     markers: dict[int, Event] = {}
+    pipeline = PipelineEvents(state.pipelines)  # tf.data prefetch events (production time per element)
     graph_of_seq: dict[int, str] = {}
     dropped_data = dropped_unknown = expanded_clusters = tracer_gaps = 0
     restored_collectives = 0
@@ -170,10 +172,15 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
             for ev in evs:
                 if ev.kind == "wait":
                     waits.append((ev.start, ev.end))
+                    pipeline.consumer_lines.add(line)
                     size = (ev.stats or {}).get("element_size")
                     if isinstance(size, int) and size > 0:
                         batches.append((ev.start, size))
                     continue
+                if is_data or ev.kind in ("prefetch", "produce"):
+                    pipeline.add(ev, is_data)
+                    if ev.kind in ("prefetch", "produce"):
+                        continue
                 if ev.kind == "proc":
                     while procs and procs[-1].end < ev.start:
                         procs.pop()
@@ -233,6 +240,8 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
     waits.sort()
     batches.sort()
     wait_of = _input_waits(waits, markers)
+    made = pipeline.production([(m.start, m.end) for seq, m in markers.items()
+                                if by_seq[seq].traced_now])
     used_models: set[int] = set()
     for rec in sorted(records, key=lambda r: r.seq):
         key = graph_of_seq.get(rec.seq) or rec.model_key
@@ -267,11 +276,13 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
                         model_id=mid, index=state.next_index(mid), start_ns=s_, end_ns=e_,
                         thread_id=rec.thread_id, ops=o_,
                         input_wait_ns=_wait_in(waits, s_, e_),
+                        input_production_ns=made.in_span(s_, e_),
                         agent_before_ns=0 if k_ else rec.agent_before_ns,
                         warmup=rec.traced_now and not k_))
                 if ops and (not rec.traced_now or key not in state.sub_schedules):
-                    state.sub_schedules[key] = [sampled_schedule(o_, s_, e_, static)
-                                                for s_, e_, o_ in parts]
+                    state.sub_schedules[key] = [
+                        sampled_schedule(o_, s_, e_, static, _wait_in(waits, s_, e_),
+                                         made.in_span(s_, e_)) for s_, e_, o_ in parts]
                 if ops and mid not in state.fp_bp_done:
                     learn_model(state.models[mid], ops, static, fp_point, bp_point, chunk)
                     state.fp_bp_done.add(mid)
@@ -287,11 +298,12 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
                            end_ns=end, thread_id=rec.thread_id, ops=ops, replayed=dropped,
                            sampled_duration=prev.duration if dropped and prev else 0,
                            input_wait_ns=wait_of.get(rec.seq, 0),
+                           input_production_ns=made.in_span(start, end),
                            agent_before_ns=rec.agent_before_ns, warmup=rec.traced_now)
             if ops and not dropped and (not rec.traced_now or key not in state.schedules):
                 state.schedules[key] = Schedule(max(end - start, 1), schedule_ops(ops, start),
                                                 static.version if static is not None else 0,
-                                                it.input_wait_ns)
+                                                it.input_wait_ns, it.input_production_ns)
             if ops and mid not in state.fp_bp_done:
                 learn_model(state.models[mid], ops, static, fp_point, bp_point, chunk)
                 state.fp_bp_done.add(mid)
@@ -308,6 +320,7 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
                            end_ns=max(rec.end_ns, rec.start_ns), thread_id=rec.thread_id,
                            replayed=True, schedule=sched,
                            input_wait_ns=replay_wait(sched, rec),
+                           input_production_ns=sched.input_production if sched else 0,
                            agent_before_ns=rec.agent_before_ns)
             if static is not None and sched is not None and sched.version != static.version:
                 # shapes improved since the sample (TF1 shape run): this step's own objects

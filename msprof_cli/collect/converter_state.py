@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 
 from msprof_cli.capture import ModelInfo, OpSchedule
+from msprof_cli.collect.input_pipeline import PipelineHistory
 from msprof_cli.collect.tf_graphs import OpShape, StaticGraph
 
 
@@ -23,6 +24,9 @@ class Schedule(OpSchedule):
 
     version: int = 0  # static graph version the shapes came from
     input_wait: int = 0  # measured input wait of the sampled step (ns)
+    # production time of the elements it took from prefetched pipelines (ns,
+    # collect/input_pipeline.py): the pipeline's, so replayed steps take it unscaled
+    input_production: int = 0
 
 
 @dataclass
@@ -47,6 +51,8 @@ class ConverterState:
     # this process is one rank of a multi-process job (MultiWorkerMirroredStrategy, ...):
     # every collective of a step's graph ran (`restore_collectives`)
     multi_rank: bool = False
+    # the tf.data prefetches seen so far (collect/input_pipeline.py)
+    pipelines: PipelineHistory = field(default_factory=PipelineHistory)
 
     def model_id(self, key: str, name: str) -> int:
         mid = self.model_ids.get(key)

@@ -47,17 +47,21 @@ def tracer_dropped(ops: list[OpRun], schedule: Schedule | None) -> bool:
 def replay_wait(schedule: Schedule | None, rec: ExecRecord) -> int:
     """Input wait of a replayed step: the sampled step's, scaled to this step's length like
     its ops (the tracer is off, so the wait itself is not measured)."""
+    return _scaled_wait(schedule, rec.start_ns, rec.end_ns)
+
+
+def _scaled_wait(schedule: Schedule | None, start: int, end: int) -> int:
     if schedule is None or not schedule.input_wait:
         return 0
-    scale = max(rec.end_ns - rec.start_ns, 1) / schedule.duration
-    return min(int(schedule.input_wait * scale), max(rec.end_ns - rec.start_ns, 0))
+    scale = max(end - start, 1) / schedule.duration
+    return min(int(schedule.input_wait * scale), max(end - start, 0))
 
 
-def sampled_schedule(ops: list[OpRun], start: int, end: int, static: StaticGraph | None
-                     ) -> Schedule:
+def sampled_schedule(ops: list[OpRun], start: int, end: int, static: StaticGraph | None,
+                     input_wait: int = 0, input_production: int = 0) -> Schedule:
     """The op schedule of a sampled step [start, end] (one step of a multi-step call)."""
     return Schedule(max(end - start, 1), schedule_ops(ops, start),
-                    static.version if static is not None else 0)
+                    static.version if static is not None else 0, input_wait, input_production)
 
 
 def schedule_ops(ops: list[OpRun], start: int) -> tuple[tuple, ...]:
@@ -84,4 +88,6 @@ def replay_split(chunk: CaptureChunk, state: ConverterState, key: str, mid: int,
         chunk.iterations.append(Iteration(
             model_id=mid, index=state.next_index(mid), start_ns=s_, end_ns=e_,
             thread_id=rec.thread_id, replayed=True, schedule=sched,
+            input_wait_ns=_scaled_wait(sched, s_, e_),
+            input_production_ns=sched.input_production if sched is not None else 0,
             agent_before_ns=0 if i else rec.agent_before_ns))

@@ -188,7 +188,10 @@ def _full_trace_options() -> tuple[Any, Any] | None:
     try:
         from tensorflow.core.protobuf import config_pb2
 
-        return (config_pb2.RunOptions(trace_level=config_pb2.RunOptions.FULL_TRACE),
+        # the partition graphs: the graph as it ran, Grappler's nodes included
+        # (collect/runtime_graph.py)
+        return (config_pb2.RunOptions(trace_level=config_pb2.RunOptions.FULL_TRACE,
+                                      output_partition_graphs=True),
                 config_pb2.RunMetadata())
     except Exception:
         return None
@@ -199,6 +202,8 @@ def _apply_step_stats(agent: Agent, static_key: str, run_metadata: Any, feed_dic
     try:
         import numpy as np
 
+        from msprof_cli.collect.runtime_graph import (add_runtime_nodes,
+                                                      runtime_dtypes_from_step_stats)
         from msprof_cli.collect.tf_graphs import (apply_runtime_shapes,
                                                   runtime_shapes_from_step_stats)
 
@@ -211,6 +216,8 @@ def _apply_step_stats(agent: Agent, static_key: str, run_metadata: Any, feed_dic
             op = getattr(key, "op", None)
             if op is not None and hasattr(key, "value_index"):
                 runtime.setdefault(op.name, {})[key.value_index] = tuple(np.shape(value))
+        add_runtime_nodes(graph, run_metadata.partition_graphs, runtime,
+                          runtime_dtypes_from_step_stats(run_metadata.step_stats))
         apply_runtime_shapes(graph, runtime)
     except Exception as exc:
         agent.fail(f"runtime shapes could not be read ({exc!r}): unknown dims stay -1", exc)

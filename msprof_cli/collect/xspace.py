@@ -23,6 +23,12 @@ KEEP_PLAIN = frozenset({"EagerKernelExecute", "SessionRun"})
 # a step blocked on its input batch: the iterator's GetNext kernel (an async op whose span is
 # the wait for the tf.data pipeline; it runs on a tf_data_iterator_get_next thread)
 INPUT_WAIT = frozenset({"IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::DoCompute"})
+# tf.data's iterator events (`Iterator::Root::Prefetch::Map...`, one per GetNext of each
+# iterator of the pipeline): only a prefetch's consumer side ("...::Prefetch": inside a step's
+# GetNext it is the take of an element) and its producer's calls into its input
+# ("...::Prefetch::<input>", on the prefetch's thread) are kept, with their stats, for the
+# input pipeline's production time (collect/input_pipeline.py)
+PREFETCH = "Prefetch"
 NOT_OPS = ("_Send", "_Recv", "_HostSend", "_HostRecv", "_Arg", "_Retval", "NoOp")
 
 
@@ -30,7 +36,7 @@ NOT_OPS = ("_Send", "_Recv", "_HostSend", "_HostRecv", "_Arg", "_Retval", "NoOp"
 class Event:
     line: int  # index into Trace.lines
     kind: str  # "op", "proc", "run", "marker", "anchor", "eager", "fn", "kexec", "session",
-    # "wait" (input wait)
+    # "wait" (input wait), "prefetch" / "produce" (tf.data prefetch: consumer / producer side)
     name: str  # op: node name; eager: op type; fn: __inference_ name; others: event name
     tf_type: str
     start: int  # epoch ns
@@ -75,6 +81,13 @@ def _classify(name: str, display: str) -> tuple[str, str, str] | None:
         return ("session", name, "")
     if name in INPUT_WAIT:
         return ("wait", name, "")
+    if name.startswith("Iterator::"):
+        parts = name.split("::")
+        if parts[-1] == PREFETCH:
+            return ("prefetch", name, "")
+        if len(parts) > 2 and parts[-2] == PREFETCH:
+            return ("produce", name, "")
+        return None
     node, sep, typ = name.rpartition(":")
     if not sep or not node or node.endswith(":") or " " in typ or not typ:
         return None
@@ -120,7 +133,7 @@ def parse_xspace(data: bytes) -> Trace:
                 kind, name, typ = k
                 start = base + ev.offset_ps // 1000
                 stats = None
-                if kind in ("proc", "run", "marker", "anchor", "wait"):
+                if kind in ("proc", "run", "marker", "anchor", "wait", "prefetch", "produce"):
                     stats = {stat_names.get(s.metadata_id, ""): _stat_value(s, stat_names)
                              for s in ev.stats}
                 trace.events.append(Event(idx, kind, name, typ, start,

@@ -104,6 +104,7 @@ class Device:
         self._copy_spans: tuple[np.ndarray, ...] | None = None
         self._agent_spans: list[tuple[int, int]] = []  # of the chunk being consumed
         self._placed_end = 0  # real end of the last event the time warp placed
+        self._pipeline = TM.PipelineState()  # the input pipeline across chunks
         self._cost_cache: tuple[tuple[int, int], CostTable] | None = None
         self._closed = False
         self.host_path = self.prof_dir / "host"
@@ -325,8 +326,20 @@ class Device:
         inn = ops.iter_row >= 0
         single = np.flatnonzero(~inn)
         emul_dur = np.zeros(n_it, np.int64)
+        agent = iters.agent_before if len(iters.agent_before) == n_it else np.zeros(n_it, np.int64)
         if n_it:
             emul_dur = self._step_spans(ops, iters, lay, inn, single)
+            # the emulated consumer is faster than the CPU: its wait for a prefetched
+            # pipeline follows from the pipeline's measured production time
+            prod = iters.production if len(iters.production) == n_it else \
+                np.zeros(n_it, np.int64)
+            extra = TM.pipeline_waits(iters.model_id, iters.thread, iters.start, iters.end,
+                                      agent, emul_dur, wait, prod, iters.warmup,
+                                      self._pipeline)
+            if extra.any():
+                TM.shift_steps(lay, ops.iter_row, extra)
+                emul_dur = emul_dur + extra
+                iters.input_wait = wait + extra
         # placement: steps and single ops in real order, measured gaps kept
         s_launch = launch[single]
         s_dur = np.where(s_launch, TM.EAGER_LAUNCH_NS,
@@ -334,7 +347,6 @@ class Device:
                                   ops.host_end[single] - ops.host_start[single], 0))
         # the agent's own time before a step is not the script's: the step's real span
         # reaches back over it, so the gap before the step loses it
-        agent = iters.agent_before if len(iters.agent_before) == n_it else np.zeros(n_it, np.int64)
         ev_rs = np.r_[iters.start - np.clip(agent, 0, None), ops.host_start[single]]
         ev_re = np.r_[np.maximum(iters.end, iters.start), ops.host_end[single]]
         # the agent's own work between them (CaptureChunk.agent_spans): events that take no

@@ -335,6 +335,10 @@ class IterTable:
     input_wait: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     # the profiler's own time just before each step (ns; removed from the gap before it)
     agent_before: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # measured production time of the step's prefetched batch(es) (ns; empty = none)
+    production: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # warm-up steps (tracing, the first execution; empty = none)
+    warmup: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
     def __len__(self) -> int:
         return len(self.model_id)
@@ -389,7 +393,9 @@ def build_tables(chunk: CaptureChunk, sigs: SignatureRegistry, names: Interner,
         "model": [it.model_id for it in its], "index": [it.index for it in its],
         "s": [it.start_ns for it in its], "e": [it.end_ns for it in its],
         "thr": [it.thread_id for it in its], "wait": [it.input_wait_ns for it in its],
-        "agent": [it.agent_before_ns for it in its]}
+        "agent": [it.agent_before_ns for it in its],
+        "prod": [it.input_production_ns for it in its],
+        "warm": [it.warmup for it in its]}
     it_start = np.array(it_cols["s"], np.int64)
     it_end = np.array(it_cols["e"], np.int64)
 
@@ -460,5 +466,7 @@ def build_tables(chunk: CaptureChunk, sigs: SignatureRegistry, names: Interner,
         thread=np.array(it_cols["thr"], np.uint32),
         input_wait=np.array(it_cols["wait"], np.int64),
         agent_before=np.array(it_cols["agent"], np.int64),
+        production=np.array(it_cols["prod"], np.int64),
+        warmup=np.array(it_cols["warm"], bool),
     )
     return ops, iters

@@ -171,6 +171,85 @@ def finish(lay: Layout, dev_rel: np.ndarray, d2h_ns: np.ndarray) -> np.ndarray:
     return out_b + out_len
 
 
+@dataclass
+class PipelineState:
+    """The last step of each (model, thread) of the chunks placed so far: its real end and
+    its emulated length without its input wait (ns)."""
+
+    last: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
+
+
+def pipeline_waits(model_id: np.ndarray, thread: np.ndarray, start: np.ndarray,
+                   end: np.ndarray, agent: np.ndarray, emul_dur: np.ndarray, wait: np.ndarray,
+                   production: np.ndarray, warmup: np.ndarray, state: PipelineState
+                   ) -> np.ndarray:
+    """Extra input wait (ns) per step of a chunk on the emulated system
+    (docs/device-model.md 5.2, "input pipeline").
+
+    A prefetched pipeline makes the next element while the consumer works; when the producer
+    is the slower side it is never idle, so an element is ready `production` after the
+    previous one was taken, and the consumer asks for it `busy + gap` after taking the previous
+    one: its emulated step without the wait (`emul_dur - wait`) plus the measured host gap to
+    this step.  A warm-up step (tracing, GE's compile on the real system) is host work of
+    its real length: the producer had all of it.  The step waits `production - (busy + gap)` if that is positive.  The CPU run
+    measured a smaller wait when its own slow steps gave the pipeline time; the emulated wait
+    is never below the measured one (`wait`), so the result is what is added to it.  Steps of
+    one model on one thread follow each other; the first of a chunk continues the chunk
+    before (`state`).  An element made while the consumer was busier than the producer (a
+    full buffer) makes the rule overstate the wait of the fast step after it by at most that
+    slack; bursts deeper than one element are not simulated."""
+    n = len(model_id)
+    extra = np.zeros(n, np.int64)
+    if not n:
+        return extra
+    start = np.asarray(start, np.int64)
+    busy = np.maximum(np.asarray(emul_dur, np.int64) - wait, 0)
+    if len(warmup) == n:
+        busy = np.where(warmup, np.maximum(np.asarray(end, np.int64) - start, busy), busy)
+    order = np.lexsort((start, thread, model_id))
+    m, t = model_id[order].astype(np.int64), thread[order].astype(np.int64)
+    s_ = start[order] - np.clip(agent[order], 0, None)
+    first = np.r_[True, (m[1:] != m[:-1]) | (t[1:] != t[:-1])]
+    prev_end = np.r_[0, end[order][:-1]].astype(np.int64)
+    prev_busy = np.r_[0, busy[order][:-1]]
+    # steps of other models / threads in between take their emulated length, not the CPU's
+    by_time = np.argsort(start, kind="stable")
+    pos = np.empty(n, np.int64)
+    pos[by_time] = np.arange(n)
+    shrink = np.cumsum(((np.asarray(end, np.int64) - start) - emul_dur)[by_time])
+    p_sorted = pos[order]
+    prev_pos = np.r_[0, p_sorted[:-1]]
+    between = np.where(p_sorted - 1 > prev_pos,
+                       shrink[np.maximum(p_sorted - 1, 0)] - shrink[prev_pos], 0)
+    cycle = np.full(n, np.iinfo(np.int64).max // 4, np.int64)  # no previous step: no wait
+    inner = ~first
+    cycle[inner] = prev_busy[inner] + np.maximum(s_[inner] - prev_end[inner] - between[inner],
+                                                 0)
+    for i in np.flatnonzero(first).tolist():  # one per (model, thread) of the chunk
+        got = state.last.get((int(m[i]), int(t[i])))
+        if got is not None:
+            cycle[i] = got[1] + max(int(s_[i]) - got[0], 0)
+    modelled = np.maximum(production[order] - cycle, 0)
+    extra[order] = np.maximum(modelled - wait[order], 0)
+    last = np.r_[np.flatnonzero(first)[1:] - 1, n - 1]
+    for i in last.tolist():
+        j = int(order[i])
+        state.last[(int(m[i]), int(t[i]))] = (int(end[j]), int(busy[j]))
+    return extra
+
+
+def shift_steps(lay: Layout, iter_row: np.ndarray, extra: np.ndarray) -> None:
+    """Lengthen each step's input wait by `extra` (ns): everything after the wait (the
+    launches, the device's work, the output copy) moves later by as much."""
+    r = np.flatnonzero(iter_row >= 0)
+    lay.op_rel_start[r] += extra[iter_row[r]]
+    lay.op_rel_end[r] += extra[iter_row[r]]
+    lay.host_end_rel += extra
+    lay.in_copy = (lay.in_copy[0], lay.in_copy[1] + extra)
+    lay.out_copy = (lay.out_copy[0] + extra, lay.out_copy[1] + extra)
+    lay.upper_bound += extra
+
+
 def outside(spans: list[tuple[int, int]], ev_start: np.ndarray, ev_end: np.ndarray,
             after: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """The (begin, end) spans that begin at or after `after` and overlap none of the events

@@ -220,6 +220,7 @@ def assemble(acc: DeviceAcc, names: dict[int, str], samp: dict) -> M.DeviceSumma
                            tasks=acc.tasks, span_us=_r(span / 1000),
                            busy_share=round(acc.busy_total / span, 6) if span else None,
                            models=models, advice=acc.advice, advice_note=acc.advice_note,
+                           advice_model=acc.advice_model,
                            overlap=M.Overlap(*(_r(v / 1000) for v in acc.overlap))
                            if acc.tasks else None, activity=_minimap(acc),
                            links=_link_rows(acc))
@@ -238,12 +239,14 @@ def _note(dev, rows: int) -> str | None:
     return None
 
 
-def _advice(acc: DeviceAcc, dev, data) -> None:
-    """The export's brief advice over the device's op_summary rows (one-window plans up to
-    ADVICE_MAX_ROWS rows: the rules read the op_summary text)."""
+def _advice(acc: DeviceAcc, dev, data, prof: Path) -> None:
+    """The export's brief advice over the op_summary rows of the model a default `msprof
+    export` chooses (its prof_rule holds that model's rows: the same findings and counts);
+    one-window plans up to ADVICE_MAX_ROWS rows: the rules read the op_summary text."""
     from msprof_cli.export.derive import advice as A
     from msprof_cli.export.derive import advice_table as OT
     from msprof_cli.export.derive import advice_text as AT
+    from msprof_cli.export.layouts.legacy import default_rows
     from msprof_cli.export.outputs import summaries as S
 
     rows = S.op_rows(dev)
@@ -251,6 +254,9 @@ def _advice(acc: DeviceAcc, dev, data) -> None:
     if note is not None:
         acc.advice_note = note
         return
+    acc.advice_model, tasks = default_rows(prof, dev)
+    if tasks is not dev.tasks:
+        rows = S.op_rows(dev, tasks)
     state = A.RuleState(dev.rd.ai_core_num)
     state.model_spans = A.model_spans(data.host.apis)
     start = rows["start_local"].to_numpy(np.int64)
@@ -307,7 +313,7 @@ def _reduce_plan(prof: Path, plan, max_steps: int) -> Reduced:
             acc = _acc(accs, prof, dev, max_steps)
             reduce_window(acc, dev, data)
             if plan.whole:
-                _advice(acc, dev, data)
+                _advice(acc, dev, data, prof)
             elif k == 0:
                 acc.advice_note = "windowed export: the advice is left to msprof export"
     return accs, names, rd0, plan.warnings()

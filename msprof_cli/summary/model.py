@@ -190,6 +190,8 @@ class DeviceSummary:
     models: list[ModelSummary] = field(default_factory=list)
     advice: list[str] = field(default_factory=list)  # the brief findings (export's console)
     advice_note: str = ""  # why there is no advice, when there is none
+    # the model the advice covers: the one msprof export's default prof_rule covers
+    advice_model: int | None = None
     overlap: Overlap | None = None
     activity: Activity | None = None
     links: list[LinkRow] = field(default_factory=list)

@@ -60,6 +60,7 @@ class DeviceAcc:
     pmu_events: list[int] = field(default_factory=list)
     advice: list[str] = field(default_factory=list)
     advice_note: str = ""
+    advice_model: int | None = None  # the model the advice covers (msprof export's choice)
 
 
 def _iteration_of(tasks: pd.DataFrame, its: pd.DataFrame) -> np.ndarray:

@@ -101,7 +101,9 @@ def summary_lines(s: M.Summary, md: bool = False, top: int = TOP) -> list[str]:
         for m in dev.models:
             out += _model_lines(m, md, top)
         if dev.advice:
-            out += heading("Advice (top findings)", 3, md)
+            scope = f", model {dev.advice_model} as in msprof export's prof_rule" \
+                if dev.advice_model is not None else ""
+            out += heading(f"Advice (top findings{scope})", 3, md)
             out += ["- " + shorten_advice(a, 400) for a in dev.advice]
         elif dev.advice_note:
             out += ["", f"Advice: {dev.advice_note}."]

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from msprof_cli.errors import ExportError
 from msprof_cli.raw import layouts as L
 from msprof_cli.raw import sampling
 from msprof_cli.raw.profdir import device_id_of, result_dirs
@@ -60,6 +61,24 @@ __all__ = ["Advice", "export_legacy", "host_models"]
 
 def host_models(dev: DeviceData) -> set[int]:
     return set(int(m) for m in dev.tasks.loc[dev.tasks["host_known"], "model_id"].unique())
+
+
+def default_rows(prof: Path, dev: DeviceData) -> tuple[int | None, pd.DataFrame]:
+    """The model a default export of `dev` chooses and the tasks its op_summary holds (as
+    `LegacyExport.window` and `of_model` keep them), for the summary's advice."""
+    try:
+        sel = select(dev.iterations, host_models(dev), None, None, 1,
+                     training=sampling.training_models(prof))
+    except ExportError:
+        return None, dev.tasks
+    t = dev.tasks
+    keep = in_window(t["start_local"], t["end_local"], sel)
+    if sel.model_id is not None and "model_id" in t:
+        other = t["model_id"].to_numpy(np.int64) != sel.model_id
+        if "host_known" in t:
+            other &= t["host_known"].to_numpy(bool)
+        keep &= ~other
+    return sel.model_id, t if keep.all() else t[keep].reset_index(drop=True)
 
 
 def export_legacy(plan: Plan, *, model_id: int | None = None, iteration_id: int | None = None,
