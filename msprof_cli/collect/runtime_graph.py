@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from msprof_cli.capture import TensorSpec
-from msprof_cli.collect.tf_graphs import StaticGraph, StaticOp, _format, device_index
+from msprof_cli.collect.tf_graphs import StaticGraph, StaticOp, default_format, device_index
 
 # partition-graph nodes that are no ops of the model: the runtime's own plumbing
 _PLUMBING_PREFIX = "_"  # _Send, _Recv, _Arg, _Retval, _SOURCE...
@@ -68,7 +68,7 @@ def add_runtime_nodes(graph: StaticGraph, partition_graphs: Any,
         out_shapes, out_types = shapes[name], dtypes.get(name, {})
         outputs = tuple(
             TensorSpec(shape=out_shapes[k], dtype=out_types.get(k, ""),
-                       format=_format(len(out_shapes[k])))
+                       format=default_format(len(out_shapes[k])))
             if k in out_shapes else TensorSpec(shape=(-2,), dtype=out_types.get(k, ""))
             for k in range(max(out_shapes) + 1))
         graph.add(name, StaticOp(nodes[name].op, (), outputs, (), (),

@@ -84,10 +84,10 @@ def tensor_spec(tensor: Any) -> TensorSpec:
         return TensorSpec(shape=(), dtype=dname, format="ND") if dname == "resource" else \
             TensorSpec(shape=(-2,), dtype=dname)  # -2: unknown rank (Ascend convention)
     dims = tuple(-1 if d is None else int(d) for d in shape.as_list())
-    return TensorSpec(shape=dims, dtype=dname, format=_format(len(dims)))
+    return TensorSpec(shape=dims, dtype=dname, format=default_format(len(dims)))
 
 
-def _format(rank: int) -> str:
+def default_format(rank: int) -> str:
     # TF's default layout; the device decides the Ascend format (NC1HWC0...) per op
     return "NHWC" if rank == 4 else "ND"
 
@@ -275,7 +275,7 @@ def apply_runtime_shapes(graph: StaticGraph, runtime: dict[str, dict[int, tuple[
         if spec.shape != (-2,) and len(shape) != len(spec.shape):
             return spec
         changed += 1
-        return TensorSpec(shape=tuple(shape), dtype=spec.dtype, format=_format(len(shape)))
+        return TensorSpec(shape=tuple(shape), dtype=spec.dtype, format=default_format(len(shape)))
 
     runtime = _through_views(graph, runtime)
     for name, op in graph.ops.items():
