@@ -254,3 +254,60 @@ def test_onednn_filter_gradient_with_bias_is_a_cube_op() -> None:
     m = OM.map_op("_MklNativeConv2DBackpropFilterWithBias")
     assert (m.ge_type, m.kind, m.cost, m.fallback) == ("Conv2DBackpropFilter", OM.KIND_AI_CORE,
                                                        OM.COST_CONV_BP_FILTER, False)
+
+
+# --- fractal layouts (device/fractal.py, docs/device-model.md 3 "Fractal layouts") ----------
+
+def conv(c_in, c_out, hw=56, k=3, batch=8, dtype="float16"):
+    return ("Conv2D", [T((batch, hw, hw, c_in), dtype), T((k, k, c_in, c_out), dtype)],
+            [T((batch, hw, hw, c_out), dtype)])
+
+
+def test_a_conv_over_3_channels_computes_and_moves_16():
+    reg, cost = costs(conv(3, 64), conv(16, 64), conv(17, 64), conv(32, 64))
+    flops = reg.arrays()["flops"]
+    assert flops[0] == flops[1] == 2 * 8 * 56 * 56 * 64 * 9 * 16
+    assert flops[2] == flops[3]  # 17 channels: two blocks of 16
+    b_in = reg.arrays()["bytes_in"]
+    assert b_in[0] == b_in[1]  # the NC1HWC0 feature map and the FRACTAL_Z filter, padded
+    assert cost.dur_ticks[0] == cost.dur_ticks[1] and cost.dur_ticks[2] == cost.dur_ticks[3]
+
+
+def test_output_channels_pad_too():
+    reg, _ = costs(conv(64, 10), conv(64, 16))
+    flops = reg.arrays()["flops"]
+    assert flops[0] == flops[1]
+
+
+def test_a_depthwise_conv_runs_on_the_cube_at_c0_multiply_adds_per_useful_one():
+    """TBE's depthwise kernel lays each 16-channel group's filter out as a 16 x 16 block with
+    the weights on the diagonal (filter [C1, H, W, Co = 16, C0])."""
+    dw = ("DepthwiseConv2dNative", [T((8, 56, 56, 64), "float16"), T((3, 3, 64, 1), "float16")],
+          [T((8, 56, 56, 64), "float16")])
+    full = conv(64, 64)
+    reg, cost = costs(dw, full)
+    useful = 2 * 8 * 56 * 56 * 64 * 9
+    assert reg.arrays()["flops"][0] == 16 * useful
+    assert cost.cube[0] > 0 and cost.ratio("cube")[0] > 0
+    # a dense 64 -> 64 conv does 64 useful multiply-adds per output for the depthwise's 16:
+    # 4x the cube work, far from the 64x its useful FLOPs suggest
+    assert reg.arrays()["flops"][1] == 4 * reg.arrays()["flops"][0]
+
+
+def test_matmul_dimensions_pad_to_fractals():
+    reg, _ = costs(matmul(32, 2048, 1000), matmul(32, 2048, 1008), matmul(1, 64, 64),
+                   matmul(16, 64, 64))
+    flops = reg.arrays()["flops"]
+    assert flops[0] == flops[1] == 2 * 32 * 2048 * 1008  # a 1000-class head computes 1008
+    assert flops[2] == flops[3]  # one row fills a 16-row fractal
+
+
+def test_backprop_input_of_a_strided_conv_covers_the_input_positions():
+    """Stride 2: the cube runs dy dilated to dx's size, 4x the positions of dy."""
+    dx, dy = (8, 56, 56, 64), (8, 28, 28, 64)
+    bpi = ("Conv2DBackpropInput", [T((4,), "int32"), T((3, 3, 64, 64), "float16"),
+                                   T(dy, "float16")], [T(dx, "float16")])
+    fwd = ("Conv2D", [T(dx, "float16"), T((3, 3, 64, 64), "float16")], [T(dy, "float16")])
+    reg, _ = costs(bpi, fwd)
+    flops = reg.arrays()["flops"]
+    assert flops[0] == 4 * flops[1]

@@ -16,6 +16,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from msprof_cli.capture import DTYPE_BYTES, SINGLE_OP_MODEL_ID, CaptureChunk, OpRun, TensorSpec
+from msprof_cli.device import fractal as FR
 from msprof_cli.device import op_map
 from msprof_cli.device.replay_columns import ReplayColumns, replayed_rows
 from msprof_cli.device.sparse_access import sparse_traffic
@@ -186,13 +187,14 @@ class SignatureRegistry:
         if kind == op_map.KIND_AI_CORE and any(d[0] in (13, 26) for d in dts):
             # string / variant tensors have no AI Core kernel: run on the AI CPU
             kind, cost = op_map.KIND_AI_CPU, op_map.COST_AI_CPU
-        in_elems = [dims_elems(t.shape) for t in inputs]
-        out_elems = [dims_elems(t.shape) for t in outputs]
-        if not inputs and not outputs:
-            in_elems, out_elems = [DEFAULT_TENSOR_ELEMS], [DEFAULT_TENSOR_ELEMS]
         main = dts[0] if dts else TF_DTYPES["float32"]
         dclass = _DT_CLASS.get(main[0], DT_OTHER)
         dbytes = main[1]
+        # a cube task's operands in the cube's blocked layouts (fractal.py): the elements
+        # they occupy, padding included, are the ones moved
+        in_elems, out_elems = _device_elems(cost, tf_type, inputs, outputs)
+        if not inputs and not outputs:
+            in_elems, out_elems = [DEFAULT_TENSOR_ELEMS], [DEFAULT_TENSOR_ELEMS]
         cube = cost in CUBE_COSTS
         cube16 = cube and CUBE_FP32_AS_FP16
         in_b = tuple(float(e * _moved_bytes(t.dtype, cube16)) for e, t in zip(in_elems, inputs))
@@ -219,7 +221,8 @@ class SignatureRegistry:
             bytes_in = float(sum(in_b))
             max_elems = out_total = sparse.work_elems
             in_elems = [min(e, int(sparse.work_elems)) for e in in_elems]
-        flops = _cube_flops(cost, inputs, outputs, out_total)
+        flops = _cube_flops(cost, tf_type, inputs, outputs, out_total,
+                            FR.C0_INT8 if dclass == DT_INT8 else FR.C0)
         if cost in (op_map.COST_VECTOR,):
             vec = m.vec_factor * max(max(in_elems, default=0), out_total) + n_fused * out_total
         elif cost in (op_map.COST_MATMUL, op_map.COST_CONV, op_map.COST_CONV_BP_INPUT,
@@ -260,34 +263,79 @@ class SignatureRegistry:
         return self._arrays
 
 
-def _cube_flops(cost: int, inputs: tuple[TensorSpec, ...], outputs: tuple[TensorSpec, ...],
-                out_total: float) -> float:
-    """FLOPs (2 per MAC) of cube ops, independent of transpose/data-format attributes."""
+CONV_COSTS = (op_map.COST_CONV, op_map.COST_CONV_BP_INPUT, op_map.COST_CONV_BP_FILTER,
+              op_map.COST_DEPTHWISE)
+
+
+def _filter_index(cost: int, tf_type: str) -> tuple[str, int]:
+    """Where a convolution's filter is: ("in", i) or ("out", 0); the others are feature maps
+    (TF: Conv2D(x, filter), Conv2DBackpropInput(sizes, filter, dy), Conv2DBackpropFilter(x,
+    sizes, dy) -> dW, and the same for the depthwise ones)."""
+    if cost == op_map.COST_CONV_BP_FILTER or (cost == op_map.COST_DEPTHWISE
+                                              and "BackpropFilter" in tf_type):
+        return ("out", 0)
+    return ("in", 1)
+
+
+def _device_elems(cost: int, tf_type: str, inputs: tuple[TensorSpec, ...],
+                  outputs: tuple[TensorSpec, ...]) -> tuple[list[int], list[int]]:
+    """Elements of each input and output as the device holds them: a convolution's 4-D
+    feature maps in NC1HWC0 and its filter in FRACTAL_Z, a matmul's operands in FRACTAL_NZ
+    (fractal.py); every other tensor as TF shapes it."""
+    if cost in CONV_COSTS:
+        where = _filter_index(cost, tf_type)
+        depthwise = cost == op_map.COST_DEPTHWISE
+
+        def conv(t: TensorSpec, role: tuple[str, int]) -> int:
+            if len(t.shape) != 4:
+                return dims_elems(t.shape)
+            is_filter = role == where
+            return int(FR.padded_elems(t.shape, DEFAULT_DIM, filt=is_filter,
+                                       depthwise_filter=is_filter and depthwise))
+        return ([conv(t, ("in", i)) for i, t in enumerate(inputs)],
+                [conv(t, ("out", i)) for i, t in enumerate(outputs)])
+    if cost == op_map.COST_MATMUL:
+        def nz(t: TensorSpec) -> int:
+            if len(t.shape) < 2:
+                return dims_elems(t.shape)
+            d = [DEFAULT_DIM if x is None or x < 0 else x for x in t.shape]
+            lead = 1
+            for x in d[:-2]:
+                lead *= x
+            return int(lead * FR.pad(d[-2]) * FR.pad(d[-1]))
+        return [nz(t) for t in inputs], [nz(t) for t in outputs]
+    return [dims_elems(t.shape) for t in inputs], [dims_elems(t.shape) for t in outputs]
+
+
+def _cube_flops(cost: int, tf_type: str, inputs: tuple[TensorSpec, ...],
+                outputs: tuple[TensorSpec, ...], out_total: float, k_block: int) -> float:
+    """FLOPs (2 per multiply-add) of cube ops as the cube runs them: on padded fractals
+    (fractal.py), a depthwise convolution C0 multiply-adds per useful one; independent of
+    transpose / data-format attributes (channels last)."""
     out = outputs[0].shape if outputs else ()
     if cost == op_map.COST_MATMUL:
-        if not inputs:
+        if not inputs or not outputs:
             return 2.0 * out_total * DEFAULT_DIM
-        # |A| = batch*M*K whatever the transpose flags, N = last output dim
-        return 2.0 * dims_elems(inputs[0].shape) * _dim(out, -1)
-    if cost == op_map.COST_CONV:
-        if len(inputs) < 2:
-            return 2.0 * out_total * 9 * DEFAULT_DIM
-        filt = inputs[1].shape
-        return 2.0 * out_total * dims_elems(filt) / max(_dim(filt, -1), 1)
-    if cost == op_map.COST_CONV_BP_INPUT:
-        if len(inputs) < 3:
-            return 2.0 * out_total * 9 * DEFAULT_DIM
-        filt = inputs[1].shape
-        return 2.0 * dims_elems(inputs[2].shape) * dims_elems(filt) / max(_dim(filt, -1), 1)
-    if cost == op_map.COST_CONV_BP_FILTER:
-        if len(inputs) < 3 or not outputs:
-            return 2.0 * out_total * 9 * DEFAULT_DIM
-        return 2.0 * dims_elems(inputs[2].shape) * out_total / max(_dim(out, -1), 1)
+        return 2.0 * FR.matmul_macs(inputs[0].shape, out, DEFAULT_DIM, k_block)
+    if cost not in CONV_COSTS:
+        return 0.0
+    where = _filter_index(cost, tf_type)
+    specs = inputs if where[0] == "in" else outputs
+    filt = specs[where[1]].shape if len(specs) > where[1] else ()
+    if len(filt) != 4:  # no filter shape: a 3x3 convolution over DEFAULT_DIM channels
+        return 2.0 * out_total * 9 * DEFAULT_DIM
+    kh, kw, c_in, c_mult = (DEFAULT_DIM if d is None or d < 0 else d for d in filt)
+    # the feature map that spans the cube's M side: the output of a forward conv or of a
+    # backprop-input (dx: stride > 1 dilates dy to dx's size), dy of a backprop-filter
+    if where[0] == "out":
+        fmap = inputs[2].shape if len(inputs) >= 3 else out
+    else:
+        fmap = out
+    m = FR.positions(fmap, DEFAULT_DIM)
     if cost == op_map.COST_DEPTHWISE:
-        filt = inputs[1].shape if len(inputs) >= 2 else (3, 3)
-        big = max([out_total] + [float(dims_elems(t.shape)) for t in inputs])
-        return 2.0 * big * _dim(filt, 0, 3) * _dim(filt, 1, 3)
-    return 0.0
+        # [C1, kh, kw, Co = 16, C0] blocks: K = kh x kw x C0 for each padded channel
+        return 2.0 * m * kh * kw * FR.C0 * FR.pad(c_in * c_mult)
+    return 2.0 * FR.conv_macs(m, (kh, kw), c_in, c_mult, k_block)
 
 
 def tensor_records(inputs: Iterable[TensorSpec], outputs: Iterable[TensorSpec]) -> np.ndarray:

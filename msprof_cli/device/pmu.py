@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from msprof_cli.device.cost_model import CUBE_EFFICIENCY, CostTable
+from msprof_cli.device.cost_model import CostTable
 from msprof_cli.device.op_table import DT_FP16, DT_FP32, DT_INT, DT_INT8
 
 VEC_MISC_SHARE = 0.05  # vector cycles spent on misc (non-arithmetic) instructions
@@ -63,6 +63,7 @@ def _sig_event_counters(cost: CostTable, task_sig: np.ndarray, sig: dict[str, np
     scalar_c = ratio["scalar"] * total
     mte1_c = ratio["mte1"] * total
     vec_bytes = sig["vec_elems"][task_sig] * dbytes
+    flops = sig["flops"][task_sig]
     icache_req = total * ICACHE_FETCH_PER_CYCLE
     # small kernels are dominated by the prologue and miss the icache more often
     miss_rate = 0.01 + 0.04 * np.clip(ratio["scalar"], 0.0, 1.0)
@@ -76,10 +77,11 @@ def _sig_event_counters(cost: CostTable, task_sig: np.ndarray, sig: dict[str, np
         0xC: ratio["mte2"] * total, 0xD: ratio["mte3"] * total,
         0x54: icache_req, 0x55: icache_req * miss_rate,
         # ArithmeticUtilization
-        # cube instructions (16x16x16 each): the busy cycles at the sustained rate, so the
-        # exported cube_fops stay the modelled FLOPs
-        0x49: np.where(dclass != DT_INT8, cube_c * CUBE_EFFICIENCY, 0.0),
-        0x4A: np.where(dclass == DT_INT8, cube_c * CUBE_EFFICIENCY, 0.0),
+        # cube instructions (16x16x16 each, 8192 FLOPs; int8 16x32x16): the modelled FLOPs
+        # (padded fractals, fractal.py), so the exported cube_fops are they; the cores a
+        # task's last tiles leave idle execute none
+        0x49: np.where(dclass != DT_INT8, np.minimum(flops / 8192.0, cube_c), 0.0),
+        0x4A: np.where(dclass == DT_INT8, np.minimum(flops / 16384.0, cube_c), 0.0),
         0x4B: np.where(fp32, arith, 0.0),
         0x4C: np.where(fp16, arith * 0.75, 0.0),
         0x4D: np.where(fp16, arith * 0.25, 0.0),
