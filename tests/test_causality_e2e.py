@@ -124,6 +124,17 @@ def test_nodes_grappler_made_have_the_shapes_they_ran_with(tmp_path: Path) -> No
     assert not [r for r in ops if r["OP Type"] != "Assign" and not r["Output Shapes"]]
 
 
+def test_nodes_grappler_made_in_a_tf_function_have_shapes(tmp_path: Path) -> None:
+    """The same for a tf.function: its optimized graph, reported when it is first
+    instantiated, names the AddN's inputs, whose one shape it takes."""
+    prof, _ = collect_export(tmp_path, "tf2_grappler.py")
+    ops = rows(prof, "op_summary")
+    addn = [r for r in ops if r["Op Name"].startswith("ArithmeticOptimizer/AddOpsRewrite")]
+    assert addn and all(r["Input Shapes"] == '"32,64;32,64;32,64;32,64"' and
+                        r["Output Shapes"] == '"32,64"' for r in addn), addn[:1]
+    assert not [r for r in ops if NA_DIM in r["Input Shapes"] or NA_DIM in r["Output Shapes"]]
+
+
 def test_default_export_is_the_training_model_and_its_rows(tmp_path: Path) -> None:
     """fit, then predict with more steps: the default export is the training model (said on
     the console), and its op_summary / op_statistic hold that model's tasks only."""

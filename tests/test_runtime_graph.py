@@ -60,3 +60,18 @@ def test_nodes_that_reported_nothing_and_plumbing_are_left_out() -> None:
                     node("relu", "Relu", "x")])]
     assert add_runtime_nodes(g, ran, {"relu": {0: (4, 8)}}, {}) == 0
     assert g.ops == before
+
+
+def test_without_run_shapes_a_node_takes_the_shape_its_inputs_share() -> None:
+    """A tf.function's optimized graph has no shapes: an AddN of same-shaped inputs takes
+    their shape; a node whose inputs differ stays unknown."""
+    g = walked()
+    g.ops["x"].outputs = (T((4, 8), F),)
+    for name in ("relu", "sigmoid"):
+        g.ops[name].inputs, g.ops[name].outputs = (T((4, 8), F),), (T((4, 8), F),)
+    addn, mixed = "ArithmeticOptimizer/AddOpsRewrite_add_1", "ArithmeticOptimizer/Mixed"
+    ran = [NS(node=[node(addn, "AddN", "x", "relu", "sigmoid"),
+                    node(mixed, "Mul", "x", "y")])]
+    add_runtime_nodes(g, ran, {}, {})
+    assert g.ops[addn].outputs == (T((4, 8), F),) and g.ops[addn].inputs == (T((4, 8), F),) * 3
+    assert mixed not in g.ops

@@ -11,6 +11,12 @@ still name the nodes they replaced.  The first run of a session graph is traced 
 node with its data inputs.  `add_runtime_nodes` adds the nodes the walk lacks, with the
 output shapes and dtypes the run reported (`StepStats`), and rewires every node's data
 inputs as they ran, so `tf_graphs.apply_runtime_shapes` then gives their inputs real shapes.
+
+A tf.function's graph is optimized by Grappler when it is first instantiated; with TF's run
+metadata and graph collection on for that first call (steps.py), the eager context reports
+the optimized function graphs (`RunMetadata.function_graphs[].post_optimization_graph`),
+without shapes: a node Grappler made takes the one shape its data inputs share (an AddN of an
+add chain, a moved Cast), else it stays unknown.
 """
 from __future__ import annotations
 
@@ -63,22 +69,20 @@ def add_runtime_nodes(graph: StaticGraph, partition_graphs: Any,
         data = [_split_input(i) for i in n.input if not i.startswith("^")]
         wired[name] = (tuple(p for p, _ in data), tuple(s for _, s in data))
     changed = 0
-    new = [name for name in nodes if name not in graph.ops and shapes.get(name)]
-    for name in new:  # outputs first: a new node may feed another new node
-        out_shapes, out_types = shapes[name], dtypes.get(name, {})
-        outputs = tuple(
-            TensorSpec(shape=out_shapes[k], dtype=out_types.get(k, ""),
-                       format=default_format(len(out_shapes[k])))
-            if k in out_shapes else TensorSpec(shape=(-2,), dtype=out_types.get(k, ""))
-            for k in range(max(out_shapes) + 1))
-        graph.add(name, StaticOp(nodes[name].op, (), outputs, (), (),
+    new: list[str] = []
+    # producers first: a new node may feed another new node
+    for name in _topological([n for n in nodes if n not in graph.ops], wired):
+        producers, slots = wired[name]
+        inputs = tuple(_spec_of(graph, p, s) for p, s in zip(producers, slots))
+        outputs = _run_outputs(shapes.get(name), dtypes.get(name, {})) or \
+            _same_shape_output(nodes[name], inputs)
+        if outputs is None:  # nothing says its shape: its runtime name stays unknown
+            continue
+        graph.add(name, StaticOp(nodes[name].op, inputs, outputs, producers, slots,
                                  device_index(nodes[name].device)))
+        new.append(name)
         changed += 1
     for name in new:
-        producers, slots = wired[name]
-        graph.ops[name].inputs = tuple(_spec_of(graph, p, s) for p, s in zip(producers, slots))
-        graph.ops[name].producers, graph.ops[name].slots = producers, slots
-    for name in _topological(new, wired):
         before = [graph.order[p] for p in wired[name][0] if p in graph.order]
         graph.order[name] = max(before) + 0.5 if before else graph.order[name]
     for name, (producers, slots) in wired.items():
@@ -92,6 +96,39 @@ def add_runtime_nodes(graph: StaticGraph, partition_graphs: Any,
     if changed:
         graph.version += 1
     return changed
+
+
+def _run_outputs(out_shapes: dict[int, tuple[int, ...]] | None, out_types: dict[int, str]
+                 ) -> tuple[TensorSpec, ...] | None:
+    """The outputs the run reported (TF1's StepStats)."""
+    if not out_shapes:
+        return None
+    return tuple(
+        TensorSpec(shape=out_shapes[k], dtype=out_types.get(k, ""),
+                   format=default_format(len(out_shapes[k])))
+        if k in out_shapes else TensorSpec(shape=(-2,), dtype=out_types.get(k, ""))
+        for k in range(max(out_shapes) + 1))
+
+
+def _same_shape_output(node: Any, inputs: tuple[TensorSpec, ...]
+                       ) -> tuple[TensorSpec, ...] | None:
+    """Without run shapes (a tf.function's optimized graph): a node whose data inputs all
+    have one known shape (Grappler's AddN of an add chain, a moved Cast) outputs that shape,
+    in its `DstT` / `T` dtype when it names one."""
+    if not inputs or any(t.shape == (-2,) for t in inputs) or len({t.shape for t in inputs}) > 1:
+        return None
+    dtype = inputs[0].dtype
+    attrs = getattr(node, "attr", {})
+    for attr in ("DstT", "T"):
+        if attr in attrs and attrs[attr].type:
+            try:
+                from tensorflow.python.framework import dtypes
+
+                dtype = dtypes.as_dtype(attrs[attr].type).name
+            except (ImportError, TypeError, ValueError):
+                pass
+            break
+    return (TensorSpec(inputs[0].shape, dtype, inputs[0].format),)
 
 
 def _spec_of(graph: StaticGraph, producer: str, slot: int) -> TensorSpec:

@@ -121,7 +121,11 @@ def _observed_call(agent: Agent, original: Any, fn: Any, args: tuple, kwds: dict
     if known is None and sig is not None and not rec.profiled:
         agent.trace_now(rec)
     before = fn.experimental_get_tracing_count()
-    result = original(fn, *args, **kwds)
+    optimized = None
+    if known is None:  # a graph this call may instantiate: ask for Grappler's result
+        optimized, result = _with_function_graphs(lambda: original(fn, *args, **kwds))
+    else:
+        result = original(fn, *args, **kwds)
     try:
         retraced = fn.experimental_get_tracing_count() != before
         rec.fn_name = getattr(fn, "_name", "") if rec.kind != "tf2" else rec.fn_name
@@ -145,6 +149,10 @@ def _observed_call(agent: Agent, original: Any, fn: Any, args: tuple, kwds: dict
                 from msprof_cli.collect.tf_graphs import walk_graph
 
                 agent.registry.graphs[key] = walk_graph(concrete.graph)
+                if optimized:
+                    from msprof_cli.collect.runtime_graph import add_runtime_nodes
+
+                    add_runtime_nodes(agent.registry.graphs[key], optimized, {}, {})
             fn._msprof_graph_key = key
             if sig is not None:
                 keys[sig] = key
@@ -153,6 +161,38 @@ def _observed_call(agent: Agent, original: Any, fn: Any, args: tuple, kwds: dict
         agent.fail(f"the graph of tf.function {getattr(fn, '_name', '?')} could not be read "
                    f"({exc!r}): its ops have no shapes", exc)
     return result
+
+
+def _with_function_graphs(call: Any) -> tuple[list[Any] | None, Any]:
+    """Run `call` with TF's run metadata and graph collection on (unless the script turned
+    run metadata on itself): the optimized graphs of the functions it instantiated
+    (collect/runtime_graph.py), and its result."""
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    if getattr(ctx, "_run_metadata_enabled_by_msprof", False) or \
+            getattr(ctx, "_collect_graphs", False):
+        return None, call()
+    try:
+        ctx.enable_run_metadata()
+        ctx.enable_graph_collection()
+        ctx._run_metadata_enabled_by_msprof = True
+    except Exception:
+        return None, call()
+    graphs = None
+    try:
+        result = call()
+    finally:
+        try:
+            md = ctx.export_run_metadata()
+            graphs = [fg.post_optimization_graph for fg in md.function_graphs] if md else None
+        except Exception:
+            graphs = None
+        finally:
+            ctx.disable_graph_collection()
+            ctx.disable_run_metadata()
+            ctx._run_metadata_enabled_by_msprof = False
+    return graphs, result
 
 
 def _concrete_key(concrete: Any) -> str:
