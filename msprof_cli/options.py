@@ -77,6 +77,28 @@ PRECISION_REFUSED = {
 }
 
 
+# how the emulated system runs the script's dropout (docs/device-model.md 3.3): "tf" as the
+# script writes it (its random mask on the AI CPU), "npu" as the Ascend migration's
+# npu_ops.dropout (DropOutGenMask / DropOutDoMask on the AI Core)
+DROPOUT_MODES = ("tf", "npu")
+DEFAULT_DROPOUT = "tf"
+DROPOUT_ENV = "MSPROF_CLI_DROPOUT"
+
+
+def normalize_dropout(mode: str | None, where: str = "--dropout") -> str:
+    m = (mode or DEFAULT_DROPOUT).strip().lower()
+    if m not in DROPOUT_MODES:
+        raise OptionsError(f'{where} "{mode}" is not a dropout mode; use one of '
+                           f'{", ".join(DROPOUT_MODES)} (docs/device-model.md 3.3).')
+    return m
+
+
+def dropout_from_env(env: Mapping[str, str] | None = None) -> str:
+    """The dropout mode the environment asks for (MSPROF_CLI_DROPOUT; default "tf")."""
+    env = os.environ if env is None else env
+    return normalize_dropout(env.get(DROPOUT_ENV), DROPOUT_ENV)
+
+
 def normalize_precision_mode(mode: str, where: str = "precision_mode") -> str:
     """The mode GE runs (aliases resolved); OptionsError for one the 910 cannot run."""
     m = (mode or DEFAULT_PRECISION_MODE).strip()
@@ -113,6 +135,8 @@ class ProfilingConfig:
     # GE's precision_mode of the emulated system (not a profiling option: the TF adapter's
     # session config / NPURunConfig, or `msprof collect --precision-mode`); device/precision.py
     precision_mode: str = DEFAULT_PRECISION_MODE
+    # the script's dropout as written ("tf") or as npu_ops.dropout runs it ("npu")
+    dropout: str = DEFAULT_DROPOUT
     not_emulated: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
@@ -366,6 +390,7 @@ def validate_options(opts: Mapping[str, Any], *, cwd: str | None = None, source:
         else None,
         raw_options=raw or json.dumps(dict(opts)),
         source=source,
+        dropout=dropout_from_env(),
         not_emulated=not_emulated,
         warnings=tuple(warnings),
     )
@@ -400,7 +425,8 @@ def default_config(cwd: str | None = None, source: str = "env") -> ProfilingConf
     """PROFILING_MODE=true without PROFILING_OPTIONS (docs/formats/options.md 3): training_trace,
     task_trace, hccl, aicpu on, aic_metrics PipeUtilization, output = cwd."""
     return ProfilingConfig(output=os.path.abspath(cwd or os.getcwd()), training_trace=True,
-                           task_time="l1", hccl=True, aicpu=True, source=source)
+                           task_time="l1", hccl=True, aicpu=True, source=source,
+                           dropout=dropout_from_env())
 
 
 def config_from_env(environ: Mapping[str, str] | None = None, cwd: str | None = None

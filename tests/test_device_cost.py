@@ -311,3 +311,40 @@ def test_backprop_input_of_a_strided_conv_covers_the_input_positions():
     reg, _ = costs(bpi, fwd)
     flops = reg.arrays()["flops"]
     assert flops[0] == 4 * flops[1]
+
+
+# --- dropout as npu_ops.dropout runs it (device/npu_dropout.py) -----------------------------
+
+@pytest.mark.parametrize("name,tf_type,want", [
+    ("sequential/dropout/stateless_dropout/stateless_random_uniform/StatelessRandomUniformV2",
+     "StatelessRandomUniformV2", "DropOutGenMask"),
+    ("model/dropout_3/stateless_dropout/stateless_random_uniform/StatelessRandomGetKeyCounter",
+     "StatelessRandomGetKeyCounter", "NoOp"),
+    ("model/dropout_3/stateless_dropout/GreaterEqual", "GreaterEqual", "NoOp"),
+    ("model/dropout_3/stateless_dropout/Mul", "Mul", "DropOutDoMask"),
+    ("gradient_tape/model/dropout_3/stateless_dropout/SelectV2", "SelectV2", "DropOutDoMask"),
+    ("dropout/random_uniform/RandomUniform", "RandomUniform", "DropOutGenMask"),  # tf.nn
+    ("dropout/Mul_1", "_MklMul", "DropOutDoMask"),
+    ("model/dense/Mul", "Mul", "Mul"),  # not a dropout scope
+    ("model/dropout_layer_helper/Mul", "Mul", "Mul"),
+    ("model/drop/stateless_dropout/Mul", "Mul", "DropOutDoMask"),  # Keras' inner scope
+])
+def test_dropout_ops_as_the_migration_runs_them(name, tf_type, want):
+    from msprof_cli.device.npu_dropout import migrated_type
+    assert migrated_type(name, tf_type) == want
+
+
+def test_the_migrated_dropout_runs_on_the_ai_core_with_a_bit_mask():
+    x = T((32, 128, 768), "float32")
+    reg, cost = costs(("StatelessRandomUniformV2", [T((3,), "int32"), T((2,), "uint64"),
+                                                    T((2,), "uint64"), T((), "int32")], [x]),
+                      ("DropOutGenMask", [T((3,), "int32"), T((2,), "uint64"),
+                                          T((2,), "uint64"), T((), "int32")], [x]),
+                      ("DropOutDoMask", [x, x], [x]), ("Mul", [x, x], [x]))
+    a = reg.arrays()
+    assert a["kind"].tolist() == [op_map.KIND_AI_CPU, op_map.KIND_AI_CORE, op_map.KIND_AI_CORE,
+                                  op_map.KIND_AI_CORE]
+    n = 32 * 128 * 768
+    assert a["bytes_out"][1] == n / 8 and a["bytes_in"][1] == 0  # one bit per element
+    assert a["bytes_in"][2] == n * 4 + n / 8 < a["bytes_in"][3]  # the tensor and the bits
+    assert dur_us(cost, 1) < dur_us(cost, 0) / 10  # the AI CPU's random draw is the cost

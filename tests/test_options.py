@@ -175,3 +175,18 @@ def test_validation_error_is_json_serialisable_message():
     with pytest.raises(OptionsError) as exc:
         validate_options({"l2": 1})
     json.dumps(str(exc.value))
+
+
+def test_dropout_mode_from_the_environment_for_every_route(monkeypatch) -> None:
+    from msprof_cli.options import (config_from_env, default_config, dropout_from_env,
+                                    normalize_dropout, validate_options)
+
+    assert normalize_dropout(None) == "tf" and normalize_dropout(" NPU ") == "npu"
+    with pytest.raises(OptionsError, match='MSPROF_CLI_DROPOUT "cuda" is not a dropout mode'):
+        dropout_from_env({"MSPROF_CLI_DROPOUT": "cuda"})
+    monkeypatch.setenv("MSPROF_CLI_DROPOUT", "npu")
+    assert default_config("/tmp").dropout == "npu"
+    assert validate_options({"output": "/tmp"}, source="profiler").dropout == "npu"
+    cfg = config_from_env({"PROFILING_MODE": "true"}, cwd="/tmp")
+    assert cfg is not None and cfg.dropout == "npu"
+    assert type(cfg).from_json(cfg.to_json()).dropout == "npu"  # reaches the child

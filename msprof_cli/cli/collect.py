@@ -76,9 +76,15 @@ def flags_to_options(**flags: Any) -> dict[str, Any]:
               "allow_mix_precision_fp16 (the same), force_fp16. A script's own NPU session "
               "config / NPURunConfig precision_mode takes precedence (docs/device-model.md "
               "3.2).")
+@click.option("--dropout", "dropout_mode", default=None, metavar="MODE",
+              help="How the emulated system runs the script's dropout: tf (as written: its "
+              "random mask on the AI CPU; the default, or MSPROF_CLI_DROPOUT) or npu (as "
+              "the Ascend migration's npu_ops.dropout: DropOutGenMask / DropOutDoMask on the "
+              "AI Core) (docs/device-model.md 3.3).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=False)
 def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: bool,
-            children: bool, precision_mode: str, **flags: Any) -> None:
+            children: bool, precision_mode: str, dropout_mode: str | None,
+            **flags: Any) -> None:
     """Run COMMAND with profiling on and write a PROF_* directory.
 
     \b
@@ -92,7 +98,8 @@ def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: 
     from dataclasses import replace
 
     from msprof_cli.errors import OptionsError, UsageError
-    from msprof_cli.options import normalize_precision_mode, validate_options
+    from msprof_cli.options import (dropout_from_env, normalize_dropout,
+                                    normalize_precision_mode, validate_options)
 
     if not command:
         raise UsageError("no command to profile: put it after --, e.g. "
@@ -103,7 +110,9 @@ def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: 
     config = validate_options(opts, source="cli")
     config = replace(config, ascendcl=ascendcl == "on", full_trace=full_trace,
                      precision_mode=normalize_precision_mode(precision_mode,
-                                                             "--precision-mode"))
+                                                             "--precision-mode"),
+                     dropout=normalize_dropout(dropout_mode) if dropout_mode is not None
+                     else dropout_from_env())
 
     from msprof_cli.collect.launcher import run_collect
 

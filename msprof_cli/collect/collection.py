@@ -130,7 +130,8 @@ class Collection:
         self.markers_lock = threading.Lock()
         self.state = ConverterState(pid=self.pid,
                                     main_thread_id=threading.main_thread().native_id or 0,
-                                    multi_rank=self.rank_id >= 0 and self.rank_size > 1)
+                                    multi_rank=self.rank_id >= 0 and self.rank_size > 1,
+                                    dropout=config.dropout)
         self.policy = SamplingPolicy(config.full_trace)
         self.records: list[ExecRecord] = []
         self.traced_keys: set[str] = set()

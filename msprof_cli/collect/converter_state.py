@@ -51,6 +51,9 @@ class ConverterState:
     # this process is one rank of a multi-process job (MultiWorkerMirroredStrategy, ...):
     # every collective of a step's graph ran (`restore_collectives`)
     multi_rank: bool = False
+    # the script's dropout as written ("tf") or as npu_ops.dropout runs it ("npu",
+    # device/npu_dropout.py)
+    dropout: str = "tf"
     # the tf.data prefetches seen so far (collect/input_pipeline.py)
     pipelines: PipelineHistory = field(default_factory=PipelineHistory)
 

@@ -21,6 +21,10 @@ def attach_shapes(op: OpRun, static: StaticGraph | None, state: ConverterState,
                     state.shape_caches.setdefault(f"{key}@{version}", {}))
     if shape is not None:
         op.inputs, op.outputs, op.fused_ops = shape.inputs, shape.outputs, shape.fused_ops
+    if state.dropout == "npu":
+        from msprof_cli.device.npu_dropout import migrated_type
+
+        op.tf_type = migrated_type(op.name, op.tf_type)
     if static is not None and op.name in static.host_pinned():
         # pinned to the CPU by the script: the TF adapter runs it on the host
         op.tf_type = host_pinned_type(op.tf_type)

@@ -87,6 +87,10 @@ AI_CORE_OPS: dict[str, tuple[str, int, float]] = {
     "DepthwiseConv2dNativeBackpropInput": ("DepthwiseConv2DBackpropInput", COST_DEPTHWISE, 1.0),
     "DepthwiseConv2dNativeBackpropFilter": ("DepthwiseConv2DBackpropFilter", COST_DEPTHWISE,
                                             1.0),
+    # npu_ops.dropout (--dropout npu, npu_dropout.py): a bit mask from a seed (Philox: about
+    # 4 vector element-ops per element, an assumption) and its application
+    "DropOutGenMask": ("DropOutGenMask", COST_VECTOR, 4.0),
+    "DropOutDoMask": ("DropOutDoMask", COST_VECTOR, 1.0),
     # element-wise / activation
     "BiasAdd": ("BiasAdd", COST_VECTOR, 1.0),
     "BiasAddV1": ("BiasAdd", COST_VECTOR, 1.0),

@@ -18,6 +18,7 @@ import numpy as np
 from msprof_cli.capture import DTYPE_BYTES, SINGLE_OP_MODEL_ID, CaptureChunk, OpRun, TensorSpec
 from msprof_cli.device import fractal as FR
 from msprof_cli.device import op_map
+from msprof_cli.device.npu_dropout import DO_MASK, GEN_MASK
 from msprof_cli.device.replay_columns import ReplayColumns, replayed_rows
 from msprof_cli.device.sparse_access import sparse_traffic
 from msprof_cli.raw import enums as EN
@@ -221,6 +222,14 @@ class SignatureRegistry:
             bytes_in = float(sum(in_b))
             max_elems = out_total = sparse.work_elems
             in_elems = [min(e, int(sparse.work_elems)) for e in in_elems]
+        if m.ge_type in (GEN_MASK, DO_MASK):  # the mask is one bit per element
+            bits = out_total / 8.0
+            if m.ge_type == GEN_MASK:  # from a seed and a shape: it writes the mask only
+                in_b, bytes_out = tuple(0.0 for _ in in_b), bits
+            elif in_b:  # reads the tensor and the mask, writes the tensor
+                rest = bits / max(len(in_b) - 1, 1)
+                in_b = (out_total * dbytes,) + tuple(rest for _ in in_b[1:])
+            bytes_in = float(sum(in_b))
         flops = _cube_flops(cost, tf_type, inputs, outputs, out_total,
                             FR.C0_INT8 if dclass == DT_INT8 else FR.C0)
         if cost in (op_map.COST_VECTOR,):

@@ -97,12 +97,31 @@ def brief(rule_json: dict, state: RuleState, max_ops: int = 3) -> list[str]:
                     text += f" ({len(data)} ops"
                     text += "; heaviest: " + "; ".join(t for _, t in items) + ")" if items \
                         else ")"
+                    if "AI CPU" in res["Rule Suggestion"]:
+                        text += _dropout_text(st, data)
                 elif isinstance(data, dict) and "Cube Utilization" in data:
                     text += " (" + pipe_time_text(data) + ")"
                 elif isinstance(data, dict):
                     text += " (" + ", ".join(f"{k} {num_text(v)}" for k, v in data.items()) + ")"
                 lines.append(text)
     return lines
+
+
+def _dropout_text(st: pd.DataFrame | None, names: list) -> str:
+    """What the Ascend migration of dropout would change, when AI CPU ops are a dropout's
+    random draws (docs/device-model.md 3.3)."""
+    from msprof_cli.dropout_scope import in_dropout
+
+    mine = [n for n in names if isinstance(n, str) and in_dropout(n)]
+    if not mine:
+        return ""
+    spent = ""
+    if st is not None and "_dur" in st:
+        at = st.index.isin(mine)
+        spent = f", {num_text(float(st['_dur'].to_numpy(np.float64)[at].sum()) / 1000)} us"
+    return (f". Dropout: {len(mine)} of them are its random draws and seeds{spent} of AI CPU "
+            "time; the Ascend migration's npu_ops.dropout makes the masks on the AI Core "
+            "(DropOutGenMask / DropOutDoMask): `msprof collect --dropout npu` emulates it")
 
 
 def _evidence_lines(items: list[tuple[float, str]], indent: str, max_ops: int,
