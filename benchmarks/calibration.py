@@ -1,6 +1,7 @@
 """Calibration of the emulated Ascend 910 against published single-card figures.
 
     python benchmarks/calibration.py [--steps 4] [--models resnet50,bert,bert_large] [--keras 2|3]
+                                     [--dropout [--dropout-mode tf|npu]]
 
 Collects each model with `msprof collect` (real TensorFlow on this CPU), exports it, and
 prints the median emulated Iteration Time (step_trace, after the first step) against the
@@ -14,8 +15,9 @@ published figure:
   `Bert_Google_finetune_for_TensorFlow`, MRPC fine-tune).  `--dropout` adds the reference's
   dropout 0.1 as Keras writes it: its random mask runs on the AI CPU
   (StatelessRandomUniformV2), where the reference's `npu_ops.dropout` runs DropOutGenMask /
-  DropOutDoMask on the AI Core, so the default (no dropout) is the closer comparison of the
-  AI Core model (docs/device-model.md, calibration).  The train step is the reference's
+  DropOutDoMask on the AI Core (`--dropout-mode npu` collects it so, `msprof collect --dropout
+  npu`), so the default (no dropout) is the closer comparison of the AI Core model
+  (docs/device-model.md, calibration).  The train step is the reference's
   optimizer (Google BERT's optimization.py, which run_classifier.py calls: clip_by_global_norm
   1.0, then AdamWeightDecay as element-wise TF ops); `--bert-optimizer keras` uses Keras Adam.
 * BERT-large (24 layers, hidden 1024, 16 heads, FFN 4096), the same run: 139.26 ms/step (the
@@ -206,11 +208,12 @@ def _median_iteration_ms(prof: Path) -> tuple[float, int, float]:
 
 
 def run(model: str, steps: int, work: Path, extra: tuple[str, ...] = (),
-        precision: str = "allow_mix_precision", keras: str = "3") -> dict[str, object]:
+        precision: str = "allow_mix_precision", keras: str = "3",
+        dropout_mode: str = "tf") -> dict[str, object]:
     out = work / model
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "msprof_cli", "collect", "--output", str(out),
-                           "--precision-mode", precision, "--",
+                           "--precision-mode", precision, "--dropout", dropout_mode, "--",
                            sys.executable, __file__, "--child", model, "--steps", str(steps),
                            "--keras", keras, *extra],
                           capture_output=True, text=True, env=_child_env(keras))
@@ -249,6 +252,9 @@ def main() -> None:
     ap.add_argument("--models", default="resnet50,bert,bert_large")
     ap.add_argument("--child", choices=sorted(CHILDREN))
     ap.add_argument("--keep", help="directory for the PROF dirs (default: a temp dir)")
+    ap.add_argument("--dropout-mode", choices=("tf", "npu"), default="tf",
+                    help="with --dropout: run it as written (AI CPU masks) or as npu_ops.dropout "
+                    "(msprof collect --dropout npu; docs/device-model.md 3.3)")
     ap.add_argument("--precision-mode", default="allow_mix_precision",
                     help="GE's precision mode of the emulated 910 (the published runs: mixed)")
     ap.add_argument("--dropout", action="store_true",
@@ -279,14 +285,16 @@ def main() -> None:
           f"{'FP-BP share':>11} {'collect s':>9}")
     got: dict[str, float] = {}
     for model in args.models.split(","):
-        r = run(model.strip(), args.steps, work, extra, args.precision_mode, args.keras)
+        r = run(model.strip(), args.steps, work, extra, args.precision_mode, args.keras,
+                args.dropout_mode)
         got[str(r["model"])] = float(r["emulated_ms"])  # type: ignore[arg-type]
         ok = "ok" if 0.7 <= float(r["ratio"]) <= 1.3 else "OUT OF +-30%"
         print(f"{r['model']:10} {r['steps']:>5} {r['emulated_ms']:>12} {r['published_ms']:>13} "
               f"{r['ratio']:>6} {r['fp_bp_share']:>11} {r['collect_s']:>9}  {ok}", flush=True)
     if "bert" in got and "bert_large" in got:
         _print_bert_difference(got["bert"], got["bert_large"])
-    print(f"precision mode {args.precision_mode}; Keras {args.keras}; PROF dirs under {work}")
+    print(f"precision mode {args.precision_mode}; Keras {args.keras}; dropout "
+          f"{'as ' + args.dropout_mode if args.dropout else 'none'}; PROF dirs under {work}")
 
 
 if __name__ == "__main__":

@@ -120,6 +120,19 @@ def made(events: PipelineEvents, start: int, end: int, pid: int = 1, line: int =
                   parent_id=pid), True)
 
 
+def test_waiting_iterator_calls_are_not_work() -> None:
+    """A fast pipeline on a loaded machine: the prefetch's producer waits long in its input
+    call (the CPU was busy elsewhere), but the pipeline's own work is 1 ms an element."""
+    events = PipelineEvents(PipelineHistory())
+    events.consumer_lines.add(0)
+    for k in range(6):
+        t = k * 10 * MS
+        take(events, t)
+        events.add(ev("op", "map/Cast", 3, t, t + MS), True)
+        made(events, t, t + 9 * MS)  # the producer's call: 9 ms, mostly waiting
+    assert events.production().in_span(0, MS) == MS
+
+
 def test_a_slow_pipeline_costs_its_busy_time_per_element() -> None:
     """Busy the whole interval: a pipeline slower than its consumer (16 ms of map work a
     batch, in four map calls on a worker thread; the prefetch's producer waits on it)."""
@@ -144,7 +157,7 @@ def test_a_pipeline_ahead_of_its_consumer_costs_its_work_not_the_consumer_pace()
         take(events, t)
         events.add(ev("op", "map/PyFunc", 3, t + MS, t + 17 * MS), True)
         made(events, t + 17 * MS, t + 17 * MS + 1000)
-    assert events.production().in_span(0, 10 * MS) == 16 * MS + 1000
+    assert events.production().in_span(0, 10 * MS) == 16 * MS
 
 
 def test_a_drained_buffer_does_not_hide_the_work() -> None:
@@ -153,6 +166,7 @@ def test_a_drained_buffer_does_not_hide_the_work() -> None:
     events = PipelineEvents(PipelineHistory())
     events.consumer_lines.add(0)
     for k in range(6):
+        events.add(ev("op", "map/PyFunc", 3, k * 16 * MS, (k + 1) * 16 * MS), True)
         made(events, k * 16 * MS, (k + 1) * 16 * MS)
     for k in range(4):
         take(events, 100 * MS + k * MS)  # four fast steps
@@ -168,7 +182,7 @@ def test_parallel_threads_count_once() -> None:
         for line in (3, 4, 5, 6):  # four map threads, each 8 ms on its own element
             events.add(ev("op", "map/Conv", line, t, t + 8 * MS), True)
         made(events, t + 8 * MS, t + 8 * MS + 1)
-    assert events.production().in_span(0, MS) == 8 * MS + 1
+    assert events.production().in_span(0, MS) == 8 * MS
 
 
 def test_one_off_work_and_other_lines_do_not_count() -> None:

@@ -12,8 +12,9 @@ pace with the CPU can starve the device.  So the collector measures how long the
 takes to make an element, and the device's time model derives the emulated wait from it
 (docs/device-model.md 5.2).
 
-The measure: the time some tf.data thread was busy (the union of the events on the
-pipeline's threads: its iterators' GetNext calls, the ops of its map functions) between the
+The measure: the time some tf.data thread was busy (the union of the events of the work on
+the pipeline's threads: the ops of its map functions and their executor runs; a prefetch's
+calls into its input wait on another stage, and are not counted) between the
 first and the last element a prefetch's producer finished (its calls into its input,
 `Iterator::...::Prefetch::<input>`, `parent_id` = the prefetch), per element finished.  A
 pipeline that cannot keep up is busy all along; one that is ahead makes its elements and
@@ -68,7 +69,10 @@ class PipelineEvents:
             self.taken.append((ev.line, ev.start, ev.stats["id"]))
         if ev.kind == "produce" and (ev.stats or {}).get("parent_id") is not None:
             self.made.setdefault(ev.stats["parent_id"], []).append(max(ev.end, ev.start))
-        if data_line or ev.kind == "produce":
+        if data_line and ev.kind not in ("prefetch", "produce"):
+            # the work of the pipeline's threads: the ops of its functions; an iterator call
+            # that waits on another stage (or on a CPU the machine's load keeps from it) is
+            # not work
             self.busy.setdefault(ev.line, []).append((ev.start, max(ev.end, ev.start)))
 
     def production(self, warmup: list[tuple[int, int]] = ()) -> "Production":
