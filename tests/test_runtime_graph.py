@@ -12,7 +12,8 @@ F = "float32"
 
 
 def node(name: str, op: str, *inputs: str) -> NS:
-    return NS(name=name, op=op, input=list(inputs), device="/job:localhost/replica:0/task:0/device:CPU:0")
+    return NS(name=name, op=op, input=list(inputs),
+              device="/job:localhost/replica:0/task:0/device:CPU:0")
 
 
 def walked() -> StaticGraph:

@@ -68,7 +68,8 @@ def convert(trace: Trace | None, records: list[ExecRecord], state: ConverterStat
     waits: list[tuple[int, int]] = []  # input waits (start, end) on tf_data threads
     batches: list[tuple[int, int]] = []  # (time, bytes) of the batches the iterator delivered
     markers: dict[int, Event] = {}
-    pipeline = PipelineEvents(state.pipelines)  # tf.data prefetch events (production time per element)
+    # tf.data's prefetch and pipeline work events (its production time per element)
+    pipeline = PipelineEvents(state.pipelines)
     graph_of_seq: dict[int, str] = {}
     dropped_data = dropped_unknown = expanded_clusters = tracer_gaps = 0
     restored_collectives = 0

@@ -191,7 +191,9 @@ def pipeline_waits(model_id: np.ndarray, thread: np.ndarray, start: np.ndarray,
     previous one was taken, and the consumer asks for it `busy + gap` after taking the previous
     one: its emulated step without the wait (`emul_dur - wait`) plus the measured host gap to
     this step.  A warm-up step (tracing, GE's compile on the real system) is host work of
-    its real length: the producer had all of it.  The step waits `production - (busy + gap)` if that is positive.  The CPU run
+    its real length: the producer had all of it.  The step waits `production - (busy + gap)`
+    if that is positive; steps of other models or threads in between count with their
+    emulated length.  The CPU run
     measured a smaller wait when its own slow steps gave the pipeline time; the emulated wait
     is never below the measured one (`wait`), so the result is what is added to it.  Steps of
     one model on one thread follow each other; the first of a chunk continues the chunk
