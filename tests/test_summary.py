@@ -504,3 +504,28 @@ def test_the_summary_advice_is_the_default_exports(all_cases, tmp_path) -> None:
         assert proc.returncode == 0, proc.stderr[-2000:]
         said = [ln[4:] for ln in proc.stdout.splitlines() if ln.startswith("  - ")]
         assert want and said == want, name
+
+
+def test_the_emulated_systems_settings_are_recorded_shown_and_diffed(tmp_path) -> None:
+    """msprof_cli_run.json records the precision mode and dropout mode a collection ran with;
+    the summary shows them and diff names a change (a record without them is no change)."""
+    from dataclasses import replace as dc_replace
+
+    from msprof_cli.raw import runinfo
+    from msprof_cli.summary import diff as D
+    from msprof_cli.summary.render import summary_lines
+
+    runinfo.write(tmp_path, {"precision_mode": "allow_fp32_to_fp16", "dropout": "npu"})
+    assert runinfo.read(tmp_path)["emulation"] == {"precision_mode": "allow_fp32_to_fp16",
+                                                   "dropout": "npu"}
+    base = _summary([_model(BASE_OPS)])
+    emu = {"precision_mode": "allow_fp32_to_fp16", "dropout": "tf"}
+    base = dc_replace(base, collection=dc_replace(base.collection, emulation=emu))
+    new = dc_replace(base, collection=dc_replace(base.collection,
+                                                 emulation={**emu, "dropout": "npu"}))
+    assert "Emulated system: dropout npu, precision_mode allow_fp32_to_fp16" in \
+        "\n".join(summary_lines(new))
+    assert D.diff(base, new).collection == ["emulated dropout: tf -> npu"]
+    old = dc_replace(base, collection=dc_replace(base.collection, emulation={}))
+    assert D.diff(old, new).collection == []
+    assert M.from_dict(M.to_dict(new)).collection.emulation == new.collection.emulation

@@ -105,7 +105,8 @@ class Collection:
         try:  # which msprof_cli / TensorFlow / Python collected it (msprof summary reads it)
             from msprof_cli.raw import runinfo
 
-            runinfo.write(self.prof_dir)
+            runinfo.write(self.prof_dir, {"precision_mode": config.precision_mode,
+                                          "dropout": config.dropout})
         except OSError as exc:
             warn(f"{self.prof_dir}: the collection's versions are not recorded ({exc})")
         self.clock = ClockPair.now()

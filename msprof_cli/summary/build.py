@@ -278,6 +278,7 @@ def _collection(prof: Path, rd) -> M.Collection:
     return M.Collection(chip={"1": "Ascend910"}.get(plat, f"platform_version {plat}"),
                         emulated=bool(run), msprof_cli=run.get("msprof_cli", ""),
                         tensorflow=run.get("tensorflow", ""), python=run.get("python", ""),
+                        emulation=run.get("emulation", {}),
                         options=options if isinstance(options, dict) else {})
 
 

@@ -234,6 +234,10 @@ def _collection_changes(b: M.Summary, n: M.Summary) -> list[str]:
         vb, vn = getattr(b.collection, key), getattr(n.collection, key)
         if vb != vn and (vb or vn):
             out.append(f"{key}: {vb or '?'} -> {vn or '?'}")
+    eb, en = b.collection.emulation, n.collection.emulation
+    for k in sorted(set(eb) | set(en)):
+        if eb and en and eb.get(k) != en.get(k):  # older records have none: not a change
+            out.append(f"emulated {k}: {eb.get(k, '?')} -> {en.get(k, '?')}")
     ob, on = b.collection.options, n.collection.options
     for k in sorted(set(ob) | set(on)):
         if ob.get(k) != on.get(k):

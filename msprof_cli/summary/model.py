@@ -205,6 +205,8 @@ class Collection:
     tensorflow: str
     python: str
     options: dict[str, Any] = field(default_factory=dict)
+    # the emulated system's settings (msprof collect --precision-mode, --dropout)
+    emulation: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

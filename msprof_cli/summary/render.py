@@ -90,6 +90,9 @@ def summary_lines(s: M.Summary, md: bool = False, top: int = TOP) -> list[str]:
                + (f"; TensorFlow {c.tensorflow}, Python {c.python}." if c.emulated else "."))
     if c.options:
         out.append("Options: " + ", ".join(f"{k}={v}" for k, v in sorted(c.options.items())))
+    if c.emulation:
+        out.append("Emulated system: " + ", ".join(f"{k} {v}"
+                                                   for k, v in sorted(c.emulation.items())))
     for w in s.warnings:
         out.append(f"Warning: {w}")
     for dev in s.devices:
