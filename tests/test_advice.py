@@ -222,3 +222,30 @@ def test_the_int32_advice_leaves_out_a_stateless_rngs_key():
     g = groups(evaluate(frame(rows), core_num=32, aic_metrics="PipeUtilization"))
     proc = {r["Rule Suggestion"]: r["Tuning Data"] for r in g["Operator Processing"]}
     assert proc["Try to cast the data type to INT32 for AI Core operators"] == ["uniq"]
+
+
+def testdecomposed_batchnorm_is_said_with_its_tasks_and_time() -> None:
+    """Keras 3's BatchNormalization (moments + element-wise ops, and their gradients): two
+    layers of 10 ops each over 3 steps, against the fused kernel's 4 tasks a layer."""
+    import pandas as pd
+
+    from msprof_cli.export.derive.advice_text import decomposed_batchnorm
+
+    names, n, dur = [], [], []
+    for layer in ("bn_1", "bn_2"):
+        for k in range(5):
+            names.append(f"model/{layer}/moments/op_{k}")
+            names.append(f"gradient_tape/model/{layer}/batchnorm/op_{k}")
+    n = [3] * len(names)
+    dur = [3_000.0] * len(names)  # ns in total: 1 us a step each
+    names.append("model/conv/Conv2D")
+    n.append(3)
+    dur.append(60_000.0)
+    st = pd.DataFrame({"_n": n, "_dur": dur}, index=names)
+    line = decomposed_batchnorm(st)
+    assert line.startswith("BatchNorm: 2 BatchNormalization layers run decomposed")
+    assert "10 tasks a layer a step, 20 us a step (50 % of the task time)" in line
+    assert "4 tasks a layer" in line
+    fused = pd.DataFrame({"_n": [3, 3], "_dur": [1.0, 1.0]},
+                         index=["model/bn/FusedBatchNormV3", "model/conv/Conv2D"])
+    assert decomposed_batchnorm(fused) == ""

@@ -4,6 +4,8 @@ one statement naming each op's bottleneck pipe) and the real tool's Performance 
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -104,7 +106,47 @@ def brief(rule_json: dict, state: RuleState, max_ops: int = 3) -> list[str]:
                 elif isinstance(data, dict):
                     text += " (" + ", ".join(f"{k} {num_text(v)}" for k, v in data.items()) + ")"
                 lines.append(text)
+    bn = decomposed_batchnorm(st)
+    if bn:
+        lines.append(bn)
     return lines
+
+
+# Keras 3 writes BatchNormalization as moments and element-wise arithmetic (`.../moments/...`,
+# `.../batchnorm/...` ops, their gradients under `gradient_tape/`); TensorFlow's fused kernel
+# (Keras 2 / tf_keras `fused=True`: FusedBatchNormV3 and its gradient) is what GE maps to
+# BNTrainingReduce / BNTrainingUpdate and their gradients: 4 tasks a layer a training step
+_BN_PART = re.compile(r"([^/]+)/(?:moments|batchnorm)/")
+FUSED_BN_TASKS = 4
+
+
+def decomposed_batchnorm(st: pd.DataFrame | None) -> str:
+    """An advice line when the model's BatchNormalization layers run decomposed: how many
+    layers, tasks a layer a step and time, against the fused kernels' tasks
+    (docs/device-model.md 9)."""
+    if st is None or "_n" not in st or "_dur" not in st or not len(st):
+        return ""
+    names = pd.Series(st.index.astype(str), index=st.index)
+    layer = names.str.extract(_BN_PART, expand=False)
+    mine = layer.notna().to_numpy()
+    if not mine.any():
+        return ""
+    n = st["_n"].to_numpy(np.int64)[mine]
+    steps = int(pd.Series(n).mode().iloc[0]) or 1  # every op of a layer runs once a step
+    layers = int(layer[mine].nunique())
+    tasks = int(n.sum())
+    spent = float(st["_dur"].to_numpy(np.float64)[mine].sum()) / 1000
+    total = float(st["_dur"].to_numpy(np.float64).sum()) / 1000 or 1.0
+    per_layer = tasks / steps / layers
+    if per_layer <= FUSED_BN_TASKS:
+        return ""
+    return (f"BatchNorm: {layers} BatchNormalization layers run decomposed into moments and "
+            f"element-wise ops (Keras 3): {per_layer:.0f} tasks a layer a step, "
+            f"{num_text(spent / steps)} us a step ({100 * spent / total:.0f} % of the task "
+            f"time). TensorFlow's fused kernel (tf_keras / Keras 2 `fused=True`) is "
+            f"{FUSED_BN_TASKS} tasks a layer (GE's BNTrainingReduce / BNTrainingUpdate and "
+            "their gradients), each reading the feature map once or twice: "
+            "run the model with tf_keras (TF_USE_LEGACY_KERAS=1) to compare")
 
 
 def _dropout_text(st: pd.DataFrame | None, names: list) -> str:
