@@ -164,14 +164,14 @@ def _observed_call(agent: Agent, original: Any, fn: Any, args: tuple, kwds: dict
 
 
 def _with_function_graphs(call: Any) -> tuple[list[Any] | None, Any]:
-    """Run `call` with TF's run metadata and graph collection on (unless the script turned
-    run metadata on itself): the optimized graphs of the functions it instantiated
-    (collect/runtime_graph.py), and its result."""
+    """Run `call` with TF's run metadata and graph collection on: the optimized graphs of the
+    functions it instantiated (collect/runtime_graph.py), and its result.  TF has no getter
+    for whether the script turned run metadata on itself; our own flag keeps a nested call
+    from turning it off early."""
     from tensorflow.python.eager import context
 
     ctx = context.context()
-    if getattr(ctx, "_run_metadata_enabled_by_msprof", False) or \
-            getattr(ctx, "_collect_graphs", False):
+    if getattr(ctx, "_run_metadata_enabled_by_msprof", False):
         return None, call()
     try:
         ctx.enable_run_metadata()

@@ -72,13 +72,19 @@ def default_rows(prof: Path, dev: DeviceData) -> tuple[int | None, pd.DataFrame]
     except ExportError:
         return None, dev.tasks
     t = dev.tasks
-    keep = in_window(t["start_local"], t["end_local"], sel)
-    if sel.model_id is not None and "model_id" in t:
-        other = t["model_id"].to_numpy(np.int64) != sel.model_id
-        if "host_known" in t:
-            other &= t["host_known"].to_numpy(bool)
-        keep &= ~other
+    keep = in_window(t["start_local"], t["end_local"], sel) & ~other_models(t, sel.model_id)
     return sel.model_id, t if keep.all() else t[keep].reset_index(drop=True)
+
+
+def other_models(tasks: pd.DataFrame, model_id: int | None) -> np.ndarray:
+    """The tasks that are not model `model_id`'s rows: another model's, when their host data
+    says so (tasks without host data stay); none when no model is selected."""
+    if model_id is None or "model_id" not in tasks or not len(tasks):
+        return np.zeros(len(tasks), bool)
+    other = tasks["model_id"].to_numpy(np.int64) != model_id
+    if "host_known" in tasks:
+        other &= tasks["host_known"].to_numpy(bool)
+    return other
 
 
 def export_legacy(plan: Plan, *, model_id: int | None = None, iteration_id: int | None = None,
@@ -188,12 +194,7 @@ class LegacyExport(Export):
         MsprofIteration.get_index_id_list_with_index_and_model in Ascend/msprof analysis/),
         so the single-op tasks and other models' tasks inside the window are not its rows
         (task_time and the timelines keep the whole window).  Tasks without host data stay."""
-        m = self.model_filter
-        if m is None or "model_id" not in tasks or not len(tasks):
-            return tasks
-        other = tasks["model_id"].to_numpy(np.int64) != m
-        if "host_known" in tasks:
-            other &= tasks["host_known"].to_numpy(bool)
+        other = other_models(tasks, self.model_filter)
         return tasks if not other.any() else tasks[~other].reset_index(drop=True)
 
     def _start(self, data: ProfData) -> None:
