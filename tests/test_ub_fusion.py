@@ -59,6 +59,7 @@ def make_chunk(ops, producers, n_iter=2, fp_op=None) -> CaptureChunk:
 
 def run(tmp: Path, chunk: CaptureChunk, **kw) -> Path:
     prof = tmp / "PROF_000001_20250101120000123_ABCDEFGHIJKLMNOP"
+    kw.setdefault("boundary_tasks", False)  # the fusion alone (trans_ops.py: test_trans_ops)
     dev = Device(prof, ProfilingConfig(output="/tmp", training_trace=True, task_time="l1"),
                  clock=CLOCK, pid=1, app=["python3", "t.py"], **kw)
     dev.consume(chunk)

@@ -47,6 +47,7 @@ from msprof_cli.device.sample import write_sample_json
 from msprof_cli.device.step_trace import FpBp, NameClasses, replica_counterpart, resolve_fp_bp
 from msprof_cli.device.stream_records import emit, emit_memcpy
 from msprof_cli.device.task_schedule import schedule_device
+from msprof_cli.device.trans_ops import TransPass
 from msprof_cli.device.ub_fusion import UbFuser
 from msprof_cli.device.writer import DataDir, RawStorage
 from msprof_cli.options import ProfilingConfig, normalize_precision_mode
@@ -67,7 +68,7 @@ class Device:
     def __init__(self, prof_dir: Path, config: ProfilingConfig, *, clock: ClockPair, pid: int,
                  app: list[str], device_ids: Sequence[int] = (0,), rank_id: int = -1,
                  rank_size: int = -1, chip: str = "Ascend910", first_task_id: int = 1,
-                 ub_fusion: bool = True) -> None:
+                 ub_fusion: bool = True, boundary_tasks: bool = True) -> None:
         self.prof_dir = Path(prof_dir)
         # traced / replayed / warm-up steps, training models, unknown op types (run_facts.py)
         self.facts = RunFacts(self.prof_dir)
@@ -85,6 +86,8 @@ class Device:
         self.sync_ns = clock.mono_ns
         self.sigs = SignatureRegistry()
         self.fuser = UbFuser(enabled=ub_fusion)  # GE's UB fusion of element-wise chains
+        # GE's TransData / Cast tasks at layout and precision boundaries (trans_ops.py)
+        self.trans = TransPass(enabled=boundary_tasks)
         # GE's precision_mode: which ops run in fp16 (precision.py)
         self.precision = PrecisionPass(normalize_precision_mode(config.precision_mode))
         # tasks the run had that the options left out (collect says so at the end):
@@ -201,6 +204,9 @@ class Device:
         ops, iters = build_tables(chunk, self.sigs, self.names, self.replays)
         self.facts.record(chunk, ops, self.sigs, self.names, self.name_classes)
         ops = self.precision.apply(ops, self.models, self.sigs, self.names)
+        # after the precision mode (it decides the Casts), before UB fusion (a Cast fuses into
+        # an element-wise chain); the models get GE's edges through the inserted nodes
+        ops = self.trans.apply(ops, self.models, self.sigs, self.names)
         ops = self.fuser.apply(ops, self.models, self.sigs, self.names)
         for dev_id in np.unique(ops.device_id).tolist():
             self._device(int(dev_id))

@@ -91,6 +91,9 @@ AI_CORE_OPS: dict[str, tuple[str, int, float]] = {
     # 4 vector element-ops per element, an assumption) and its application
     "DropOutGenMask": ("DropOutGenMask", COST_VECTOR, 4.0),
     "DropOutDoMask": ("DropOutDoMask", COST_VECTOR, 1.0),
+    # GE's format conversion, inserted where a tensor changes layout (trans_ops.py): a
+    # transposition in the Unified Buffer, one vector pass per element
+    "TransData": ("TransData", COST_VECTOR, 1.0),
     # element-wise / activation
     "BiasAdd": ("BiasAdd", COST_VECTOR, 1.0),
     "BiasAddV1": ("BiasAdd", COST_VECTOR, 1.0),

@@ -104,6 +104,11 @@ class SignatureRegistry:
     # the same op with its fp32 tensors reduced to fp16 (precision.py): (in_bytes, bytes_in,
     # bytes_out), or None when the op has no fp32 tensor to reduce
     half: list[tuple[tuple[float, ...], float, float] | None] = field(default_factory=list)
+    # the captured tensor specs (inputs, outputs) of a signature interned from an op; empty for
+    # generated ones (fused kernels, benchmark features): GE's boundary tasks read them
+    # (trans_ops.py)
+    specs: list[tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]] = \
+        field(default_factory=list)
     _index: dict[tuple, int] = field(default_factory=dict)
     _half_sig: dict[int, int] = field(default_factory=dict)
     _by_id: dict[tuple, tuple] = field(default_factory=dict)
@@ -154,6 +159,7 @@ class SignatureRegistry:
         self.tensors.append(np.zeros(0, L.TENSOR) if tensors is None else tensors)
         self.in_bytes.append(tuple(float(b) for b in in_bytes))
         self.half.append(None)
+        self.specs.append(((), ()))
         self._arrays = None
         return len(self.tf_type) - 1
 
@@ -175,6 +181,7 @@ class SignatureRegistry:
             bytes_in=b_in, bytes_out=b_out, max_elems=self.max_elems[s], dtype_class=DT_FP16,
             dtype_bytes=2, n_fused=self.n_fused[s], allreduce=self.allreduce[s],
             tensors=self.tensors[s], host_work=self.host_work[s], in_bytes=in_b)
+        self.specs[idx] = self.specs[s]
         self._half_sig[s] = idx
         self._half_sig[idx] = idx
         return idx
@@ -249,6 +256,7 @@ class SignatureRegistry:
             host_work=op_map.is_host_work(tf_type),
             in_bytes=in_b)
         self.half[idx] = half
+        self.specs[idx] = (inputs, outputs)
         return idx
 
     def arrays(self) -> dict[str, np.ndarray]:

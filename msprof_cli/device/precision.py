@@ -31,17 +31,23 @@ from msprof_cli.options import DEFAULT_PRECISION_MODE as DEFAULT_MODE
 MIX = "allow_mix_precision"
 FORCE = "force_fp16"
 
-# The blocklist (kept fp32 under allow_mix_precision), by GE type.  **Assumption**: the
-# Ascend 910 ops-info files are not public; numerically sensitive ops as in TensorFlow's own
-# mixed-precision deny list (grappler auto_mixed_precision_lists.h: Exp, Expm1, L2Loss, Mean,
-# Pow, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, Sum; Log, Log1p,
-# LogSoftmax on GPU), plus the optimizer updates and variable assigns, whose CANN op
-# definitions say PrecisionReduceFlag(false) (ops-nn ApplyAdam, SGD, ApplyFtrl): variables
-# stay fp32.
+# The blocklist (kept fp32 under allow_mix_precision), by GE type: the kernels whose
+# `precision_reduce.flag=false` in the 910's ops-info (CANN canndev
+# ops/built-in/tbe/op_info_cfg/ai_core/ascend910/aic-ascend910-ops-info.ini, mirrored in
+# github.com/dengguojie/vue-element-admin@3f8601f6ee7ae38d6d2b989908513193fe15bd8e: 35 true,
+# 88 false, 619 unset), among the types the op map produces; that file leaves Exp, ReduceSumD,
+# SoftmaxV2, Rsqrt... unset (graylist).  The optimizer updates and variable assigns are
+# blocked too (ApplyMomentumD, ApplyAdamD, SGD in the file; ops-nn PrecisionReduceFlag(false)
+# for the others): variables stay fp32.  Types the file does not cover (Expm1, Log1p, the
+# softmax cross-entropies' TF names) follow TensorFlow's own mixed-precision deny list
+# (grappler auto_mixed_precision_lists.h).
 BLOCK_GE_TYPES = frozenset({
-    "Exp", "Expm1", "L2Loss", "ReduceMeanD", "ReduceMean", "Pow", "ReduceSumD", "ReduceSum",
+    "Expm1", "L2Loss", "ReduceMeanD", "ReduceMean", "Pow", "ReduceSum",
     "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits", "Log", "Log1p",
     "LogSoftmaxV2", "Assign", "AssignAdd", "AssignSub",
+    "BiasAddGrad", "SoftmaxGrad", "SquareSumV1", "SquareSumV2", "SquareSumAll",
+    "SigmoidCrossEntropyWithLogits", "SigmoidCrossEntropyWithLogitsV2",
+    "SigmoidCrossEntropyWithLogitsGrad", "UnsortedSegmentSum", "UnsortedSegmentSumD",
 })
 BLOCK_PREFIXES = ("Apply", "SparseApply", "SGD")  # optimizer update kernels
 

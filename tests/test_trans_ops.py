@@ -1,0 +1,189 @@
+"""GE's TransData / Cast tasks at layout and precision boundaries (msprof_cli.device.trans_ops,
+docs/device-model.md 3.4)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from msprof_cli.capture import CaptureChunk, Iteration, ModelInfo, OpRun
+from msprof_cli.capture import TensorSpec as T
+from msprof_cli.device import Device
+from msprof_cli.device import op_map
+from msprof_cli.device import readback as R
+from msprof_cli.device.trans_ops import Node, plan
+from msprof_cli.options import ProfilingConfig
+from msprof_cli.raw.control import ClockPair
+from msprof_cli.raw.hashing import name_hash
+
+F, H = "float32", "float16"
+X = T((32, 28, 28, 3), F)
+W = T((3, 3, 3, 16), F)
+Y = T((32, 28, 28, 16), F)
+FLAT = T((32, 28 * 28 * 16), F)
+WD = T((28 * 28 * 16, 10), F)
+LOGITS = T((32, 10), F)
+AIC, CPU, NONE = op_map.KIND_AI_CORE, op_map.KIND_AI_CPU, op_map.KIND_NONE
+
+
+def node(tf: str, ge: str, ins, outs, kind=AIC, half=False) -> Node:
+    return Node(tf, ge, kind, half, tuple(ins), tuple(outs))
+
+
+def cnn(half_relu: bool = False) -> tuple[dict, dict, dict]:
+    """input -> conv (variable filter) -> relu -> flatten (a reshape) -> matmul -> loss."""
+    nodes = {
+        "it/GetNext": node("IteratorGetNext", "IteratorGetNext", [], [X], kind=NONE),
+        "w/read": node("ReadVariableOp", "ReadVariableOp", [], [W], kind=NONE),
+        "wd/read": node("ReadVariableOp", "ReadVariableOp", [], [WD], kind=NONE),
+        "conv": node("Conv2D", "Conv2D", [X, W], [Y], half=True),
+        "relu": node("Relu", "Relu", [Y], [Y], half=half_relu),
+        "dense": node("MatMul", "MatMulV2", [FLAT, WD], [LOGITS], half=True),
+        "loss": node("Softmax", "SoftmaxV2", [LOGITS], [LOGITS]),
+    }
+    producers = {"it/GetNext": ("iterator",), "w/read": ("w",), "wd/read": ("wd",),
+                 "conv": ("it/GetNext", "w/read"), "relu": ("conv",),
+                 "dense": ("relu", "wd/read"), "loss": ("dense",)}
+    order = {n: i for i, n in enumerate(["iterator", "w", "wd", "it/GetNext", "w/read",
+                                         "wd/read", "conv", "relu", "dense", "loss"])}
+    return producers, order, nodes
+
+
+def kinds(p) -> list[tuple[str, str, str, str, str]]:
+    return [(b.tf_type, b.anchor, b.source.format, b.target.format, b.target.dtype)
+            for b in p.boundaries]
+
+
+def test_a_graph_input_is_cast_and_converted_to_5hd_a_variable_only_cast():
+    producers, order, nodes = cnn()
+    p = plan(producers, order, nodes)
+    got = kinds(p)
+    # the fed batch: fp32 -> fp16 for the cube, then ND -> NC1HWC0 (4D to 5D before Conv2D)
+    assert got[0] == ("Cast", "conv", "ND", "ND", H)
+    assert got[1] == ("TransData", "conv", "ND", "NC1HWC0", H)
+    # the filter: GE stores the variable in the conv's format (no TransData), cast every step
+    assert got[2] == ("Cast", "conv", "ND", "ND", H)
+    assert p.producers["conv"] == (p.boundaries[1].name, p.boundaries[2].name)
+    # inserted nodes sit just before their consumer in GE's task order
+    for b in p.boundaries:
+        assert order[b.anchor] - 1 < p.order[b.name] < order[b.anchor]
+    assert sorted(p.order.values()) == [p.order[b.name] for b in p.boundaries]
+
+
+def test_a_reshape_of_a_5hd_tensor_into_a_matmul_is_a_transdata_to_nz():
+    p = plan(*cnn())
+    dense = [k for k in kinds(p) if k[1] == "dense"]
+    # the default mode: relu keeps fp32 (vector), the cube wants fp16; flatten crosses a
+    # reshape, so the ND view goes to FRACTAL_NZ; the weight only needs its Cast
+    assert ("TransData", "dense", "ND", "FRACTAL_NZ", H) in dense
+    assert sum(k[0] == "TransData" for k in dense) == 1
+    assert sum(k[0] == "Cast" for k in dense) == 2
+    # conv -> relu: the cube's fp16 output back to fp32 for the vector op, layout kept
+    assert ("Cast", "relu", "NC1HWC0", "NC1HWC0", F) in kinds(p)
+
+
+def test_mixed_precision_keeps_the_fp16_chain_without_casts():
+    p = plan(*cnn(half_relu=True))
+    assert not [k for k in kinds(p) if k[1] == "relu"]
+    # the loss (fp32 softmax here) gets the matmul's fp16 result cast back
+    assert ("Cast", "loss", "FRACTAL_NZ", "FRACTAL_NZ", F) in kinds(p)
+
+
+def test_one_conversion_serves_every_consumer_and_ai_cpu_reads_nd():
+    producers, order, nodes = cnn()
+    nodes["conv2"] = node("Conv2D", "Conv2D", [X, W], [Y], half=True)
+    producers["conv2"] = ("it/GetNext", "w/read")
+    order["conv2"] = 6.5
+    nodes["topk"] = node("TopKV2", "TopK", [Y], [Y], kind=CPU)
+    producers["topk"] = ("conv2",)
+    order["topk"] = 6.7
+    p = plan(producers, order, nodes)
+    assert [b.anchor for b in p.boundaries[:3]] == ["conv"] * 3
+    assert p.producers["conv2"] == p.producers["conv"]  # the same Cast/TransData nodes
+    # the AI CPU works on ND in fp32: conv2's 5HD fp16 output is cast and converted back
+    assert ("Cast", "topk", "NC1HWC0", "NC1HWC0", F) in kinds(p)
+    assert ("TransData", "topk", "NC1HWC0", "ND", F) in kinds(p)
+
+
+def test_the_filter_gradient_is_fp32_and_needs_no_cast_before_the_optimizer():
+    dy = Y
+    nodes = {
+        "bpf": node("Conv2DBackpropFilter", "Conv2DBackpropFilter",
+                    [X, T((4,), "int32"), dy], [W], half=True),
+        "apply": node("ResourceApplyGradientDescent", "ApplyGradientDescent",
+                      [W, T((), F), W], [W]),
+    }
+    producers = {"bpf": ("x", "sizes", "dy"), "apply": ("var", "lr", "bpf")}
+    p = plan(producers, {"x": 0, "sizes": 1, "dy": 2, "bpf": 3, "apply": 4}, nodes)
+    assert not [k for k in kinds(p) if k[1] == "apply"]
+
+
+def test_a_grappler_fusion_reads_through_its_fused_nodes():
+    """A fused conv carries its last node's name (Relu), whose producers are the fused
+    BiasAdd and convolution: the inputs are found through them."""
+    nodes = {"it/GetNext": node("IteratorGetNext", "IteratorGetNext", [], [X], kind=NONE),
+             "w/read": node("ReadVariableOp", "ReadVariableOp", [], [W], kind=NONE),
+             "relu": node("_FusedConv2D", "Conv2D", [X, W, T((16,), F)], [Y], half=True)}
+    producers = {"relu": ("bias_add",), "bias_add": ("convolution", "b/read"),
+                 "convolution": ("it/GetNext", "w/read"), "b/read": ("b",),
+                 "it/GetNext": ("iterator",), "w/read": ("w",)}
+    p = plan(producers, {"relu": 9}, nodes)
+    assert ("TransData", "relu", "ND", "NC1HWC0", H) in kinds(p)
+    assert sum(k[0] == "TransData" for k in kinds(p)) == 1
+
+
+# --- the device ---------------------------------------------------------------------------
+CLOCK = ClockPair(wall_us=1_700_000_000_000_000, mono_ns=5_000_000_000_000)
+T0 = CLOCK.mono_ns + 1_000_000
+
+
+def chunk(n_iter: int = 2) -> CaptureChunk:
+    producers, order, nodes = cnn()
+    graph = ["it/GetNext", "w/read", "wd/read", "conv", "relu", "dense", "loss"]
+    its, t = [], T0
+    for i in range(n_iter):
+        runs = []
+        for name in graph:
+            nd = nodes[name]
+            runs.append(OpRun(name, nd.tf_type, t, t + 20_000, 77, nd.inputs, nd.outputs))
+            t += 30_000
+        its.append(Iteration(1, i + 1, runs[0].start_ns - 5_000, t + 5_000, 77, runs))
+        t += 100_000
+    info = {1: ModelInfo(1, "m", "k", op_order=dict(order), producers=dict(producers))}
+    return CaptureChunk(models=info, iterations=its)
+
+
+def run(tmp: Path, mode: str = "allow_fp32_to_fp16", **kw) -> Path:
+    prof = tmp / mode / "PROF_000001_20250101120000123_ABCDEFGHIJKLMNOP"
+    cfg = ProfilingConfig(output="/tmp", training_trace=True, task_time="l1",
+                          precision_mode=mode)
+    dev = Device(prof, cfg, clock=CLOCK, pid=1, app=["python3", "t.py"], **kw)
+    dev.consume(chunk())
+    dev.consume(chunk())  # a second chunk: the plan is kept, the names stay the same
+    dev.close(ClockPair(CLOCK.wall_us + 10_000_000, CLOCK.mono_ns + 10_000_000_000))
+    return prof
+
+
+def test_the_device_runs_the_boundary_tasks_before_their_consumer(tmp_path):
+    prof = run(tmp_path, ub_fusion=False)  # (with it, the Cast before relu fuses into it)
+    nbi = R.host_records(prof, "node_basic_info")
+    names = nbi["op_name"].tolist()
+    trans = [n for n in names if n not in {name_hash(x) for x in
+                                            ("conv", "relu", "dense", "loss")}]
+    assert len(trans) == len(names) - 4 * 4  # 4 steps of 4 graph ops + their trans nodes
+    assert names.count(name_hash("trans_TransData_1")) == 4  # once a step, both chunks
+    # the step's task order: Cast, TransData, Cast, conv, ...
+    step = names[:len(names) // 4]
+    assert step.index(name_hash("trans_TransData_1")) < step.index(name_hash("conv"))
+    plain = run(tmp_path / "off", ub_fusion=False, boundary_tasks=False)
+    assert len(R.host_records(plain, "node_basic_info")) == 16
+    # the boundary tasks take device time: the step is longer with them
+    hw = R.device_records(prof, "hwts", 0)
+    hw_plain = R.device_records(plain, "hwts", 0)
+    assert len(hw) > len(hw_plain)
+
+
+def test_mixed_precision_runs_fewer_casts_than_the_default_mode(tmp_path):
+    def casts(mode: str) -> int:
+        nbi = R.host_records(run(tmp_path, mode), "node_basic_info")
+        return sum(1 for h in nbi["op_name"].tolist()
+                   if h in {name_hash(f"trans_Cast_{i}") for i in range(16)})
+    assert casts("allow_mix_precision") < casts("allow_fp32_to_fp16")
