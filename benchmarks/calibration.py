@@ -1,18 +1,23 @@
 """Calibration of the emulated Ascend 910 against published single-card figures.
 
-    python benchmarks/calibration.py [--steps 4] [--models resnet50,bert,bert_large] [--keras 2|3]
-                                     [--dropout [--dropout-mode tf|npu]]
+    python benchmarks/calibration.py [--steps 4] [--models resnet50,vgg16,...] [--keras 2|3]
+                                     [--precision-mode MODE] [--dropout [--dropout-mode tf|npu]]
 
 Collects each model with `msprof collect` (real TensorFlow on this CPU), exports it, and
 prints the median emulated Iteration Time (step_trace, after the first step) against the
-published figure:
+published single-card Ascend 910 training figure (`PUBLISHED`: the figure, its batch, the GE
+precision mode closest to the published run, and where it is published; where two official
+figures for one configuration disagree, the band, and the ratio is taken against its nearer
+end).  Every model runs in its published batch and input size:
 
-* ResNet-50 (`tf.keras.applications.ResNet50(weights=None)`), batch 32: about 16 ms/step
-  (MLPerf Training v1.0 closed, Peng Cheng Lab, MindSpore, 910 Pro A at 1.1 GHz: about
-  2,010 img/s per chip).
+* CNNs from `tf.keras.applications` with random weights: ResNet-50 (batch 32; MLPerf v1.0,
+  ~2,010 img/s a chip), VGG-16 (32), MobileNetV2 (256), MobileNetV3-Large (32; depthwise and
+  squeeze-excite), DenseNet-121 (32), Inception-v3 (128, 299 x 299, MindSpore O3 -> force_fp16).
+* CRNN (conv + two bidirectional LSTMs + CTC, batch 64): the recurrent model; its figures are
+  8-card step times (no 1-card figure is published), printed as such.
 * BERT-base encoder (12 layers, hidden 768, 12 heads, FFN 3072, sequence 128,
-  sentence-pair classification), batch 32: 83.29 ms/step (Ascend ModelZoo-TensorFlow,
-  `Bert_Google_finetune_for_TensorFlow`, MRPC fine-tune).  `--dropout` adds the reference's
+  sentence-pair classification), batch 32: 59.3-83.29 ms/step (two Ascend ModelZoo-TensorFlow
+  READMEs for the MRPC fine-tune).  `--dropout` adds the reference's
   dropout 0.1 as Keras writes it: its random mask runs on the AI CPU
   (StatelessRandomUniformV2), where the reference's `npu_ops.dropout` runs DropOutGenMask /
   DropOutDoMask on the AI Core (`--dropout-mode npu` collects it so, `msprof collect --dropout
@@ -26,11 +31,6 @@ published figure:
   per-step time that does not grow with the model (host, framework, the Estimator loop; the
   published pair puts it at 50-61 ms of the 83.29) cancels, and what is left is the
   device time the emulation models.
-
-Both published figures ran GE's mixed precision (MindSpore's O2/`amp_level` fp16 network;
-the ModelZoo's `precision_mode="allow_mix_precision"` in run_classifier.py), so the models are
-collected with `--precision-mode allow_mix_precision` by default (`--precision-mode` to
-change it; docs/device-model.md 3.2).
 
 `--keras 2` (the default) runs the models with legacy Keras 2 (the `tf_keras` package; the
 child gets `TF_USE_LEGACY_KERAS=1`, so `tf.keras` is tf_keras): its BatchNormalization is
@@ -57,25 +57,141 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-PUBLISHED_MS = {"resnet50": 16.0, "bert": 83.29, "bert_large": 139.26}
+@dataclass(frozen=True)
+class Figure:
+    """A published single-card Ascend 910 training figure: ms per step (a band where two
+    official figures for one configuration disagree), in its configuration."""
+
+    low_ms: float
+    high_ms: float
+    batch: int
+    precision: str  # GE's precision mode closest to the published run
+    source: str
+    note: str = ""
+
+    def ratio(self, ms: float) -> tuple[float, bool]:
+        """emulated / published (against the nearer end of the band), and within +-30 %
+        of the band."""
+        ref = self.low_ms if ms < self.low_ms else self.high_ms if ms > self.high_ms else ms
+        return ms / ref, 0.7 <= ms / ref <= 1.3
+
+
+MIX = "allow_mix_precision"
+FP16 = "force_fp16"  # MindSpore amp_level O3: the whole network in fp16
+MZ_OLD = "github.com/Ascend/modelzoo@99a485e18d997fcdc96d4fb30abc0b8924017f47"
+MZ_TF = "github.com/Ascend/ModelZoo-TensorFlow@a2c3332a6cea24b56ab936a746b994c89c8fc7f8"
+MS = "github.com/mindspore-ai/models@eab643f51336dbf7d711f02d27e6516e5affee59"
+PUBLISHED: dict[str, Figure] = {
+    "resnet50": Figure(16.0, 16.0, 32, MIX,
+                       "MLPerf Training v1.0 closed, Peng Cheng Lab, MindSpore: ~2,010 img/s a "
+                       "chip"),
+    "vgg16": Figure(37.6, 58.0, 32, MIX,
+                    f"{MZ_OLD} built-in/TensorFlow/Official/cv/image_classification/"
+                    "VGG16_for_TensorFlow/00-access/README.md: 1 card 850 img/s; "
+                    f"{MS} official/cv/VGG/vgg16/README.md: '1pc: 58 ms/step'"),
+    "mobilenet_v2": Figure(182.9, 182.9, 256, MIX,
+                           f"{MZ_OLD} built-in/TensorFlow/Official/cv/image_classification/"
+                           "MobileNetV2_for_TensorFlow/00-access/README.md: 1 card 1400 img/s "
+                           "at batch 256"),
+    "mobilenet_v3": Figure(28.8, 28.8, 32, MIX,
+                           f"{MZ_TF} TensorFlow/contrib/cv/mobilenetv3-large/"
+                           "mobilenetv3_large_ID0592_for_TensorFlow/README.md: 1xAscend 910, "
+                           "batch 32, 1110 img/s"),
+    "densenet121": Figure(42.1, 60.7, 32, MIX,
+                          f"{MS} research/cv/densenet/README.md: '1pc:760 img/s' (O3); {MZ_TF} "
+                          "TensorFlow/built-in/cv/image_classification/"
+                          "DenseNet121_ID0067_for_TensorFlow/README.md: 8-card log FPS 4216.5",
+                          "the TF figure is 8 cards / 8"),
+    "inception_v3": Figure(106.7, 106.7, 128, FP16,
+                           f"{MS} official/cv/Inception/inceptionv3/README.md: '1pc:1200 img/s' "
+                           "(amp_level O3, 299 x 299)"),
+    "bert": Figure(59.3, 83.29, 32, MIX,
+                   f"{MZ_TF} TensorFlow/built-in/nlp/Bert_Google_MRPC_ID1466_for_TensorFlow/"
+                   "README.md: ActualFPS = 540; TensorFlow/built-in/nlp/"
+                   "Bert_Google_finetune_for_TensorFlow/README.md: 83.29 ms/step (MRPC)"),
+    "bert_large": Figure(139.26, 139.26, 32, MIX,
+                         f"{MZ_TF} TensorFlow/built-in/nlp/Bert_Google_finetune_for_TensorFlow/"
+                         "README.md: 139.26 ms/step (MRPC)"),
+    "crnn": Figure(118.0, 168.0, 64, MIX,
+                   f"{MS} official/cv/CRNN/README.md: '118ms/step(8pcs)'; {MZ_TF} TensorFlow/"
+                   "built-in/cv/detection/CRNN_Kernel_ID0055_for_TensorFlow/README.md: "
+                   "'~ 168ms/step' (8 cards)", "8 cards (with their all-reduce); no 1-card figure"),
+}
 BATCH = 32
 BERT_DROPOUT = 0.0  # --dropout: 0.1, as the reference's modeling.py (see below)
 BERT_OPTIMIZER = "reference"  # --bert-optimizer: the reference's (see _reference_train_step)
+IMAGE_MODELS = ("resnet50", "vgg16", "mobilenet_v2", "mobilenet_v3", "densenet121",
+                "inception_v3")
 
 
-def _resnet50(steps: int) -> None:
+def _image_model(name: str, steps: int) -> None:
+    """A keras.applications network with random weights, trained in the published batch and
+    input size with SGD + momentum (the TF ModelZoo CNN scripts' optimizer)."""
     import numpy as np
     import tensorflow as tf
 
-    model = tf.keras.applications.ResNet50(weights=None, classes=1000)
+    apps = tf.keras.applications
+    build, size = {"resnet50": (apps.ResNet50, 224), "vgg16": (apps.VGG16, 224),
+                   "mobilenet_v2": (apps.MobileNetV2, 224),
+                   "mobilenet_v3": (apps.MobileNetV3Large, 224),
+                   "densenet121": (apps.DenseNet121, 224),
+                   "inception_v3": (apps.InceptionV3, 299)}[name]
+    batch = PUBLISHED[name].batch
+    model = build(weights=None, classes=1000, input_shape=(size, size, 3))
     model.compile(tf.keras.optimizers.SGD(0.1, momentum=0.9),
                   "sparse_categorical_crossentropy")
     rng = np.random.default_rng(0)
-    x = rng.random((BATCH * steps, 224, 224, 3), dtype=np.float32)
-    y = rng.integers(0, 1000, BATCH * steps)
-    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0)
+    x = rng.random((batch * steps, size, size, 3), dtype=np.float32)
+    y = rng.integers(0, 1000, batch * steps)
+    model.fit(x, y, batch_size=batch, epochs=1, verbose=0)
+
+
+def _crnn(steps: int) -> None:
+    """CRNN (Shi, Bai, Yao 2015, arXiv:1507.05717, table 4): 7 conv layers on a 32 x 100
+    image, two bidirectional LSTMs of 256, CTC loss over 37 classes; the TF ModelZoo CRNN's
+    configuration (batch 64, 100 x 32 RGB)."""
+    import numpy as np
+    import tensorflow as tf
+
+    L = tf.keras.layers
+    batch, classes, label_len = PUBLISHED["crnn"].batch, 37, 10
+    img = tf.keras.Input((32, 100, 3))
+    h = img
+    for filters, pool, bn in ((64, (2, 2), False), (128, (2, 2), False), (256, None, False),
+                              (256, (2, 1), False), (512, None, True), (512, (2, 1), True)):
+        h = L.Conv2D(filters, 3, padding="same", use_bias=not bn)(h)
+        if bn:
+            h = L.BatchNormalization()(h)
+        h = L.ReLU()(h)
+        if pool:
+            h = L.MaxPooling2D(pool, strides=pool)(h)
+    h = L.ReLU()(L.Conv2D(512, 2, padding="valid")(h))  # 1 x 24 x 512
+    h = L.Reshape((-1, 512))(h)
+    for _ in range(2):
+        h = L.Bidirectional(L.LSTM(256, return_sequences=True))(h)
+    logits = L.Dense(classes)(h)
+    labels = tf.keras.Input((label_len,), dtype="int32")
+
+    class CTC(L.Layer):
+        def call(self, inputs):  # type: ignore[no-untyped-def]
+            y, pred = inputs
+            n = tf.shape(pred)[0]
+            t = tf.shape(pred)[1]
+            loss = tf.keras.backend.ctc_batch_cost(
+                y, tf.nn.softmax(pred), tf.fill([n, 1], t), tf.fill([n, 1], label_len))
+            self.add_loss(tf.reduce_mean(loss))
+            return pred
+
+    model = tf.keras.Model([img, labels], CTC()([labels, logits]))
+    model.compile(tf.keras.optimizers.Adam(1e-3))
+    rng = np.random.default_rng(0)
+    n = batch * steps
+    model.fit([rng.random((n, 32, 100, 3), dtype=np.float32),
+               rng.integers(0, classes - 1, (n, label_len)).astype("int32")],
+              batch_size=batch, epochs=1, verbose=0)
 
 
 # BERT shapes (layers, hidden, heads, FFN): Devlin et al. 2018, table of BERT-base / -large
@@ -163,7 +279,9 @@ def _bert(steps: int, shape: tuple[int, int, int, int]) -> None:
               rng.integers(0, 2, n), batch_size=BATCH, epochs=1, verbose=0)
 
 
-CHILDREN = {"resnet50": _resnet50,
+CHILDREN = {**{name: (lambda steps, name=name: _image_model(name, steps))
+               for name in IMAGE_MODELS},
+            "crnn": _crnn,
             **{name: (lambda steps, shape=shape: _bert(steps, shape))
                for name, shape in BERT_SHAPES.items()}}
 LEGACY_KERAS_VAR = "TF_USE_LEGACY_KERAS"
@@ -225,10 +343,13 @@ def run(model: str, steps: int, work: Path, extra: tuple[str, ...] = (),
     subprocess.run([sys.executable, "-m", "msprof_cli", "export", "--output", str(prof)],
                    check=True, capture_output=True, text=True)
     ms, n, fpbp = _median_iteration_ms(prof)
-    ref = PUBLISHED_MS[model]
+    fig = PUBLISHED[model]
+    ratio, ok = fig.ratio(ms)
+    band = f"{fig.low_ms:g}" if fig.low_ms == fig.high_ms else f"{fig.low_ms:g}-{fig.high_ms:g}"
     return {"model": model, "keras": keras, "steps": n, "emulated_ms": round(ms, 2),
-            "published_ms": ref, "ratio": round(ms / ref, 3), "fp_bp_share": round(fpbp, 3),
-            "collect_s": round(collect_s, 1), "prof": str(prof)}
+            "published_ms": band, "ratio": round(ratio, 3), "ok": ok,
+            "fp_bp_share": round(fpbp, 3), "batch": fig.batch, "precision": precision,
+            "collect_s": round(collect_s, 1), "prof": str(prof), "note": fig.note}
 
 
 def _print_bert_difference(base_ms: float, large_ms: float) -> None:
@@ -238,7 +359,7 @@ def _print_bert_difference(base_ms: float, large_ms: float) -> None:
     139.26 ms, while large does ~3x base's arithmetic: whatever each step spends that does not
     grow with the model (host, framework, the Estimator loop) cancels in the difference, so the
     difference is the comparison of device time that the emulation can be held to."""
-    pub = PUBLISHED_MS["bert_large"] - PUBLISHED_MS["bert"]
+    pub = PUBLISHED["bert_large"].high_ms - PUBLISHED["bert"].high_ms
     emu = large_ms - base_ms
     ratio = emu / pub
     ok = "ok" if 0.7 <= ratio <= 1.3 else "OUT OF +-30%"
@@ -249,14 +370,16 @@ def _print_bert_difference(base_ms: float, large_ms: float) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=4)
-    ap.add_argument("--models", default="resnet50,bert,bert_large")
+    ap.add_argument("--models", default=",".join(PUBLISHED),
+                    help="comma-separated, of: " + ", ".join(PUBLISHED))
     ap.add_argument("--child", choices=sorted(CHILDREN))
     ap.add_argument("--keep", help="directory for the PROF dirs (default: a temp dir)")
     ap.add_argument("--dropout-mode", choices=("tf", "npu"), default="tf",
                     help="with --dropout: run it as written (AI CPU masks) or as npu_ops.dropout "
                     "(msprof collect --dropout npu; docs/device-model.md 3.3)")
-    ap.add_argument("--precision-mode", default="allow_mix_precision",
-                    help="GE's precision mode of the emulated 910 (the published runs: mixed)")
+    ap.add_argument("--precision-mode", default="",
+                    help="GE's precision mode of the emulated 910 for every model (default: "
+                         "each figure's own, the mode closest to the published run)")
     ap.add_argument("--dropout", action="store_true",
                     help="BERT with the reference's dropout 0.1 (Keras Dropout: AI CPU masks)")
     ap.add_argument("--bert-optimizer", choices=("reference", "keras"), default="reference",
@@ -281,21 +404,24 @@ def main() -> None:
     extra = ("--dropout",) if args.dropout else ()
     extra += ("--bert-optimizer", args.bert_optimizer)
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="msprof_calib_"))
-    print(f"{'model':10} {'steps':>5} {'emulated ms':>12} {'published ms':>13} {'ratio':>6} "
-          f"{'FP-BP share':>11} {'collect s':>9}")
+    print(f"{'model':12} {'batch':>5} {'steps':>5} {'emulated ms':>12} {'published ms':>13} "
+          f"{'ratio':>6} {'FP-BP share':>11} {'collect s':>9}")
     got: dict[str, float] = {}
     for model in args.models.split(","):
-        r = run(model.strip(), args.steps, work, extra, args.precision_mode, args.keras,
-                args.dropout_mode)
-        got[str(r["model"])] = float(r["emulated_ms"])  # type: ignore[arg-type]
-        ok = "ok" if 0.7 <= float(r["ratio"]) <= 1.3 else "OUT OF +-30%"
-        print(f"{r['model']:10} {r['steps']:>5} {r['emulated_ms']:>12} {r['published_ms']:>13} "
-              f"{r['ratio']:>6} {r['fp_bp_share']:>11} {r['collect_s']:>9}  {ok}", flush=True)
+        model = model.strip()
+        precision = args.precision_mode or PUBLISHED[model].precision
+        r = run(model, args.steps, work, extra, precision, args.keras, args.dropout_mode)
+        got[model] = float(r["emulated_ms"])  # type: ignore[arg-type]
+        ok = "ok" if r["ok"] else "OUT OF +-30%"
+        note = f"  ({r['note']})" if r["note"] else ""
+        print(f"{model:12} {r['batch']:>5} {r['steps']:>5} {r['emulated_ms']:>12} "
+              f"{r['published_ms']:>13} {r['ratio']:>6} {r['fp_bp_share']:>11} "
+              f"{r['collect_s']:>9}  {ok}  {precision}{note}", flush=True)
     if "bert" in got and "bert_large" in got:
         _print_bert_difference(got["bert"], got["bert_large"])
-    print(f"precision mode {args.precision_mode}; Keras {args.keras}; dropout "
-          f"{'as ' + args.dropout_mode if args.dropout else 'none'}; PROF dirs under {work}")
-
+    print(f"Keras {args.keras}; dropout "
+          f"{'as ' + args.dropout_mode if args.dropout else 'none'}; PROF dirs under {work}; "
+          "ratio against the nearer end of a band; sources: benchmarks/calibration.py PUBLISHED")
 
 if __name__ == "__main__":
     main()
