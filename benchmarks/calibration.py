@@ -100,6 +100,14 @@ PUBLISHED: dict[str, Figure] = {
                            f"{MZ_TF} TensorFlow/contrib/cv/mobilenetv3-large/"
                            "mobilenetv3_large_ID0592_for_TensorFlow/README.md: 1xAscend 910, "
                            "batch 32, 1110 img/s"),
+    "mobilenet_v3_bs1": Figure(14.7, 14.7, 1, MIX,
+                               f"{MZ_TF} TensorFlow/contrib/cv/mobilenetv3-large/"
+                               "mobilenetv3_large_ID0592_for_TensorFlow/README.md: 1xAscend "
+                               "910, batch 1, 68 img/s", "the sweep's per-step floor"),
+    "mobilenet_v3_bs128": Figure(70.9, 70.9, 128, MIX,
+                                 f"{MZ_TF} TensorFlow/contrib/cv/mobilenetv3-large/"
+                                 "mobilenetv3_large_ID0592_for_TensorFlow/README.md: "
+                                 "1xAscend 910, batch 128, 1805 img/s"),
     "densenet121": Figure(42.1, 60.7, 32, MIX,
                           f"{MS} research/cv/densenet/README.md: '1pc:760 img/s' (O3); {MZ_TF} "
                           "TensorFlow/built-in/cv/image_classification/"
@@ -123,8 +131,8 @@ PUBLISHED: dict[str, Figure] = {
 BATCH = 32
 BERT_DROPOUT = 0.0  # --dropout: 0.1, as the reference's modeling.py (see below)
 BERT_OPTIMIZER = "reference"  # --bert-optimizer: the reference's (see _reference_train_step)
-IMAGE_MODELS = ("resnet50", "vgg16", "mobilenet_v2", "mobilenet_v3", "densenet121",
-                "inception_v3")
+IMAGE_MODELS = ("resnet50", "vgg16", "mobilenet_v2", "mobilenet_v3", "mobilenet_v3_bs1",
+                "mobilenet_v3_bs128", "densenet121", "inception_v3")
 
 
 def _image_model(name: str, steps: int) -> None:
@@ -138,7 +146,7 @@ def _image_model(name: str, steps: int) -> None:
                    "mobilenet_v2": (apps.MobileNetV2, 224),
                    "mobilenet_v3": (apps.MobileNetV3Large, 224),
                    "densenet121": (apps.DenseNet121, 224),
-                   "inception_v3": (apps.InceptionV3, 299)}[name]
+                   "inception_v3": (apps.InceptionV3, 299)}[name.split("_bs")[0]]
     batch = PUBLISHED[name].batch
     model = build(weights=None, classes=1000, input_shape=(size, size, 3))
     model.compile(tf.keras.optimizers.SGD(0.1, momentum=0.9),

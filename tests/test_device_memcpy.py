@@ -13,6 +13,7 @@ from test_device_records import STEP_OPS, STEP_THREAD, config, make_chunk, run
 
 from msprof_cli.capture import TensorSpec as T
 from msprof_cli.device import memcpy as MC
+from msprof_cli.device.chip import ASCEND910
 from msprof_cli.device import readback as R
 from msprof_cli.device import scheduler as S
 from msprof_cli.export.api import run_export
@@ -106,7 +107,7 @@ def test_ordering_with_compute_stream(tmp_path):
         first = hw_start[(hw_start >= (d_start[i - 1] if i else 0)) & (hw_start < it_hi)]
         assert first[0] >= it_lo
         # ... and was really delayed by it (the copy lasts far longer than the launch gap)
-        assert first[0] - it_lo <= S.TASK_GAP_TICKS
+        assert first[0] - it_lo <= ASCEND910.kernel_gap_ticks
         # the output copy waits for every task of the iteration (kernels, AI CPU, model end)
         done = hw_end[hw_end <= it_hi]
         assert len(done) == 12 * (i + 1)

@@ -43,11 +43,20 @@ class ChipSpec:
     mte_bytes_per_cycle_per_core: int = 128  # max GM<->L1/UB per core (assumption)
     hccs_bytes_per_s: float = 30e9  # one HCCS link (inter-chip), assumption for HCCL tasks
     l2_line_bytes: int = 128
+    # the task scheduler's dispatch of an AI Core kernel after its predecessor on the stream
+    # ended (docs/device-model.md 5: derived from a published batch sweep, not fitted to a
+    # calibration model)
+    kernel_dispatch_ns: int = 7_500
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def tick_ns(self) -> float:
         return 1000.0 / self.hwts_mhz
+
+    @property
+    def kernel_gap_ticks(self) -> int:
+        """The in-stream gap before an AI Core kernel, in hwts ticks."""
+        return int(round(self.kernel_dispatch_ns / self.tick_ns))
 
     @property
     def cube_flops_per_cycle(self) -> int:

@@ -323,7 +323,9 @@ class Device:
         n_it = len(iters)
         wait = iters.input_wait if len(iters.input_wait) == n_it else np.zeros(n_it, np.int64)
         tick = int(round(self.chip.tick_ns))
-        dev_ns = cost.dur_ticks[ops.sig].astype(np.int64) * tick
+        # each task with the gap before it (an AI Core kernel: the dispatch, §5)
+        dev_ns = cost.dur_ticks[ops.sig].astype(np.int64) * tick + np.where(
+            kind == op_map.KIND_AI_CORE, self.chip.kernel_gap_ticks * tick, 0)
         lay = TM.layout(ops.iter_row, launch, eager, host_work, ops.host_start, ops.host_end,
                         n_it, wait, dev_ns,
                         TM.launch_keys(ops.model_id, ops.iter_row, ops.name_idx,

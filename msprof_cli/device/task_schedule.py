@@ -236,7 +236,7 @@ def _compute_plan(device: Device, ctx: ChunkCtx, clk: S.DeviceClock, it_rows: np
     m = stream == S.COMPUTE_STREAM
     plan = S.StreamPlan()
     plan.add(op_row=rows[m], order_ns=tt[m], sub=0, ready=ready[m], dur=dur[m],
-             gap=S.TASK_GAP_TICKS, tag=-1, iter_row=op_iter[m])
+             gap=device.chip.kernel_gap_ticks, tag=-1, iter_row=op_iter[m])
     end_order = np.full(len(ctx.iters), np.iinfo(np.int64).max, np.int64)
     empty = np.zeros(0, np.int64)
     if not (device.config.training_trace and len(it_rows)):

@@ -150,7 +150,8 @@ def layout(iter_row: np.ndarray, launch: np.ndarray, eager: np.ndarray, host_wor
     out_e = out_b + COPY_API_NS
     dev_total = np.zeros(n_iters, np.int64)
     if len(lr):
-        np.add.at(dev_total, it, dev_ns[lr] + 2_000)  # + the largest task gap, per task
+        # + the largest in-stream gap (the kernel dispatch, `dev_ns` includes it) + 2 us
+        np.add.at(dev_total, it, dev_ns[lr] + 2_000)
     ub = out_e + dev_total + 100_000 + 2 * MODEL_RETURN_NS
     return Layout(rel_s, rel_e, host_end_rel, (in_b, in_e), (out_b, out_e), ub)
 

@@ -4,13 +4,13 @@ import numpy as np
 import tensorflow as tf
 
 B = 32
-x = np.random.default_rng(0).random((B * 3, 16, 16, 64), dtype=np.float32)
+x = np.random.default_rng(0).random((B * 3, 32, 32, 64), dtype=np.float32)
 y = np.zeros((B * 3, 10), np.float32)
 ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(B, drop_remainder=True).repeat()
 ds = ds.prefetch(4)
-model = tf.keras.Sequential([tf.keras.layers.Input((16, 16, 64))] +
+model = tf.keras.Sequential([tf.keras.layers.Input((32, 32, 64))] +
                             [tf.keras.layers.Conv2D(256, 3, padding="same", activation="relu")
-                             for _ in range(2)] +
+                             for _ in range(3)] +
                             [tf.keras.layers.GlobalAveragePooling2D(), tf.keras.layers.Dense(10)])
 opt = tf.keras.optimizers.SGD(0.01)
 
