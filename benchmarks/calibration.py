@@ -135,9 +135,23 @@ IMAGE_MODELS = ("resnet50", "vgg16", "mobilenet_v2", "mobilenet_v3", "mobilenet_
                 "mobilenet_v3_bs128", "densenet121", "inception_v3")
 
 
+def _optimizer(kind: str):  # type: ignore[no-untyped-def]
+    """The optimizer the published TF runs used, as one fused kernel per variable: Keras 2's
+    legacy optimizers execute ResourceApplyKerasMomentum / ResourceApplyAdam, as TF 1.15's
+    tf.train.MomentumOptimizer / AdamOptimizer (the ModelZoo scripts) do; the Keras 2.11+
+    optimizers write the update as element-wise ops on each variable (several tasks a
+    variable: Keras 3's too).  Keras 3 has no legacy optimizers: its own are used."""
+    import tensorflow as tf
+
+    opts = getattr(tf.keras.optimizers, "legacy", tf.keras.optimizers)
+    if kind == "sgd":
+        return opts.SGD(0.1, momentum=0.9)
+    return opts.Adam(1e-3)
+
+
 def _image_model(name: str, steps: int) -> None:
     """A keras.applications network with random weights, trained in the published batch and
-    input size with SGD + momentum (the TF ModelZoo CNN scripts' optimizer)."""
+    input size with SGD + momentum (the TF ModelZoo CNN scripts' optimizer, fused: `_optimizer`)."""
     import numpy as np
     import tensorflow as tf
 
@@ -149,8 +163,7 @@ def _image_model(name: str, steps: int) -> None:
                    "inception_v3": (apps.InceptionV3, 299)}[name.split("_bs")[0]]
     batch = PUBLISHED[name].batch
     model = build(weights=None, classes=1000, input_shape=(size, size, 3))
-    model.compile(tf.keras.optimizers.SGD(0.1, momentum=0.9),
-                  "sparse_categorical_crossentropy")
+    model.compile(_optimizer("sgd"), "sparse_categorical_crossentropy")
     rng = np.random.default_rng(0)
     x = rng.random((batch * steps, size, size, 3), dtype=np.float32)
     y = rng.integers(0, 1000, batch * steps)
@@ -194,7 +207,7 @@ def _crnn(steps: int) -> None:
             return pred
 
     model = tf.keras.Model([img, labels], CTC()([labels, logits]))
-    model.compile(tf.keras.optimizers.Adam(1e-3))
+    model.compile(_optimizer("adam"))
     rng = np.random.default_rng(0)
     n = batch * steps
     model.fit([rng.random((n, 32, 100, 3), dtype=np.float32),
