@@ -4,8 +4,8 @@
                                      [--precision-mode MODE] [--dropout [--dropout-mode tf|npu]]
 
 Collects each model with `msprof collect` (real TensorFlow on this CPU), exports it, and
-prints the median emulated device step (step_trace's Iteration Time without its Data Aug
-Bound, after the first step: `_median_iteration_ms`) against the
+prints the median emulated device step (step_trace's Iteration End - FP Start, after the
+first step: `_median_iteration_ms`) against the
 published single-card Ascend 910 training figure (`PUBLISHED`: the figure, its batch, the GE
 precision mode closest to the published run, and where it is published; where two official
 figures for one configuration disagree, the band, and the ratio is taken against its nearer
@@ -348,18 +348,17 @@ def _check_child_keras(keras: str) -> None:
 def _median_iteration_ms(prof: Path) -> tuple[float, int, float]:
     """(median device step ms after the first step, steps, median FP-BP share).
 
-    The device step is the Iteration Time without its Data Aug Bound: the time between the
-    previous step's end and this one's start is this CPU's own work between steps (Keras'
-    per-step Python loop, its input pipeline), which the emulation keeps as measured; the
-    published runs sink their steps into the device (the TF adapter's iterations_per_loop,
-    MindSpore's dataset sink), so their step has none."""
+    The device step runs from the step's forward start to its end (step_trace's Iteration
+    End - FP Start): the time before it, since the previous step ended, is this CPU's own work
+    between steps (Keras' per-step Python loop, its input pipeline: the Data Aug Bound), which
+    the emulation keeps as measured; the published runs sink their steps into the device (the
+    TF adapter's iterations_per_loop, MindSpore's dataset sink), so their step has none."""
     [path] = sorted((prof / "device_0" / "summary").glob("step_trace_0_*.csv"))
     with open(path, newline="") as fh:
         steps = list(csv.DictReader(fh))
 
     def device_ms(r: dict[str, str]) -> float:
-        wait = r.get("Data Aug Bound(us)") or "0"
-        return (float(r["Iteration Time(us)"]) - float(wait if wait != "N/A" else 0)) / 1000
+        return (float(r["Iteration End(us)"]) - float(r["FP Start(us)"])) / 1000
 
     times = [device_ms(r) for r in steps[1:]]
     return statistics.median(times), len(steps), statistics.median(

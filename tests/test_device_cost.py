@@ -348,3 +348,34 @@ def test_the_migrated_dropout_runs_on_the_ai_core_with_a_bit_mask():
     assert a["bytes_out"][1] == n / 8 and a["bytes_in"][1] == 0  # one bit per element
     assert a["bytes_in"][2] == n * 4 + n / 8 < a["bytes_in"][3]  # the tensor and the bits
     assert dur_us(cost, 1) < dur_us(cost, 0) / 10  # the AI CPU's random draw is the cost
+
+
+def _step_us(tmp_path, ops) -> float:
+    """Iteration Time (us) of the middle step of a three-step chunk of `ops`."""
+    from test_device_records import config, make_chunk, run
+
+    from msprof_cli.device import readback as R
+    from msprof_cli.raw import layouts as L
+
+    prof = run(tmp_path, [make_chunk(3, ops=ops)], config())
+    raw = R.device_records(prof, "ts_track", 0)
+    st = raw[raw["rpt_type"] == L.TS_RPT_STEP_TRACE].view(L.TS_TRACK_STEP)
+    ends = np.sort(st["timestamp"][st["tag_id"] == 4].astype(np.int64))
+    return float(ends[2] - ends[1]) * ASCEND910.tick_ns / 1000
+
+
+def test_a_model_of_many_tiny_ops_is_launch_bound(tmp_path):
+    """200 element-wise ops on 16 elements: each occupies the stream for its dispatch gap and
+    its prologue, whatever its size (docs/device-model.md 5, the kernel dispatch gap); 4x the
+    elements changes nothing, while 4x a large op's elements costs ~4x."""
+    def chain(elems: int, n: int = 200):
+        x = T((elems,), "float32")
+        return [(f"add_{i}", "AddV2", (x, x), (x,), ()) for i in range(n)]
+
+    tiny, tiny4 = _step_us(tmp_path / "a", chain(16)), _step_us(tmp_path / "b", chain(64))
+    per_task = ASCEND910.kernel_dispatch_ns / 1000 + 1.5  # the gap + the 1.5 us prologue
+    assert tiny == pytest.approx(tiny4, rel=0.01)
+    assert 200 * per_task * 0.95 <= tiny <= 200 * per_task * 1.3
+    big, big4 = (_step_us(tmp_path / d, chain(e, 20)) for d, e in (("c", 1 << 22),
+                                                                   ("d", 1 << 24)))
+    assert big4 / big > 3.0
