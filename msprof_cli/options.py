@@ -99,6 +99,26 @@ def dropout_from_env(env: Mapping[str, str] | None = None) -> str:
     return normalize_dropout(env.get(DROPOUT_ENV), DROPOUT_ENV)
 
 
+# the emulated chip (docs/device-model.md 1): a CANN soc_version name
+DEFAULT_SOC_VERSION = "Ascend910A"
+SOC_VERSION_ENV = "MSPROF_CLI_SOC_VERSION"
+
+
+def normalize_soc_version(name: str | None, where: str = "--soc-version") -> str:
+    """The chip the device emulates; OptionsError naming the choices for another name."""
+    if not name or not name.strip():
+        return DEFAULT_SOC_VERSION
+    from msprof_cli.device.chip import emulated_chip  # the chip table (numpy-free)
+
+    return emulated_chip(name.strip(), where)
+
+
+def soc_version_from_env(env: Mapping[str, str] | None = None) -> str:
+    """The chip the environment asks for (MSPROF_CLI_SOC_VERSION; default Ascend910A)."""
+    env = os.environ if env is None else env
+    return normalize_soc_version(env.get(SOC_VERSION_ENV), SOC_VERSION_ENV)
+
+
 def normalize_precision_mode(mode: str, where: str = "precision_mode") -> str:
     """The mode GE runs (aliases resolved); OptionsError for one the 910 cannot run."""
     m = (mode or DEFAULT_PRECISION_MODE).strip()
@@ -137,6 +157,7 @@ class ProfilingConfig:
     precision_mode: str = DEFAULT_PRECISION_MODE
     # the script's dropout as written ("tf") or as npu_ops.dropout runs it ("npu")
     dropout: str = DEFAULT_DROPOUT
+    soc_version: str = DEFAULT_SOC_VERSION  # the emulated chip (--soc-version)
     not_emulated: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
@@ -391,6 +412,7 @@ def validate_options(opts: Mapping[str, Any], *, cwd: str | None = None, source:
         raw_options=raw or json.dumps(dict(opts)),
         source=source,
         dropout=dropout_from_env(),
+        soc_version=soc_version_from_env(),
         not_emulated=not_emulated,
         warnings=tuple(warnings),
     )
@@ -426,7 +448,7 @@ def default_config(cwd: str | None = None, source: str = "env") -> ProfilingConf
     task_trace, hccl, aicpu on, aic_metrics PipeUtilization, output = cwd."""
     return ProfilingConfig(output=os.path.abspath(cwd or os.getcwd()), training_trace=True,
                            task_time="l1", hccl=True, aicpu=True, source=source,
-                           dropout=dropout_from_env())
+                           dropout=dropout_from_env(), soc_version=soc_version_from_env())
 
 
 def config_from_env(environ: Mapping[str, str] | None = None, cwd: str | None = None

@@ -190,3 +190,38 @@ def test_dropout_mode_from_the_environment_for_every_route(monkeypatch) -> None:
     cfg = config_from_env({"PROFILING_MODE": "true"}, cwd="/tmp")
     assert cfg is not None and cfg.dropout == "npu"
     assert type(cfg).from_json(cfg.to_json()).dropout == "npu"  # reaches the child
+
+
+def test_soc_version_names_the_chip_for_every_route(monkeypatch) -> None:
+    from msprof_cli.options import (config_from_env, default_config, normalize_soc_version,
+                                    soc_version_from_env, validate_options)
+
+    assert normalize_soc_version(None) == "Ascend910A"
+    assert normalize_soc_version(" ascend910 ") == "Ascend910A"  # the 910's older name
+    with pytest.raises(OptionsError, match='MSPROF_CLI_SOC_VERSION "A100" is not a CANN '
+                       'soc_version; use one of Ascend910A, Ascend910B1, Ascend910B2, '
+                       'Ascend910B3, Ascend910B4'):
+        soc_version_from_env({"MSPROF_CLI_SOC_VERSION": "A100"})
+    # in the chip table, not emulated yet: refused, saying why
+    with pytest.raises(OptionsError, match="raw layout .* is not written yet"):
+        normalize_soc_version("Ascend910B3")
+    monkeypatch.setenv("MSPROF_CLI_SOC_VERSION", "ascend910a")
+    assert default_config("/tmp").soc_version == "Ascend910A"
+    assert validate_options({"output": "/tmp"}, source="profiler").soc_version == "Ascend910A"
+    cfg = config_from_env({"PROFILING_MODE": "true"}, cwd="/tmp")
+    assert cfg is not None and type(cfg).from_json(cfg.to_json()).soc_version == "Ascend910A"
+
+
+def test_the_chip_table_holds_each_sku_from_its_soc_file() -> None:
+    from msprof_cli.device.chip import CHIPS, get_chip
+
+    # hicann/runtime platform_config Ascend910B*.ini (docs/device-model.md 1)
+    want = {"Ascend910B1": (24, 48, 1850, 64, 192), "Ascend910B2": (24, 48, 1800, 64, 192),
+            "Ascend910B3": (20, 40, 1800, 64, 192), "Ascend910B4": (20, 40, 1500, 32, 96)}
+    for name, (aic, aiv, mhz, hbm, l2) in want.items():
+        c = CHIPS[name]
+        assert (c.ai_core_num, c.aiv_num, c.aic_mhz, c.hbm_capacity_bytes >> 30,
+                c.l2_bytes >> 20) == (aic, aiv, mhz, hbm, l2)
+        assert c.platform_version == "5" and c.hwts_mhz == 50 and c.tick_ns == 20.0
+    a = get_chip("Ascend910A")
+    assert (a.ai_core_num, a.aiv_num, a.platform_version, a.hwts_mhz) == (32, 0, "1", 100)

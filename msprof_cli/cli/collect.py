@@ -81,10 +81,14 @@ def flags_to_options(**flags: Any) -> dict[str, Any]:
               "random mask on the AI CPU; the default, or MSPROF_CLI_DROPOUT) or npu (as "
               "the Ascend migration's npu_ops.dropout: DropOutGenMask / DropOutDoMask on the "
               "AI Core) (docs/device-model.md 3.3).")
+@click.option("--soc-version", default=None, metavar="NAME",
+              help="The emulated chip, by its CANN soc_version name: Ascend910A (the default, "
+              "or MSPROF_CLI_SOC_VERSION); the Atlas A2 names Ascend910B1-B4 are in the chip "
+              "table but not emulated yet (docs/device-model.md 1).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=False)
 def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: bool,
             children: bool, precision_mode: str, dropout_mode: str | None,
-            **flags: Any) -> None:
+            soc_version: str | None, **flags: Any) -> None:
     """Run COMMAND with profiling on and write a PROF_* directory.
 
     \b
@@ -99,7 +103,8 @@ def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: 
 
     from msprof_cli.errors import OptionsError, UsageError
     from msprof_cli.options import (dropout_from_env, normalize_dropout,
-                                    normalize_precision_mode, validate_options)
+                                    normalize_precision_mode, normalize_soc_version,
+                                    soc_version_from_env, validate_options)
 
     if not command:
         raise UsageError("no command to profile: put it after --, e.g. "
@@ -112,7 +117,9 @@ def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: 
                      precision_mode=normalize_precision_mode(precision_mode,
                                                              "--precision-mode"),
                      dropout=normalize_dropout(dropout_mode) if dropout_mode is not None
-                     else dropout_from_env())
+                     else dropout_from_env(),
+                     soc_version=normalize_soc_version(soc_version) if soc_version is not None
+                     else soc_version_from_env())
 
     from msprof_cli.collect.launcher import run_collect
 

@@ -106,7 +106,8 @@ class Collection:
             from msprof_cli.raw import runinfo
 
             runinfo.write(self.prof_dir, {"precision_mode": config.precision_mode,
-                                          "dropout": config.dropout})
+                                          "dropout": config.dropout,
+                                          "soc_version": config.soc_version})
         except OSError as exc:
             warn(f"{self.prof_dir}: the collection's versions are not recorded ({exc})")
         self.clock = ClockPair.now()
@@ -118,7 +119,7 @@ class Collection:
                 if self.rank_id >= 0 and self.rank_size > 1:
                     extra["rank_size"] = self.rank_size
                 self.device = device_cls(self.prof_dir, config, clock=self.clock, pid=self.pid,
-                                         app=list(sys.argv), **extra)
+                                         app=list(sys.argv), chip=config.soc_version, **extra)
             except Exception as exc:
                 agent.fail(f"the emulated device could not start ({exc!r}): no raw data is "
                            f"written to {self.prof_dir}", exc)

@@ -39,6 +39,7 @@ class ChipSpec:
     # chip level memory
     l2_bytes: int = 32 * 1024 * 1024
     hbm_bytes_per_s: float = 1.2e12
+    hbm_capacity_bytes: int = 32 << 30  # the device's HBM
     l2_bytes_per_s: float = 4.0e12  # assumption (docs/device-model.md)
     mte_bytes_per_cycle_per_core: int = 128  # max GM<->L1/UB per core (assumption)
     hccs_bytes_per_s: float = 30e9  # one HCCS link (inter-chip), assumption for HCCL tasks
@@ -47,6 +48,9 @@ class ChipSpec:
     # ended (docs/device-model.md 5: derived from a published batch sweep, not fitted to a
     # calibration model)
     kernel_dispatch_ns: int = 7_500
+    # the device raw data it writes: "hwts" (hwts.data / aicore.data, the 910) or "stars"
+    # (stars_soc.data / ffts_profile.data, the Atlas A2 family: docs/formats/ascend910b.md)
+    raw_layout: str = "hwts"
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -93,8 +97,17 @@ class ChipSpec:
         }
 
 
+GIB = 1 << 30
+MIB = 1 << 20
+
+# The emulated chips, one row per CANN soc_version (docs/device-model.md 1).  Ascend910A:
+# docs/formats/raw-format.md 1 and public Ascend 910 material.  The Atlas A2 family: CANN's SoC
+# specification files (hicann/runtime src/platform/platform_config/cann/Ascend910B{1,2,3,4}.ini:
+# cube / vector cores, cube clock, L0/L1/UB/L2, HBM size, AI CPUs), the 50 MHz system counter
+# of the collector (Ascend/msprof collector config_manager.h), HBM bandwidth and HCCS from
+# secondary sources (docs/formats/ascend910b.md 4.3, marked there).
 ASCEND910 = ChipSpec(
-    name="Ascend910",
+    name="Ascend910A",
     platform_version="1",
     ai_core_num=32,
     aiv_num=0,
@@ -104,13 +117,49 @@ ASCEND910 = ChipSpec(
     ctrl_cpu_core_num=4,
 )
 
-CHIPS: dict[str, ChipSpec] = {ASCEND910.name: ASCEND910}
+
+def _atlas_a2(name: str, cube_cores: int, mhz: int, hbm_gib: int, l2_mib: int,
+              hbm_tb_s: float) -> ChipSpec:
+    return ChipSpec(
+        name=name, platform_version="5", ai_core_num=cube_cores, aiv_num=2 * cube_cores,
+        aic_mhz=mhz, hwts_mhz=50, ai_cpu_core_num=6, ctrl_cpu_core_num=4,
+        l0c_bytes=128 * 1024, ub_bytes=192 * 1024, l1_bytes=512 * 1024, l2_bytes=l2_mib * MIB,
+        hbm_bytes_per_s=hbm_tb_s * 1e12, hbm_capacity_bytes=hbm_gib * GIB,
+        hccs_bytes_per_s=56e9, raw_layout="stars")
+
+
+ASCEND910B = (_atlas_a2("Ascend910B1", 24, 1850, 64, 192, 1.6),
+              _atlas_a2("Ascend910B2", 24, 1800, 64, 192, 1.6),
+              _atlas_a2("Ascend910B3", 20, 1800, 64, 192, 1.6),
+              _atlas_a2("Ascend910B4", 20, 1500, 32, 96, 0.8))
+CHIPS: dict[str, ChipSpec] = {c.name: c for c in (ASCEND910, *ASCEND910B)}
+ALIASES = {"ascend910": ASCEND910.name}  # the name the first 910 went by
+DEFAULT_CHIP = ASCEND910.name
+# chips whose raw layout the device writes (the 910B's STARS layout is not written yet)
+EMULATED = (ASCEND910.name,)
 
 
 def get_chip(name: str) -> ChipSpec:
-    """The chip spec for `name` (case-insensitive)."""
-    for key, spec in CHIPS.items():
-        if key.lower() == name.lower():
+    """The chip spec for CANN soc_version `name` (case-insensitive)."""
+    key = ALIASES.get(name.lower(), name)
+    for k, spec in CHIPS.items():
+        if k.lower() == key.lower():
             return spec
-    raise OptionsError(f"Unknown chip {name!r}: the emulator supports "
-                       + ", ".join(sorted(CHIPS)) + ".")
+    raise OptionsError(f"Unknown chip {name!r}: the CANN soc_version names are "
+                       + ", ".join(CHIPS) + ".")
+
+
+def emulated_chip(name: str, where: str = "--soc-version") -> str:
+    """The chip `name` names, if the device can emulate it; OptionsError otherwise, naming
+    what can be."""
+    try:
+        spec = get_chip(name)
+    except OptionsError:
+        raise OptionsError(f'{where} "{name}" is not a CANN soc_version; use one of '
+                           + ", ".join(CHIPS) + f" (default {DEFAULT_CHIP}).") from None
+    if spec.name not in EMULATED:
+        raise OptionsError(f'{where} "{spec.name}": the Atlas A2 (910B) family is in the chip '
+                           "table (docs/device-model.md 1) but its raw layout (stars_soc, "
+                           "ffts_profile) is not written yet; the emulated chips are "
+                           + ", ".join(EMULATED) + ".")
+    return spec.name

@@ -67,7 +67,7 @@ class Device:
 
     def __init__(self, prof_dir: Path, config: ProfilingConfig, *, clock: ClockPair, pid: int,
                  app: list[str], device_ids: Sequence[int] = (0,), rank_id: int = -1,
-                 rank_size: int = -1, chip: str = "Ascend910", first_task_id: int = 1,
+                 rank_size: int = -1, chip: str = "Ascend910A", first_task_id: int = 1,
                  ub_fusion: bool = True, boundary_tasks: bool = True) -> None:
         self.prof_dir = Path(prof_dir)
         # traced / replayed / warm-up steps, training models, unknown op types (run_facts.py)
