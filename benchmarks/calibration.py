@@ -450,7 +450,11 @@ def main() -> None:
     for model in args.models.split(","):
         model = model.strip()
         precision = args.precision_mode or PUBLISHED[model].precision
-        r = run(model, args.steps, work, extra, precision, args.keras, args.dropout_mode)
+        try:
+            r = run(model, args.steps, work, extra, precision, args.keras, args.dropout_mode)
+        except SystemExit as exc:  # one model failing (e.g. out of memory) does not stop the rest
+            print(f"{model:12} FAILED: {exc}", flush=True)
+            continue
         got[model] = float(r["emulated_ms"])  # type: ignore[arg-type]
         ok = "ok" if r["ok"] else "OUT OF +-30%"
         note = f"  ({r['note']})" if r["note"] else ""
