@@ -249,3 +249,23 @@ def testdecomposed_batchnorm_is_said_with_its_tasks_and_time() -> None:
     fused = pd.DataFrame({"_n": [3, 3], "_dur": [1.0, 1.0]},
                          index=["model/bn/FusedBatchNormV3", "model/conv/Conv2D"])
     assert decomposed_batchnorm(fused) == ""
+
+
+def test_ge_conversion_tasks_are_said_with_their_count_and_time() -> None:
+    """GE's trans_Cast / trans_TransData nodes (a Cast also heading a UB-fused chain's name)
+    over 2 steps; below 3 % of the task time nothing is said."""
+    import pandas as pd
+
+    from msprof_cli.export.derive.advice_text import boundary_tasks
+
+    st = pd.DataFrame({"_n": [2, 2, 2, 2], "_dur": [4_000.0, 2_000.0, 2_000.0, 12_000.0]},
+                      index=["trans_Cast_0", "trans_Cast_3model/relu", "trans_TransData_1",
+                             "model/conv/Conv2D"])
+    line = boundary_tasks(st)
+    assert line.startswith("Conversions: GE inserts 2 Cast tasks a step, 3 us and 1 "
+                           "TransData tasks a step, 1 us (40 % of the task time)")
+    assert "allow_mix_precision" in line
+    small = pd.DataFrame({"_n": [2, 2], "_dur": [10.0, 12_000.0]},
+                         index=["trans_Cast_0", "model/conv/Conv2D"])
+    assert boundary_tasks(small) == ""
+    assert boundary_tasks(pd.DataFrame({"_n": [1], "_dur": [1.0]}, index=["Cast"])) == ""

@@ -106,10 +106,46 @@ def brief(rule_json: dict, state: RuleState, max_ops: int = 3) -> list[str]:
                 elif isinstance(data, dict):
                     text += " (" + ", ".join(f"{k} {num_text(v)}" for k, v in data.items()) + ")"
                 lines.append(text)
-    bn = decomposed_batchnorm(st)
-    if bn:
-        lines.append(bn)
+    for extra in (decomposed_batchnorm(st), boundary_tasks(st)):
+        if extra:
+            lines.append(extra)
     return lines
+
+
+# GE's inserted conversion nodes (docs/device-model.md 3.4): `trans_Cast_<n>` /
+# `trans_TransData_<n>`, a Cast also as the head of a UB-fused chain's name
+_TRANS = re.compile(r"^trans_(Cast|TransData)_\d+")
+BOUNDARY_SHARE = 0.03  # said when the conversions take at least this share of task time
+
+
+def boundary_tasks(st: pd.DataFrame | None) -> str:
+    """An advice line when GE's TransData / Cast nodes take a visible share of the task time:
+    how many a step and their time, and what removes most of the Casts."""
+    if st is None or "_n" not in st or "_dur" not in st or not len(st):
+        return ""
+    kind = pd.Series(st.index.astype(str), index=st.index).str.extract(_TRANS, expand=False)
+    mine = kind.notna().to_numpy()
+    if not mine.any():
+        return ""
+    dur = st["_dur"].to_numpy(np.float64)
+    n = st["_n"].to_numpy(np.int64)
+    total = float(dur.sum()) or 1.0
+    if dur[mine].sum() / total < BOUNDARY_SHARE:
+        return ""
+    steps = int(pd.Series(n[mine]).mode().iloc[0]) or 1
+    parts = []
+    for k in ("Cast", "TransData"):
+        at = (kind == k).to_numpy()
+        if at.any():
+            parts.append(f"{int(n[at].sum()) // steps} {k} tasks a step, "
+                         f"{num_text(float(dur[at].sum()) / 1000 / steps)} us")
+    return (f"Conversions: GE inserts {' and '.join(parts)} ({100 * dur[mine].sum() / total:.0f} "
+            "% of the task time) where a tensor changes precision or layout. The Casts "
+            "surround the cube ops when only they run in fp16 (precision_mode "
+            "allow_fp32_to_fp16, the default); allow_mix_precision keeps the ops between them "
+            "in fp16 (`msprof collect --precision-mode allow_mix_precision`, or the script's "
+            "NPU session config). TransData: the fed batch, a reshape or a matmul-conv "
+            "boundary (docs/device-model.md 3.4)")
 
 
 # Keras 3 writes BatchNormalization as moments and element-wise arithmetic (`.../moments/...`,
