@@ -379,3 +379,28 @@ def test_a_model_of_many_tiny_ops_is_launch_bound(tmp_path):
     big, big4 = (_step_us(tmp_path / d, chain(e, 20)) for d, e in (("c", 1 << 22),
                                                                    ("d", 1 << 24)))
     assert big4 / big > 3.0
+
+
+def test_atlas_a2_runs_cube_work_on_cube_cores_and_vector_work_on_vector_cores():
+    """On an Ascend910B3 (20 AI Cube cores, 40 AI Vector cores, 1.8 GHz) a large conv's
+    blocks fill the cube cores and a large element-wise op's the vector cores; the 910A runs
+    both on its 32 AI Cores. The constants come from the chip table, none from the 910."""
+    x = T((32, 56, 56, 256), "float16")
+    specs = (("Conv2D", [x, T((3, 3, 256, 256), "float16")], [x]), ("AddV2", [x, x], [x]))
+    reg = SignatureRegistry()
+    for tf_type, ins, outs in specs:
+        reg.intern(tf_type, tuple(ins), tuple(outs), 0)
+    b3, a = get_chip("Ascend910B3"), get_chip("Ascend910A")
+    on_b3, on_a = evaluate(reg.arrays(), b3), evaluate(reg.arrays(), a)
+    assert on_b3.block_dim.tolist() == [20, 40] and on_a.block_dim.tolist() == [32, 32]
+    # the conv: 20 cores x 16^3 MACs at 1.8 GHz x the measured efficiency against the 910A's
+    # 32 cores at 1 GHz: compute-bound, ~1.27x faster
+    conv_b3 = on_b3.dur_ticks[0] * b3.tick_ns
+    conv_a = on_a.dur_ticks[0] * a.tick_ns
+    assert 1.1 < conv_a / conv_b3 < 1.5
+    # the add is memory-bound: its 154 MB fit the B3's 192 MiB L2 (not the 910A's 32 MiB),
+    # and misses go to 1.6 TB/s HBM against 1.2 TB/s
+    add_b3 = on_b3.dur_ticks[1] * b3.tick_ns
+    add_a = on_a.dur_ticks[1] * a.tick_ns
+    assert on_b3.l2_hit[1] > 4 * on_a.l2_hit[1]
+    assert add_a / add_b3 > 1.5

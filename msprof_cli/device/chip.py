@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from msprof_cli.errors import OptionsError
 
 
@@ -48,6 +50,9 @@ class ChipSpec:
     # ended (docs/device-model.md 5: derived from a published batch sweep, not fitted to a
     # calibration model)
     kernel_dispatch_ns: int = 7_500
+    # the share of the cube's nominal rate it sustains (a measured peak over the nominal one;
+    # docs/device-model.md 1)
+    cube_efficiency: float = 216.0 / 262.144
     # the device raw data it writes: "hwts" (hwts.data / aicore.data, the 910) or "stars"
     # (stars_soc.data / ffts_profile.data, the Atlas A2 family: docs/formats/ascend910b.md)
     raw_layout: str = "hwts"
@@ -61,6 +66,12 @@ class ChipSpec:
     def kernel_gap_ticks(self) -> int:
         """The in-stream gap before an AI Core kernel, in hwts ticks."""
         return int(round(self.kernel_dispatch_ns / self.tick_ns))
+
+    def cores_for(self, cube: np.ndarray) -> np.ndarray:
+        """The cores a kernel's blocks run on: AI Cube cores for cube work; on a chip with
+        separate AI Vector cores (the Atlas A2's two a cube core), those for vector work."""
+        return np.where(cube | (self.aiv_num == 0), self.ai_core_num,
+                        self.aiv_num).astype(np.float64)
 
     @property
     def cube_flops_per_cycle(self) -> int:
@@ -125,7 +136,10 @@ def _atlas_a2(name: str, cube_cores: int, mhz: int, hbm_gib: int, l2_mib: int,
         aic_mhz=mhz, hwts_mhz=50, ai_cpu_core_num=6, ctrl_cpu_core_num=4,
         l0c_bytes=128 * 1024, ub_bytes=192 * 1024, l1_bytes=512 * 1024, l2_bytes=l2_mib * MIB,
         hbm_bytes_per_s=hbm_tb_s * 1e12, hbm_capacity_bytes=hbm_gib * GIB,
-        hccs_bytes_per_s=56e9, raw_layout="stars")
+        hccs_bytes_per_s=56e9, raw_layout="stars",
+        # a measured 328 TFLOPS bf16 matmul on a 910B against the 353.9 derived for 24 cores
+        # at 1.8 GHz (secondary source: docs/formats/ascend910b.md 4.2)
+        cube_efficiency=328.0 / 353.9)
 
 
 ASCEND910B = (_atlas_a2("Ascend910B1", 24, 1850, 64, 192, 1.6),

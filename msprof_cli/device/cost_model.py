@@ -25,9 +25,6 @@ AICPU_BASE_NS = 20_000.0  # AI CPU kernel: dispatch + framework overhead
 AICPU_NS_PER_ELEM = 2.0
 HCCL_BASE_NS = 15_000.0  # collective: notify/handshake latency
 L2_HIT_IN_L2 = 0.9  # L2 hit rate when the task's working set fits in L2
-# measured cube peak of a 910: 216 TFLOPS fp16 of the 262 TFLOPS of 32 cores x 16^3 MACs at
-# 1 GHz (docs/device-model.md 1): the cube sustains 82 % of its nominal rate
-CUBE_EFFICIENCY = 216.0 / 262.144
 
 
 @dataclass
@@ -73,15 +70,18 @@ def evaluate(sig: dict[str, np.ndarray], chip: ChipSpec, rank_size: int = 1) -> 
     units = np.where(is_cube, np.ceil(flops / CUBE_UNIT_FLOPS),
                      np.ceil(np.maximum(bytes_in, bytes_out) / VECTOR_UNIT_BYTES))
     units = np.maximum(units, 1.0)
-    block = np.minimum(units, chip.ai_core_num)
+    # cube kernels on the AI (Cube) cores; vector kernels on the AI Vector cores of a chip
+    # that has them (Atlas A2: two beside each cube core), else on the AI Cores
+    cores = chip.cores_for(is_cube)
+    block = np.minimum(units, cores)
     block = np.where(aic, block, 1.0)
-    waves = np.ceil(block / chip.ai_core_num)
+    waves = np.ceil(block / cores)
     tail = np.ceil(units / block) * block / units  # load imbalance of the last tiles (>= 1)
 
     # --- per-core pipe cycles ------------------------------------------------------------------
     cube_rate = np.where(dclass == DT_INT8, chip.cube_int8_ops_per_cycle,
                          chip.cube_flops_per_cycle).astype(np.float64)
-    cube = np.where(is_cube, flops / (cube_rate * CUBE_EFFICIENCY * block) * tail, 0.0)
+    cube = np.where(is_cube, flops / (cube_rate * chip.cube_efficiency * block) * tail, 0.0)
     # fp32 work runs on the vector unit at fp32 width; cube ops' fused epilogue at fp16 width
     lane_bytes = np.where(is_cube, 2.0, np.where(dclass == DT_FP16, 2.0,
                                                  np.where(dclass == DT_INT8, 1.0, 4.0)))
