@@ -144,7 +144,10 @@ def _optimizer(kind: str):  # type: ignore[no-untyped-def]
     variable: Keras 3's too).  Keras 3 has no legacy optimizers: its own are used."""
     import tensorflow as tf
 
-    opts = getattr(tf.keras.optimizers, "legacy", tf.keras.optimizers)
+    try:
+        opts = tf.keras.optimizers.legacy
+    except (AttributeError, ImportError):  # Keras 3: "not supported in Keras 3"
+        opts = tf.keras.optimizers
     if kind == "sgd":
         return opts.SGD(0.1, momentum=0.9)
     return opts.Adam(1e-3)
