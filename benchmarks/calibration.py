@@ -144,13 +144,13 @@ def _optimizer(kind: str):  # type: ignore[no-untyped-def]
     variable: Keras 3's too).  Keras 3 has no legacy optimizers: its own are used."""
     import tensorflow as tf
 
+    def make(opts):  # type: ignore[no-untyped-def]
+        return opts.SGD(0.1, momentum=0.9) if kind == "sgd" else opts.Adam(1e-3)
+
     try:
-        opts = tf.keras.optimizers.legacy
+        return make(tf.keras.optimizers.legacy)
     except (AttributeError, ImportError):  # Keras 3: "not supported in Keras 3"
-        opts = tf.keras.optimizers
-    if kind == "sgd":
-        return opts.SGD(0.1, momentum=0.9)
-    return opts.Adam(1e-3)
+        return make(tf.keras.optimizers)
 
 
 def _batches(batch, steps: int):  # type: ignore[no-untyped-def]
