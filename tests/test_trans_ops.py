@@ -187,3 +187,65 @@ def test_mixed_precision_runs_fewer_casts_than_the_default_mode(tmp_path):
         return sum(1 for h in nbi["op_name"].tolist()
                    if h in {name_hash(f"trans_Cast_{i}") for i in range(16)})
     assert casts("allow_mix_precision") < casts("allow_fp32_to_fp16")
+
+
+def test_a_training_batchnorm_not_fed_by_a_convolution_runs_as_two_kernels():
+    """GE splits a training BatchNorm into BNTrainingReduce + BNTrainingUpdate (its gradient
+    into BNTrainingUpdateGrad + BNTrainingReduceGrad); after a convolution the reduce folds
+    into the convolution's epilogue. A DenseNet-style BatchNorm after a concatenation stays
+    two kernels; inference graphs (no BatchNorm gradient) are not split."""
+    c = T((32,), F)
+    cat = T((32, 28, 28, 32), F)
+    nodes = {
+        "conv": node("Conv2D", "Conv2D", [X, W], [Y], half=True),
+        "bn1": node("FusedBatchNormV3", "BatchNorm", [Y, T((16,), F)] + [T((16,), F)] * 3,
+                    [Y], half=True),  # mixed precision: fp16 straight from the conv
+        "concat": node("ConcatV2", "ConcatV2D", [Y, Y, T((), "int32")], [cat]),
+        "bn2": node("FusedBatchNormV3", "BatchNorm", [cat] + [c] * 4, [cat]),
+        "bn2_grad": node("FusedBatchNormGradV3", "BatchNormGrad", [cat, cat] + [c] * 4,
+                         [cat] + [c] * 2),
+    }
+    producers = {"conv": ("x", "w"), "bn1": ("conv", "g", "b", "m", "v"),
+                 "concat": ("bn1", "bn1", "axis"), "bn2": ("concat", "g2", "b2", "m2", "v2"),
+                 "bn2_grad": ("dy", "concat", "g2", "m2", "v2", "r")}
+    order = {n: i for i, n in enumerate(producers)}
+    p = plan(producers, order, nodes)
+    assert p.splits == {"bn2": "BNTrainingReduce", "bn2_grad": "BNTrainingUpdateGrad"}
+    inference = {k: v for k, v in nodes.items() if k != "bn2_grad"}
+    assert plan(producers, order, inference).splits == {}
+    # the default precision mode: bn1 keeps fp32, so a Cast sits between it and the conv
+    # and the fusion pattern (Conv2D -> BNTrainingReduce) does not match
+    nodes["bn1"] = node("FusedBatchNormV3", "BatchNorm", [Y] + [T((16,), F)] * 4, [Y])
+    assert "bn1" in plan(producers, order, nodes).splits
+
+
+def test_the_device_runs_a_split_batchnorm_as_two_tasks(tmp_path):
+    from msprof_cli.device import readback as R
+
+    c = T((32,), F)
+    cat = T((32, 28, 28, 32), F)
+    ops = [("concat", "ConcatV2", (Y, Y, T((), "int32")), (cat,)),
+           ("bn", "FusedBatchNormV3", (cat, c, c, c, c), (cat, c, c)),
+           ("bn_grad", "FusedBatchNormGradV3", (cat, cat, c, c, c, c), (cat, c, c))]
+    producers = {"concat": ("a", "b", "axis"), "bn": ("concat", "g", "b", "m", "v"),
+                 "bn_grad": ("dy", "concat", "g", "m", "v", "r")}
+    runs, t = [], T0
+    for name, tf, ins, outs in ops:
+        runs.append(OpRun(name, tf, t, t + 20_000, 77, ins, outs))
+        t += 30_000
+    chunk = CaptureChunk(models={1: ModelInfo(1, "m", "k", op_order={o[0]: i for i, o in
+                                                                      enumerate(ops)},
+                                              producers=producers)},
+                         iterations=[Iteration(1, 1, T0 - 5_000, t + 5_000, 77, runs)])
+    prof = tmp_path / "PROF_000001_20250101120000123_ABCDEFGHIJKLMNOP"
+    dev = Device(prof, ProfilingConfig(output="/tmp", training_trace=True, task_time="l1"),
+                 clock=CLOCK, pid=1, app=["t.py"])
+    dev.consume(chunk)
+    dev.close(ClockPair(CLOCK.wall_us + 10_000_000, CLOCK.mono_ns + 10_000_000_000))
+    names = R.host_records(prof, "node_basic_info")["op_name"].tolist()
+    assert names.index(name_hash("bn/BNTrainingReduce")) < names.index(name_hash("bn"))
+    assert names.index(name_hash("bn_grad/BNTrainingUpdateGrad")) < \
+        names.index(name_hash("bn_grad"))
+    types = {dev.sigs.ge_type[s] for s in range(len(dev.sigs))}
+    assert {"BNTrainingReduce", "BNTrainingUpdate", "BNTrainingUpdateGrad",
+            "BNTrainingReduceGrad"} <= types
