@@ -113,6 +113,22 @@ def normalize_soc_version(name: str | None, where: str = "--soc-version") -> str
     return emulated_chip(name.strip(), where)
 
 
+def with_soc_version(config: "ProfilingConfig", soc: str) -> "ProfilingConfig":
+    """`config` on chip `soc`: an Atlas A2 collects no L2 cache task events here (their A2
+    layout is not emulated, docs/formats/ascend910b.md 7), so `l2` is turned off with a
+    warning, as the other options whose data is not emulated."""
+    from dataclasses import replace
+
+    from msprof_cli.device.chip import get_chip
+
+    if config.l2 and get_chip(soc).raw_layout == "stars":
+        return replace(config, soc_version=soc, l2=False,
+                       not_emulated=(*config.not_emulated, "l2"),
+                       warnings=(*config.warnings, f"l2: the L2 cache task events of {soc} "
+                                 "(Atlas A2) are not emulated; no l2_cache data is written"))
+    return replace(config, soc_version=soc)
+
+
 def soc_version_from_env(env: Mapping[str, str] | None = None) -> str:
     """The chip the environment asks for (MSPROF_CLI_SOC_VERSION; default Ascend910A)."""
     env = os.environ if env is None else env
@@ -394,7 +410,7 @@ def validate_options(opts: Mapping[str, Any], *, cwd: str | None = None, source:
     if task_time != "l1" and metrics:
         if task_time == "l0":
             warnings.append("task_time=l0 collects no op basic info: AI Core PMU is off")
-    return ProfilingConfig(
+    config = ProfilingConfig(
         output=output,
         training_trace=_switch(opts, "training_trace", False),
         task_time=task_time,
@@ -412,10 +428,10 @@ def validate_options(opts: Mapping[str, Any], *, cwd: str | None = None, source:
         raw_options=raw or json.dumps(dict(opts)),
         source=source,
         dropout=dropout_from_env(),
-        soc_version=soc_version_from_env(),
         not_emulated=not_emulated,
         warnings=tuple(warnings),
     )
+    return with_soc_version(config, soc_version_from_env())
 
 
 def parse_options_json(text: str) -> dict[str, Any]:

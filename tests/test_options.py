@@ -202,10 +202,14 @@ def test_soc_version_names_the_chip_for_every_route(monkeypatch) -> None:
                        'soc_version; use one of Ascend910A, Ascend910B1, Ascend910B2, '
                        'Ascend910B3, Ascend910B4'):
         soc_version_from_env({"MSPROF_CLI_SOC_VERSION": "A100"})
-    # in the chip table, not emulated yet: refused, saying why
-    with pytest.raises(OptionsError, match="raw layout .* is not written yet"):
-        normalize_soc_version("Ascend910B3")
+    assert normalize_soc_version("ascend910b3") == "Ascend910B3"  # every chip is emulated
+    # an Atlas A2 collects no L2 task events: l2 is turned off, with a warning
+    monkeypatch.setenv("MSPROF_CLI_SOC_VERSION", "Ascend910B4")
+    a2 = validate_options({"output": "/tmp", "l2": "on"}, source="profiler")
+    assert (a2.soc_version, a2.l2, a2.not_emulated) == ("Ascend910B4", False, ("l2",))
+    assert any("L2 cache task events of Ascend910B4" in w for w in a2.warnings)
     monkeypatch.setenv("MSPROF_CLI_SOC_VERSION", "ascend910a")
+    assert validate_options({"output": "/tmp", "l2": "on"}, source="profiler").l2
     assert default_config("/tmp").soc_version == "Ascend910A"
     assert validate_options({"output": "/tmp"}, source="profiler").soc_version == "Ascend910A"
     cfg = config_from_env({"PROFILING_MODE": "true"}, cwd="/tmp")

@@ -50,6 +50,11 @@ CASES = {
 # kernels' times, the analysis reads them as ours)
 FRESH = ("fresh_eager", "fresh_keras_bn", "fresh_tf1_aicpu", "fresh_mirrored_hccl",
          "fresh_keras_cnn", "fresh_tx_mlp", "fresh_precision_mix")
+# the same scripts (and examples/keras_cnn.py under the two aic_metrics groups the others do not
+# use) collected on an emulated Atlas A2 (`--soc-version Ascend910B3`): its STARS task log and
+# per-core-kind PMU, every aic_metrics group once (docs/formats/ascend910b.md)
+FRESH += ("fresh_a2_eager", "fresh_a2_keras_bn", "fresh_a2_tf1_aicpu", "fresh_a2_mirrored_hccl",
+          "fresh_a2_keras_cnn_arith", "fresh_a2_keras_cnn_l0")
 CASES.update({c: (c, None) for c in FRESH})
 # the same raw dirs exported in windows of 300 device tasks (the windowed export of big PROF
 # dirs, export/decode/windows.py): the same files as the whole export's

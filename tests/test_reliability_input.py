@@ -127,9 +127,10 @@ def test_malformed_info_json_in_query(prof, capsys):
 def test_unknown_chip(prof, capsys):
     info = prof / "device_0" / "info.json.0"
     info.write_text(info.read_text().replace('"platform_version": "1"',
-                                             '"platform_version": "5"'))
-    export_fails(prof, ProfDirError, 'info.json.0: platform_version "5" (Ascend910B) is not '
-                                     'supported. msprof_cli decodes Ascend910 data only')
+                                             '"platform_version": "4"'))
+    export_fails(prof, ProfDirError, 'info.json.0: platform_version "4" (Ascend310P) is not '
+                                     'supported. msprof_cli decodes Ascend910 (platform_version '
+                                     '"1") and Ascend910B')
     code, err = cli(capsys, "export", "--output", str(prof))
     assert code == 3 and "export this data with the CANN toolkit of that chip" in err
 

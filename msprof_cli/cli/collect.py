@@ -104,7 +104,8 @@ def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: 
     from msprof_cli.errors import OptionsError, UsageError
     from msprof_cli.options import (dropout_from_env, normalize_dropout,
                                     normalize_precision_mode, normalize_soc_version,
-                                    soc_version_from_env, validate_options)
+                                    soc_version_from_env, validate_options,
+                                    with_soc_version)
 
     if not command:
         raise UsageError("no command to profile: put it after --, e.g. "
@@ -117,9 +118,9 @@ def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: 
                      precision_mode=normalize_precision_mode(precision_mode,
                                                              "--precision-mode"),
                      dropout=normalize_dropout(dropout_mode) if dropout_mode is not None
-                     else dropout_from_env(),
-                     soc_version=normalize_soc_version(soc_version) if soc_version is not None
-                     else soc_version_from_env())
+                     else dropout_from_env())
+    config = with_soc_version(config, normalize_soc_version(soc_version)
+                              if soc_version is not None else soc_version_from_env())
 
     from msprof_cli.collect.launcher import run_collect
 

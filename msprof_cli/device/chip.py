@@ -56,7 +56,22 @@ class ChipSpec:
     # the device raw data it writes: "hwts" (hwts.data / aicore.data, the 910) or "stars"
     # (stars_soc.data / ffts_profile.data, the Atlas A2 family: docs/formats/ascend910b.md)
     raw_layout: str = "hwts"
+    # per aic_metrics group, the PMU events of the AI Cube cores and of the AI Vector cores
+    # when the chip's collector has its own lists (empty: the group's 910 events, options.py)
+    metric_events: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = field(
+        default_factory=dict)
+    # the aic_metrics name the collector writes for a group ("PipeUtilizationExct" on A2)
+    metric_names: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def pmu_events(self, metrics: str, events: tuple[int, ...]
+                   ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(AI Cube core events, AI Vector core events) of an aic_metrics group whose
+        910 events are `events`."""
+        return self.metric_events.get(metrics, (events, events))
+
+    def metric_name(self, metrics: str) -> str:
+        return self.metric_names.get(metrics, metrics)
 
     @property
     def tick_ns(self) -> float:
@@ -129,6 +144,23 @@ ASCEND910 = ChipSpec(
 )
 
 
+# The Atlas A2 collector's event lists (Ascend/msprof collector/dvvp/common/platform/
+# platform_adapter_cloudv2.cpp:54-73, docs/formats/ascend910b.md 1.4): the AI Cube cores count
+# the "Exct" pipe events under PipeUtilization (the collector renames the group
+# PipeUtilizationExct, platform_adapter_interface.cpp:352), the AI Vector cores the 910's.
+_A2_AIV_PIPE = (0x8, 0xA, 0x9, 0xB, 0xC, 0xD, 0x54, 0x55)
+_A2_METRIC_EVENTS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
+    "PipeUtilization": ((0x416, 0x417, 0x9, 0x302, 0xC, 0x303, 0x54, 0x55), _A2_AIV_PIPE),
+    **{group: (ev, ev) for group, ev in {
+        "ArithmeticUtilization": (0x49, 0x4A, 0x4B, 0x4C, 0x4D, 0x4E, 0x4F),
+        "Memory": (0x15, 0x16, 0x31, 0x32, 0xF, 0x10, 0x12, 0x13),
+        "MemoryL0": (0x1B, 0x1C, 0x21, 0x22, 0x27, 0x28, 0x29, 0x2A),
+        "ResourceConflictRatio": (0x64, 0x65, 0x66),
+        "MemoryUB": (0x10, 0x13, 0x37, 0x38, 0x3D, 0x3E, 0x43, 0x44),
+    }.items()},
+}
+
+
 def _atlas_a2(name: str, cube_cores: int, mhz: int, hbm_gib: int, l2_mib: int,
               hbm_tb_s: float) -> ChipSpec:
     return ChipSpec(
@@ -136,7 +168,8 @@ def _atlas_a2(name: str, cube_cores: int, mhz: int, hbm_gib: int, l2_mib: int,
         aic_mhz=mhz, hwts_mhz=50, ai_cpu_core_num=6, ctrl_cpu_core_num=4,
         l0c_bytes=128 * 1024, ub_bytes=192 * 1024, l1_bytes=512 * 1024, l2_bytes=l2_mib * MIB,
         hbm_bytes_per_s=hbm_tb_s * 1e12, hbm_capacity_bytes=hbm_gib * GIB,
-        hccs_bytes_per_s=56e9, raw_layout="stars",
+        hccs_bytes_per_s=56e9, raw_layout="stars", metric_events=_A2_METRIC_EVENTS,
+        metric_names={"PipeUtilization": "PipeUtilizationExct"},
         # a measured 328 TFLOPS bf16 matmul on a 910B against the 353.9 derived for 24 cores
         # at 1.8 GHz (secondary source: docs/formats/ascend910b.md 4.2)
         cube_efficiency=328.0 / 353.9)
@@ -149,8 +182,6 @@ ASCEND910B = (_atlas_a2("Ascend910B1", 24, 1850, 64, 192, 1.6),
 CHIPS: dict[str, ChipSpec] = {c.name: c for c in (ASCEND910, *ASCEND910B)}
 ALIASES = {"ascend910": ASCEND910.name}  # the name the first 910 went by
 DEFAULT_CHIP = ASCEND910.name
-# chips whose raw layout the device writes (the 910B's STARS layout is not written yet)
-EMULATED = (ASCEND910.name,)
 
 
 def get_chip(name: str) -> ChipSpec:
@@ -164,16 +195,11 @@ def get_chip(name: str) -> ChipSpec:
 
 
 def emulated_chip(name: str, where: str = "--soc-version") -> str:
-    """The chip `name` names, if the device can emulate it; OptionsError otherwise, naming
-    what can be."""
+    """The chip `name` names (every chip of the table is emulated); OptionsError otherwise,
+    naming the choices."""
     try:
         spec = get_chip(name)
     except OptionsError:
         raise OptionsError(f'{where} "{name}" is not a CANN soc_version; use one of '
                            + ", ".join(CHIPS) + f" (default {DEFAULT_CHIP}).") from None
-    if spec.name not in EMULATED:
-        raise OptionsError(f'{where} "{spec.name}": the Atlas A2 (910B) family is in the chip '
-                           "table (docs/device-model.md 1) but its raw layout (stars_soc, "
-                           "ffts_profile) is not written yet; the emulated chips are "
-                           + ", ".join(EMULATED) + ".")
     return spec.name

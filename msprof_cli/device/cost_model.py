@@ -44,6 +44,9 @@ class CostTable:
     total_cycles: np.ndarray  # u8 PMU totalCycles (docs/formats/raw-format.md 5.2 convention)
     l2_hit: np.ndarray  # f8 L2 hit rate of the task's reads
     ai_core: np.ndarray  # bool
+    # an AI Core kernel that runs on the AI Vector cores (a chip with them, vector work only):
+    # the Atlas A2's AI_VECTOR_CORE tasks (docs/formats/ascend910b.md 1.5)
+    vector_core: np.ndarray  # bool
 
     def ratio(self, pipe: str) -> np.ndarray:
         """Pipe busy ratio as the PMU reports it (pipe cycles / task cycles of one core)."""
@@ -136,4 +139,5 @@ def evaluate(sig: dict[str, np.ndarray], chip: ChipSpec, rank_size: int = 1) -> 
         total_cycles=total.astype(np.uint64),
         l2_hit=l2_hit,
         ai_core=aic,
+        vector_core=aic & ~is_cube & (chip.aiv_num > 0),
     )

@@ -135,7 +135,7 @@ class Device:
     def _write_control(self, result_dir: Path, device_id: int | None) -> None:
         self._write_info(result_dir, device_id, self.rank_id)
         write_sample_json(result_dir, self.config, device_id=device_id, app=self.app,
-                          pid=self.pid)
+                          pid=self.pid, chip=self.chip)
         control.write_host_start_log(result_dir, self.sync_ns, device_id)
         if device_id is not None:
             control.write_dev_start_log(result_dir, self.sync_ns, DEV_CNTVCT_BASE, device_id)

@@ -34,6 +34,7 @@ from msprof_cli.raw.hashing import name_hash
 _GE_TYPE_LUT = kind_lut({op_map.KIND_AI_CORE: EN.GE_TASK_TYPE_IDS["AI_CORE"],
                          op_map.KIND_AI_CPU: EN.GE_TASK_TYPE_IDS["AI_CPU"],
                          op_map.KIND_HCCL: EN.GE_TASK_TYPE_IDS["HCCL"]})
+_GE_AIV = EN.GE_TASK_TYPE_IDS["AI_VECTOR_CORE"]  # a kernel on the A2's AI Vector cores
 
 
 def _in_order(columns: list[np.ndarray]) -> bool:
@@ -125,7 +126,8 @@ class HostPass:
             r = rows[np.argsort(win.nbi_ts[rows], kind="stable")]
             out["node_basic_info"].append(node_basic_records(
                 win.thread[r], win.nbi_ts[r], name_hashes[ops.name_idx[r]],
-                _GE_TYPE_LUT[ctx.kind[r]], ge_hash[ops.sig[r]], ctx.cost.block_dim[ops.sig[r]]))
+                np.where(ctx.cost.vector_core[ops.sig[r]], _GE_AIV, _GE_TYPE_LUT[ctx.kind[r]]),
+                ge_hash[ops.sig[r]], ctx.cost.block_dim[ops.sig[r]]))
             # an op's tensor_info records (several when it has > 5 tensors) share its time
             # and stay together, so sorting the ops sorts the records
             r = rows[np.argsort(win.tensor_ts[rows], kind="stable")]
@@ -170,14 +172,14 @@ class HostPass:
             self._graph_mapped.add(mid)
             hash_texts.append(info.name)
             g_thr.append(int(iters.thread[i]))
-            g_ts.append(int(ctx.me_begin[i]))
+            g_ts.append(int(ctx.me_begin[i]) + 1)  # inside, as fusion_op_info below
             g_name.append(name_hash(info.name))
             g_id.append(mid)
         if g_ts:
             out["graph_id_map"].append(graph_id_map_records(
                 np.array(g_thr, np.uint32), np.array(g_ts, np.int64),
                 np.array(g_name, np.uint64), np.array(g_id, np.uint64)))
-        # fusion_op_info once per fused op, beside the graph_id_map (outside node APIs)
+        # fusion_op_info once per fused op, after the graph_id_map (outside node APIs)
         ops = ctx.ops
         fz = rows[(ops.fused_idx[rows] >= 0) & (ops.iter_row[rows] >= 0)]
         f_thr, f_ts, f_name, f_ids, f_sig = [], [], [], [], []
@@ -190,7 +192,10 @@ class HostPass:
             hash_texts += originals
             it = int(ops.iter_row[r])
             f_thr.append(int(iters.thread[it]))
-            f_ts.append(int(ctx.me_begin[it]))
+            # strictly inside the ModelExecute API (the C++ analysis attaches a record to
+            # an API whose (start, end] holds it: tree_builder.cpp), before its first node
+            # API (ModelExecute opens >= 2 ns before the first launch, host_records.py)
+            f_ts.append(int(ctx.me_begin[it]) + 1)
             f_name.append(int(name_hashes[ops.name_idx[r]]))
             f_ids.append([name_hash(o) for o in [name] + originals][1:] or [f_name[-1]])
             f_sig.append(int(ops.sig[r]))

@@ -76,6 +76,12 @@ def _sig_event_counters(cost: CostTable, task_sig: np.ndarray, sig: dict[str, np
         0x8: vec_c, 0xA: cube_c, 0x9: scalar_c, 0xB: mte1_c,
         0xC: ratio["mte2"] * total, 0xD: ratio["mte3"] * total,
         0x54: icache_req, 0x55: icache_req * miss_rate,
+        # the Atlas A2 AI Cube core's PipeUtilizationExct (docs/formats/ascend910b.md 1.4):
+        # cube cycles fp16 / int8, MTE1, and the FixPipe that moves L0C results out (the
+        # cube core has no MTE3: its output write-back is FixPipe's)
+        0x416: np.where(dclass != DT_INT8, cube_c, 0.0),
+        0x417: np.where(dclass == DT_INT8, cube_c, 0.0),
+        0x302: mte1_c, 0x303: np.where(cube_c > 0, ratio["mte3"] * total, 0.0),
         # ArithmeticUtilization
         # cube instructions (16x16x16 each, 8192 FLOPs; int8 16x32x16): the modelled FLOPs
         # (padded fractals, fractal.py), so the exported cube_fops are they; the cores a

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from msprof_cli.device.chip import ASCEND910, ChipSpec
 from msprof_cli.options import AIC_METRIC_EVENTS, L2_CACHE_EVENTS, ProfilingConfig
 from msprof_cli.raw.control import HOST_DEVICE_ID, write_json_line
 
@@ -128,7 +129,7 @@ def _hex_list(events: Sequence[int]) -> str:
 
 
 def sample_json(config: ProfilingConfig, *, result_dir: Path, device_id: int | None,
-                app: Sequence[str], pid: int) -> dict[str, Any]:
+                app: Sequence[str], pid: int, chip: ChipSpec = ASCEND910) -> dict[str, Any]:
     """sample.json for the host dir (device_id None) or device_{device_id}."""
     out = dict(_TEMPLATE)
     pmu = config.pmu_on
@@ -165,12 +166,36 @@ def sample_json(config: ProfilingConfig, *, result_dir: Path, device_id: int | N
         "msprofBinPid": pid,
         "host_sys_pid": pid,
     })
+    if chip.raw_layout == "stars":
+        out.update(_stars_keys(config, chip, pmu, task_on))
     return out
 
 
+def _stars_keys(config: ProfilingConfig, chip: ChipSpec, pmu: bool, task_on: bool
+                ) -> dict[str, Any]:
+    """What an Atlas A2 collection says differently (docs/formats/ascend910b.md 1.4, 6.2):
+    the AI Cube cores' metric group and events (PipeUtilizationExct under PipeUtilization),
+    the AI Vector cores' own group and events with aiv_profiling on, and the STARS task-log
+    switches in place of the 910's hwts log (the analysis reads none of these four; they
+    say what the collector ran)."""
+    aic_events, aiv_events = chip.pmu_events(config.aic_metrics, config.aic_events)
+    return {
+        "ai_core_metrics": chip.metric_name(config.aic_metrics) if pmu else "",
+        "ai_core_profiling_events": _hex_list(aic_events) if pmu else "",
+        "aiv_profiling": _on(pmu),
+        "aiv_metrics": config.aic_metrics if pmu else "",
+        "aiv_profiling_events": _hex_list(aiv_events) if pmu else "",
+        "aiv_profiling_mode": "task-based",
+        "hwts_log": "off",
+        "hwts_log1": "off",
+        "stars_acsq_task": _on(task_on),
+        "ffts_thread_task": _on(task_on),
+    }
+
+
 def write_sample_json(result_dir: Path, config: ProfilingConfig, *, device_id: int | None,
-                      app: Sequence[str], pid: int) -> None:
+                      app: Sequence[str], pid: int, chip: ChipSpec = ASCEND910) -> None:
     write_json_line(result_dir / "sample.json",
                     sample_json(config, result_dir=result_dir, device_id=device_id, app=app,
-                                pid=pid))
+                                pid=pid, chip=chip))
 

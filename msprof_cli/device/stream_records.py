@@ -29,10 +29,12 @@ from msprof_cli.device.host_records import (RT_CPU_KERNEL_LAUNCH, RT_KERNEL_LAUN
                                             api_records, hccl_info_records, runtime_api_spans,
                                             task_track_records)
 from msprof_cli.device.pmu import event_counters, l2_counters
+from msprof_cli.device.stars_records import acsq_records, context_pmu_records
 from msprof_cli.device.task_schedule import hccl_steps, hccl_steps_on
 from msprof_cli.options import L2_CACHE_EVENTS
 from msprof_cli.raw import enums as EN
 from msprof_cli.raw import layouts as L
+from msprof_cli.raw import stars_layouts as SL
 from msprof_cli.raw.hashing import name_hash
 
 if TYPE_CHECKING:  # annotations only: device.py imports this module
@@ -44,14 +46,28 @@ _RT_TYPE_LUT = kind_lut({op_map.KIND_AI_CORE: EN.RUNTIME_TASK_TYPE_IDS["KERNEL_A
 FLIP_TYPE = EN.RUNTIME_TASK_TYPE_IDS["FLIP_TASK"]
 MEMCPY_TYPE = EN.RUNTIME_TASK_TYPE_IDS["MEMCPY_ASYNC"]
 REDUCE_TYPE = EN.RUNTIME_TASK_TYPE_IDS["REDUCE_ASYNC"]
+AIV_TYPE = EN.RUNTIME_TASK_TYPE_IDS["KERNEL_AIVEC"]
+
+# a task's device records: (task ids, stream ids, start ticks, end ticks, STARS SQE types)
+TaskLog = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def runtime_types(ctx: ChunkCtx, rows: np.ndarray) -> np.ndarray:
+    """The runtime task type of launched op rows: KERNEL_AICORE / KERNEL_AICPU, and on a
+    chip with AI Vector cores KERNEL_AIVEC for kernels that run there."""
+    return np.where(ctx.cost.vector_core[ctx.ops.sig[rows]], AIV_TYPE, _RT_TYPE_LUT[ctx.kind[rows]])
 
 
 def emit(device: Device, ctx: ChunkCtx, dd: DeviceDir,
          scheduled: dict[int, S.ScheduledStream], host: dict[str, list[np.ndarray]],
-         extra_ts: list[tuple[np.ndarray, np.ndarray]] | None = None) -> None:
+         extra: tuple[list[tuple[np.ndarray, np.ndarray]], list[TaskLog]] | None = None
+         ) -> None:
     """Write the records of one device's scheduled streams of the chunk (module doc);
-    `extra_ts`: ts_track parts already made (the copies', `emit_memcpy`), with their times."""
+    `extra`: the ts_track parts already made (the copies', `emit_memcpy`), with their
+    times, and the task-log entries of the copies (the STARS chips' SDMA tasks)."""
     cfg = device.config
+    stars = device.chip.raw_layout == "stars"
+    extra_ts, extra_log = extra if extra is not None else ([], [])
     ops, iters, win, cost = ctx.ops, ctx.iters, ctx.win, ctx.cost
     clk = dd.state.clock
     task_on = cfg.task_time != "off"
@@ -60,7 +76,7 @@ def emit(device: Device, ctx: ChunkCtx, dd: DeviceDir,
     ts_parts: list[np.ndarray] = [p for p, _ in extra_ts or ()]
     ts_time: list[np.ndarray] = [t for _, t in extra_ts or ()]
     name_hash_of = np.array([name_hash(n) for n in device.names.items], np.uint64)
-    hw_parts: list[tuple[np.ndarray, ...]] = []
+    hw_parts: list[TaskLog] = list(extra_log)
     for sid, sch in scheduled.items():
         is_op = sch.op_row >= 0
         op_rows = sch.op_row[is_op]
@@ -72,7 +88,7 @@ def emit(device: Device, ctx: ChunkCtx, dd: DeviceDir,
             host["task_track"].append(task_track_records(
                 win.thread[r], win.track_ts[r], dev, np.full(len(r), sid),
                 sch.task_id[is_op][tracked], np.zeros(len(r), np.int64),
-                _RT_TYPE_LUT[ctx.kind[r]], name_hash_of[ops.name_idx[r]],
+                runtime_types(ctx, r), name_hash_of[ops.name_idx[r]],
                 cost.block_dim[ops.sig[r]]))
         if cfg.runtime_api and tracked.any():
             # the runtime launch API around each task_track (level 5000, runtime_api on)
@@ -124,24 +140,30 @@ def emit(device: Device, ctx: ChunkCtx, dd: DeviceDir,
             ts_time.append(m_ts)
         if not task_on or not len(op_rows):
             continue
+        n_op = int(is_op.sum())
         if sid == S.COMPUTE_STREAM or steps_on:
             # the task log: AI Core kernels and the collectives' steps (the analysis
-            # takes the 910's device tasks from hwts.data and, for AI CPU, ts_track)
-            hw_parts.append((sch.task_id[is_op], np.full(int(is_op.sum()), sid),
-                             sch.start[is_op], sch.end[is_op]))
+            # takes the 910's device tasks from hwts.data and, for AI CPU, ts_track; a
+            # STARS chip's from the ACSQ log, the steps as SDMA tasks)
+            hw_parts.append((sch.task_id[is_op], np.full(n_op, sid), sch.start[is_op],
+                             sch.end[is_op], np.full(n_op, SL.SQE_AI_CORE
+                                                     if sid == S.COMPUTE_STREAM
+                                                     else SL.SQE_SDMA)))
         if sid == S.COMPUTE_STREAM:
             tid = sch.task_id[is_op]
             st, en = sch.start[is_op], sch.end[is_op]
             by_end = np.argsort(en, kind="stable")
             tsig = ops.sig[op_rows][by_end]
-            if cfg.pmu_on:
+            if cfg.pmu_on and stars:
+                _context_pmu(device, dd, tid[by_end], sid, tsig, ctx, st[by_end], en[by_end])
+            elif cfg.pmu_on:
                 pmu = event_counters(cost, tsig, ctx.sig, cfg.aic_events)
                 ac = aicore_records(tid[by_end], np.full(len(tid), sid),
                                     cost.total_cycles[tsig], pmu, dd.state.aicore_count)
                 dd.state.aicore_count += len(ac)
                 files.file("aicore", lambda i: L.device_file_name("aicore", dev, i)
                            ).write_records(ac)
-            if cfg.l2:
+            if cfg.l2 and not stars:  # the A2's L2 events are not emulated (docs 7.2)
                 ev = l2_counters(cost, tsig, ctx.sig, device.chip.l2_line_bytes,
                                  L2_CACHE_EVENTS)
                 files.file("l2_cache", lambda i: L.device_file_name("l2_cache", dev, i)
@@ -152,16 +174,20 @@ def emit(device: Device, ctx: ChunkCtx, dd: DeviceDir,
             # device record of an AI CPU task's start and end (the task log hwts.data
             # holds AI Core tasks only), written with task trace like hwts.data;
             # aicpu.data (the AI CPU scheduler's timings, --aicpu on) adds the details
+            # (a STARS chip logs them in the ACSQ log, SQE type AI_CPU)
             tid = sch.task_id[is_op]
             st, en = sch.start[is_op], sch.end[is_op]
             rd = np.minimum(clk.ticks(win.track_ts[op_rows] + S.LAUNCH_LATENCY_NS), st)
             strm = np.full(len(tid), sid)
-            for state, tk in ((L.TS_STATE_RECEIVE, rd), (L.TS_STATE_START, st),
-                              (L.TS_STATE_END, en)):
-                t_ = clk.syscnt(tk)
-                ts_parts.append(task_type_records(t_, strm, tid, L.TS_TASK_TYPE_AI_CPU,
-                                                  state))
-                ts_time.append(t_)
+            if stars:
+                hw_parts.append((tid, strm, st, en, np.full(len(tid), SL.SQE_AI_CPU)))
+            else:
+                for state, tk in ((L.TS_STATE_RECEIVE, rd), (L.TS_STATE_START, st),
+                                  (L.TS_STATE_END, en)):
+                    t_ = clk.syscnt(tk)
+                    ts_parts.append(task_type_records(t_, strm, tid, L.TS_TASK_TYPE_AI_CPU,
+                                                      state))
+                    ts_time.append(t_)
             if not cfg.aicpu:
                 continue
             thr = (4 + np.arange(len(tid)) % device.chip.ai_cpu_core_num).astype(np.uint32)
@@ -170,10 +196,16 @@ def emit(device: Device, ctx: ChunkCtx, dd: DeviceDir,
                            dev, np.full(len(tid), sid), tid, clk.syscnt(rd),
                            clk.syscnt(st), clk.syscnt(en), clk.ns(st), clk.ns(en), thr))
     if hw_parts:
-        tid, strm, st, en = (np.concatenate(c) for c in zip(*hw_parts))
-        hw = hwts_records(tid, strm, clk.syscnt(st), clk.syscnt(en), dd.state.hwts_count)
-        dd.state.hwts_count += len(hw)
-        files.file("hwts", lambda i: L.device_file_name("hwts", dev, i)).write_records(hw)
+        tid, strm, st, en, sqe = (np.concatenate(c) for c in zip(*hw_parts))
+        if stars:
+            log = acsq_records(tid, strm, clk.syscnt(st), clk.syscnt(en), sqe,
+                               dd.state.hwts_count)
+            kind = "stars_soc"
+        else:
+            log = hwts_records(tid, strm, clk.syscnt(st), clk.syscnt(en), dd.state.hwts_count)
+            kind = "hwts"
+        dd.state.hwts_count += len(log)
+        files.file(kind, lambda i: L.device_file_name(kind, dev, i)).write_records(log)
     if ts_parts:
         arr = np.concatenate([p.view(np.uint8).reshape(-1, L.TS_TRACK_SIZE)
                               for p in ts_parts])
@@ -184,15 +216,19 @@ def emit(device: Device, ctx: ChunkCtx, dd: DeviceDir,
 
 def emit_memcpy(device: Device, ctx: ChunkCtx, dd: DeviceDir,
                 scheduled: list[S.ScheduledStream], copies: dict[str, np.ndarray] | None,
-                host: dict[str, list[np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Host task_track (MEMCPY_ASYNC) + rtMemcpyAsync API, flips, and the ts_track
-    rptType 11 start/end records of the copies; returns the ts_track parts."""
+                host: dict[str, list[np.ndarray]]
+                ) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[TaskLog]]:
+    """Host task_track (MEMCPY_ASYNC) + rtMemcpyAsync API, flips, and the device records
+    of the copies: on the 910 the ts_track rptType 11 start/end records, on a STARS chip
+    SDMA tasks of the ACSQ log; returns (ts_track parts, task-log entries)."""
     if not scheduled or copies is None:
-        return []
+        return [], []
     clk = dd.state.clock
     dev = dd.device_id
     iters = ctx.iters
     out: list[tuple[np.ndarray, np.ndarray]] = []
+    log: list[TaskLog] = []
+    stars = device.chip.raw_layout == "stars"
     host["_hash_lines"].extend(device.host_pass.hash_lines([MC.H2D_NAME, MC.D2H_NAME]))
     for sch in scheduled:
         key = "h2d" if sch.stream_id == MC.H2D_STREAM else "d2h"
@@ -225,6 +261,9 @@ def emit_memcpy(device: Device, ctx: ChunkCtx, dd: DeviceDir,
                 np.zeros(len(fl), np.uint16)))
             f_ts = clk.syscnt(sch.start[fl] - 1)
             out.append((flip_records(f_ts, stream[fl], sch.flip[fl], sch.task_id[fl]), f_ts))
+        if stars:
+            log.append((sch.task_id, stream, sch.start, sch.end, np.full(n, SL.SQE_SDMA)))
+            continue
         # received by the TS when the launch reaches it (never after the start), started,
         # ended: the three states the analysis needs (layouts.TS_TRACK_MEMCPY)
         r_ts = clk.syscnt(np.minimum(clk.ticks(ts + S.LAUNCH_LATENCY_NS), sch.start))
@@ -232,7 +271,29 @@ def emit_memcpy(device: Device, ctx: ChunkCtx, dd: DeviceDir,
         for state, t_ in ((L.TS_STATE_RECEIVE, r_ts), (L.TS_STATE_START, s_ts),
                           (L.TS_STATE_END, e_ts)):
             out.append((memcpy_records(t_, stream, sch.task_id, state), t_))
-    return out
+    return out, log
+
+
+def _context_pmu(device: Device, dd: DeviceDir, task_id: np.ndarray, sid: int,
+                 tsig: np.ndarray, ctx: ChunkCtx, start: np.ndarray, end: np.ndarray) -> None:
+    """ffts_profile.data of a STARS chip: a context PMU per kernel, its counters those of
+    the event list of the core kind it ran on (sample.json ai_core / aiv_profiling_events)."""
+    cfg, cost = device.config, ctx.cost
+    aic_events, aiv_events = device.chip.pmu_events(cfg.aic_metrics, cfg.aic_events)
+    vec = cost.vector_core[tsig]
+    pmu = np.empty((len(tsig), 8), np.uint64)
+    for mask, events in ((~vec, aic_events), (vec, aiv_events)):
+        if mask.any():
+            pmu[mask] = event_counters(cost, tsig[mask], ctx.sig, events)
+    clk = dd.state.clock
+    rec = context_pmu_records(task_id, np.full(len(task_id), sid),
+                              np.where(vec, SL.FFTS_AIV_ONLY, SL.FFTS_AIC_ONLY),
+                              cost.total_cycles[tsig], pmu, clk.syscnt(start), clk.syscnt(end),
+                              dd.state.aicore_count)
+    dd.state.aicore_count += len(rec)
+    dev = dd.device_id
+    dd.data.file("ffts_profile", lambda i: L.device_file_name("ffts_profile", dev, i)
+                 ).write_records(rec)
 
 
 def _hccl_step_records(device: Device, ctx: ChunkCtx, dd: DeviceDir, sch: S.ScheduledStream,

@@ -14,6 +14,8 @@ import re
 
 import numpy as np
 
+from . import stars_layouts as SL
+
 # --- magic numbers, levels and fixed type ids (docs/formats/raw-format.md 4.1, 4.8)
 # -------------------
 MAGIC = 0x5A5A
@@ -450,6 +452,8 @@ DEVICE_FILES = {
     # additional info, level 6000 records: msparser/add_info/aicpu_add_info_parser.py)
     "aicpu": "DATA_PREPROCESS.AICPU",
     "l2_cache": "l2_cache.data",
+    # the Atlas A2 family's task log and per-task PMU (stars_layouts.py)
+    **SL.DEVICE_FILES,
 }
 DEVICE_DTYPES = {
     "hwts": HWTS,
@@ -459,6 +463,10 @@ DEVICE_DTYPES = {
     # ts_track records are all 40 B but of several kinds: read as TS_TRACK_STEP and
     # re-view the rptType 14 rows as TS_TRACK_FLIP.
     "ts_track": TS_TRACK_STEP,
+    # all 64 B (ACSQ and FFTS+ logs) / 128 B (context and block PMU): read with the first
+    # layout, the funcType of the head tells the others apart
+    "stars_soc": SL.ACSQ_LOG,
+    "ffts_profile": SL.CONTEXT_PMU,
 }
 
 

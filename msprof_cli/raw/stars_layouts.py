@@ -140,3 +140,14 @@ def sqe_type(head_u16: np.ndarray) -> np.ndarray:
 def ffts_type_bits(ffts: np.ndarray | int) -> np.ndarray:
     """The u16 that carries fftsType in bits 13-15."""
     return ((np.asarray(ffts, np.uint32) & 0x7) << 13).astype(np.uint16)
+
+
+def is_aiv(ffts: np.ndarray, subtask: np.ndarray) -> np.ndarray:
+    """A PMU record of an AI Vector core: the C++ analysis's rule (pmu_accelerator_utils.cpp,
+    docs/formats/ascend910b.md 1.2 C): AIC when fftsType is 0, or FFTS+ with subtask AIC
+    (0) or MIX_AIC (6); everything else AIV."""
+    ffts = np.asarray(ffts)
+    subtask = np.asarray(subtask)
+    aic = (ffts == FFTS_AIC_ONLY) | ((ffts == FFTS_PLUS) & np.isin(subtask, (SUBTASK_AIC,
+                                                                                SUBTASK_MIX_AIC)))
+    return ~aic

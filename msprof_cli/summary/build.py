@@ -275,7 +275,10 @@ def _collection(prof: Path, rd) -> M.Collection:
         options = {"profiling_options": opts}
     options.pop("output", None)  # a path of the machine that collected: not a setting
     plat = str(rd.info.get("platform_version", "")) if rd is not None else ""
-    return M.Collection(chip={"1": "Ascend910"}.get(plat, f"platform_version {plat}"),
+    soc = run.get("emulation", {}).get("soc_version") if isinstance(run, dict) else None
+    chip = {"1": "Ascend910", "5": f"{soc or 'Ascend910B'} (Atlas A2)"}.get(
+        plat, f"platform_version {plat}")
+    return M.Collection(chip=chip,
                         emulated=bool(run), msprof_cli=run.get("msprof_cli", ""),
                         tensorflow=run.get("tensorflow", ""), python=run.get("python", ""),
                         emulation=run.get("emulation", {}),

@@ -33,15 +33,15 @@ import pandas as pd
 
 from msprof_cli.export.decode.comm_ops import comm_ops
 from msprof_cli.export.decode.control_info import NO_MODEL, ResultDirInfo, read_result_dir
-from msprof_cli.export.decode.data import (DROPPED_GE_TYPES, HARDWARE_OP_TYPES, KERNEL_RT_TYPES,
-                                           DeviceData, HostData, ProfData)
+from msprof_cli.export.decode.data import (COPY_SOURCE, DROPPED_GE_TYPES, HARDWARE_OP_TYPES,
+                                           KERNEL_RT_TYPES, DeviceData, HostData, ProfData)
 from msprof_cli.export.decode.dataset import device_iterations, host_batches
 from msprof_cli.export.decode.device import DeviceTables, decode_device
 from msprof_cli.export.decode.host import (NA, HostTables, decode_host, decode_tensors, resolve,
                                            type_names, unique_rows)
 from msprof_cli.export.decode.rawread import DecodeLog, data_files, device_regex, host_records
 from msprof_cli.export.fmt import obj_full
-from msprof_cli.export.outputs.summaries import not_memcpy
+from msprof_cli.export.outputs.summaries import not_copy
 from msprof_cli.export.runtime.memory import release
 from msprof_cli.raw import enums as EN
 from msprof_cli.raw import layouts as L
@@ -319,6 +319,9 @@ def device_data(rd: ResultDirInfo, dev: DeviceTables, host: HostData,
     step_rt = (rcat != NA) & ~np.isin(rcat, list(KERNEL_RT_TYPES)) \
         & ~np.char.startswith(rcat.astype(str), "KERNEL_")
     comm_step = (cats[tcode] == "HCCL") & step_rt[rt_type.codes]
+    if rd.stars:  # the Atlas A2's copies: dataset.build_device's COPY_SOURCE
+        src = np.where((src == "hwts") & (rcat[rt_type.codes] == "MEMCPY_ASYNC")
+                       & (cats[tcode] == NA), COPY_SOURCE, src).astype(object)
     out = pd.DataFrame({
         "stream_id": t["stream_id"], "task_id": t["task_id"], "batch_id": t["batch_id"],
         "start_local": t["start_ns"] + off, "end_local": t["end_ns"] + off,
@@ -357,6 +360,10 @@ def _pmu(out: pd.DataFrame, pmu: pd.DataFrame | None) -> None:
             v = np.zeros(n, np.int64)
             v[rows] = pmu[name].to_numpy(np.int64)[at]
             out[name] = v
+        if "pmu_aiv" in pmu:  # the Atlas A2: the core kind the counters are of
+            aiv = np.zeros(n, bool)
+            aiv[rows] = pmu["pmu_aiv"].to_numpy(bool)[at]
+            out["pmu_aiv"] = aiv
         ok[rows] = True
     out["pmu_ok"] = ok
 
@@ -395,6 +402,6 @@ def op_row_count(dev: DeviceData) -> int:
     """len(export.outputs.summaries.op_rows(dev)) without building the rows: the tasks but WRITE_BACK
     / INVALID, copies and collective steps, plus one row per collective."""
     t = dev.tasks
-    keep = ~t["task_type"].isin(list(DROPPED_GE_TYPES)).to_numpy() & not_memcpy(t) \
+    keep = ~t["task_type"].isin(list(DROPPED_GE_TYPES)).to_numpy() & not_copy(t) \
         & ~t["comm_step"].to_numpy(bool)
     return int(keep.sum()) + (len(dev.comm_ops) if dev.comm_ops is not None else 0)

@@ -190,8 +190,7 @@ def diff_model(dev_id: int, b: M.ModelSummary, n: M.ModelSummary, how: str,
     step = dt.delta if dt.delta else next(x for x in md.metrics if x.key == "op-time").delta
     md.step_change_us = step
     # op types
-    tb = {(t.op_type, t.task_type): t for t in b.op_types}
-    tn = {(t.op_type, t.task_type): t for t in n.op_types}
+    tb, tn = _engine_keys(b.op_types, n.op_types)
     for k in list(tb) + [k for k in tn if k not in tb]:
         x, y = tb.get(k), tn.get(k)
         bu, nu = (x.per_step_us if x else 0.0), (y.per_step_us if y else 0.0)
@@ -226,6 +225,25 @@ def diff_model(dev_id: int, b: M.ModelSummary, n: M.ModelSummary, how: str,
     md.ops.sort(key=lambda o: (-abs(o.delta_us), o.name))
     md.shape_changes.sort(key=lambda o: (-abs(o.delta_us), o.name))
     return md
+
+
+def _engine_keys(base: list, new: list) -> tuple[dict, dict]:
+    """The op types of each side keyed by (op type, task type); an op type that runs on one
+    engine on each side, a different one (an Atlas A2's vector work on AI_VECTOR_CORE
+    against the 910's AI_CORE), is keyed (op type, "BASE -> NEW") on both, so the change
+    shows as one row of that type."""
+    kinds_b: dict[str, set[str]] = {}
+    kinds_n: dict[str, set[str]] = {}
+    for t in base:
+        kinds_b.setdefault(t.op_type, set()).add(t.task_type)
+    for t in new:
+        kinds_n.setdefault(t.op_type, set()).add(t.task_type)
+    moved = {op: f"{next(iter(kinds_b[op]))} -> {next(iter(kn))}"
+             for op, kn in kinds_n.items()
+             if len(kn) == 1 and len(kinds_b.get(op, ())) == 1 and kinds_b[op] != kn}
+    tb = {(t.op_type, moved.get(t.op_type, t.task_type)): t for t in base}
+    tn = {(t.op_type, moved.get(t.op_type, t.task_type)): t for t in new}
+    return tb, tn
 
 
 def _collection_changes(b: M.Summary, n: M.Summary) -> list[str]:

@@ -29,7 +29,13 @@ NO_MODEL = 4294967295
 PIPE_EVENTS = {"cube": 0xA, "vector": 0x8, "scalar": 0x9, "mte1": 0xB, "mte2": 0xC,
                "mte3": 0xD}  # PipeUtilization counters (docs/formats/export-files.md §6)
 HCCL = "HCCL"
+# the counters of each pipe: the 910's PipeUtilization events, and the Atlas A2 AI Cube
+# core's PipeUtilizationExct ones (mac = 0x416 + 0x417, MTE1 = 0x302; docs/formats/
+# ascend910b.md 1.4)
+PIPE_CODES = {"cube": (0xA, 0x416, 0x417), "vector": (0x8,), "scalar": (0x9,),
+              "mte1": (0xB, 0x302), "mte2": (0xC,), "mte3": (0xD,)}
 MEMCPY_SOURCE = "memcpy"
+COPY_SOURCES = [MEMCPY_SOURCE, "sdma"]  # the 910's ts memcpy and the Atlas A2's copies
 KINDS = np.array(["memcpy", "comm", "op"], dtype=object)  # a task's kind, by its code
 # task rows -> their (input shapes, output shapes): the task table's columns, or the
 # summary decode's lookup of the launches (summary.decode.Shapes)
@@ -207,7 +213,7 @@ def reduce_window(acc: DeviceAcc, dev, data=None, shapes: ShapesOf | None = None
     acc.busy_total += int((me - ms).sum())
     src = t["source"].to_numpy(object)
     hccl = (t["task_type"] == HCCL).to_numpy(bool)
-    kind = np.where(src == MEMCPY_SOURCE, 0, np.where(hccl, 1, 2))  # codes into KINDS
+    kind = np.where(np.isin(src, COPY_SOURCES), 0, np.where(hccl, 1, 2))  # codes into KINDS
     is_op = kind == 2
     compute = merged(start[is_op], end[is_op])
     both = I.intersect(compute, comm)
@@ -237,11 +243,33 @@ def reduce_window(acc: DeviceAcc, dev, data=None, shapes: ShapesOf | None = None
             cols = {"model_id": model[ok], "op_type": types,
                     "dur": t["dur_ns"].to_numpy(np.int64)[ok],
                     "cycles": t["total_cycles"].to_numpy(np.float64)[ok]}
-            for k, e in enumerate(dev.pmu_events[:8]):
-                if e in PIPE_EVENTS.values() and f"pmu_{k}" in t:
-                    cols[f"e{e}"] = t[f"pmu_{k}"].to_numpy(np.float64)[ok]
+            cols.update(_pipe_counters(dev, t, ok))
             g = pd.DataFrame(cols).groupby(["model_id", "op_type"], sort=False).sum() \
                 .reset_index()
             g["op_type"] = names[g["op_type"].to_numpy()]
             acc.pipes.append(g)
         acc.pmu_events = list(dev.pmu_events)
+
+
+def _pipe_counters(dev, t: pd.DataFrame, ok: np.ndarray) -> dict[str, np.ndarray]:
+    """Per pipe (column ``e<910 event>``) the counter of each PMU row `ok`, read through
+    the event list of the core kind that ran the task (an Atlas A2 task on its AI Vector
+    cores counts the aiv_profiling_events)."""
+    aic = list(dev.pmu_events[:8])
+    aiv_list = list(dev.rd.aiv_events[:8]) if dev.rd.stars else aic
+    on_aiv = t["pmu_aiv"].to_numpy(bool)[ok] if "pmu_aiv" in t else np.zeros(int(ok.sum()),
+                                                                               bool)
+    out: dict[str, np.ndarray] = {}
+    for pipe, codes in PIPE_CODES.items():
+        total = None
+        for k in range(8):
+            if f"pmu_{k}" not in t:
+                continue
+            sel = np.where(on_aiv, k < len(aiv_list) and aiv_list[k] in codes,
+                           k < len(aic) and aic[k] in codes)
+            if sel.any():
+                v = np.where(sel, t[f"pmu_{k}"].to_numpy(np.float64)[ok], 0.0)
+                total = v if total is None else total + v
+        if total is not None:
+            out[f"e{PIPE_EVENTS[pipe]}"] = total
+    return out

@@ -35,6 +35,7 @@ class ResultDirInfo:
     hwts_mhz: Fraction = Fraction(100)
     aic_mhz: Fraction = Fraction(1000)
     ai_core_num: int = 32
+    aiv_num: int = 0  # AI Vector cores (the Atlas A2's; 0 on the 910)
     dev_cntvct: int = 0
     host_sync_ns: int = 0
     warnings: list[str] = field(default_factory=list)
@@ -80,12 +81,27 @@ class ResultDirInfo:
         return [int(x, 16) for x in re.split(r"[,\s]+", raw) if x]
 
     @property
+    def stars(self) -> bool:
+        """The data of an Atlas A2 (910B): a STARS task log and per-core-kind PMU."""
+        return str(self.info.get("platform_version", "")) == "5"
+
+    @property
+    def aiv_metrics(self) -> str | None:
+        return str(self.sample.get("aiv_metrics") or "") or None
+
+    @property
+    def aiv_events(self) -> list[int]:
+        """The AI Vector cores' PMU events (Atlas A2; sample.json aiv_profiling_events)."""
+        raw = str(self.sample.get("aiv_profiling_events", "") or "")
+        return [int(x, 16) for x in re.split(r"[,\s]+", raw) if x]
+
+    @property
     def l2_events(self) -> list[int]:
         raw = str(self.sample.get("l2CacheTaskProfilingEvents", "") or "")
         return [int(x, 16) for x in re.split(r"[,\s]+", raw) if x]
 
 
-SUPPORTED_PLATFORMS = {"1": "Ascend910"}
+SUPPORTED_PLATFORMS = {"1": "Ascend910", "5": "Ascend910B"}
 # other platform ids of docs/formats/raw-format.md 1, named in the error message
 KNOWN_PLATFORMS = {"0": "Ascend310", "2": "MDC", "3": "Lhisi", "4": "Ascend310P",
                    "5": "Ascend910B", "7": "Ascend310B", "8": "Ascend310B", "9": "V5",
@@ -158,8 +174,8 @@ def check_platform(info: dict[str, Any], info_p: Path, warnings: list[str]) -> N
         name = KNOWN_PLATFORMS.get(plat, "an unknown chip")
         raise ProfDirError(
             f'{info_p}: platform_version "{plat[:20]}" ({name}) is not supported. msprof_cli '
-            f'decodes Ascend910 data only (platform_version "1"); export this data with the '
-            f"CANN toolkit of that chip.")
+            f'decodes Ascend910 (platform_version "1") and Ascend910B (Atlas A2, "5") data; '
+            f"export this data with the CANN toolkit of that chip.")
     version = str(info.get("version", KNOWN_FORMAT_VERSION))
     if version != KNOWN_FORMAT_VERSION:
         warnings.append(f'{info_p}: format version "{version[:20]}" differs from '
@@ -242,7 +258,7 @@ def _read_result_dir(path: Path) -> ResultDirInfo:
                            "collection did not finish (the profiled process was killed?); "
                            "the data flushed before that is exported, the rest is missing")
     try:
-        rd.pmu_events, rd.l2_events  # noqa: B018 -- validate the event lists now
+        rd.pmu_events, rd.l2_events, rd.aiv_events  # noqa: B018 -- validate them now
     except ValueError:
         raise ProfDirError(f"{sample_p}: ai_core_profiling_events / l2CacheTaskProfilingEvents "
                            f"must be comma-separated hex numbers such as 0x8,0xa. Restore the "
@@ -254,8 +270,9 @@ def _read_result_dir(path: Path) -> ResultDirInfo:
             rd.hwts_mhz = _mhz(dev_info.get("hwts_frequency", "100"))
             rd.aic_mhz = _mhz(dev_info.get("aic_frequency", "1000"))
             rd.ai_core_num = int(dev_info.get("ai_core_num", 32))
-            if not 0 < rd.ai_core_num <= 4096:
-                raise ValueError("ai_core_num out of range")
+            rd.aiv_num = int(dev_info.get("aiv_num", 0) or 0)
+            if not 0 < rd.ai_core_num <= 4096 or not 0 <= rd.aiv_num <= 4096:
+                raise ValueError("core count out of range")
         except (ValueError, ZeroDivisionError, TypeError):
             rd.hwts_mhz, rd.aic_mhz, rd.ai_core_num = Fraction(100), Fraction(1000), 32
             rd.warnings.append(f"{info_p}: bad frequency / core values, using the Ascend910 "

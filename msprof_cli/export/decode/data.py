@@ -19,6 +19,10 @@ DROPPED_GE_TYPES = {"WRITE_BACK", "INVALID"}
 # TaskGear.is_kernel_task)
 KERNEL_RT_TYPES = {"STARS_COMMON", "FFTS_PLUS"}
 MEMCPY_SOURCE = "memcpy"  # task source of the ts_track "ts memcpy" copies: not op_summary rows
+# task source of an Atlas A2's host<->device copies: SDMA tasks of its task log, plain
+# device tasks (task_time rows named MEMCPY_ASYNC, no op_summary row, no launch flow), as the
+# analysis shows them on that chip
+COPY_SOURCE = "sdma"
 TENSOR_COLS = ["in_shapes", "in_types", "in_formats", "out_shapes", "out_types", "out_formats"]
 
 

@@ -25,7 +25,7 @@ from ..runtime.memory import release
 from ..runtime.parallel import JobPool, parallel_available
 from .comm_ops import comm_ops
 from .control_info import NO_MODEL, ResultDirInfo, read_result_dir
-from .data import HARDWARE_OP_TYPES, KERNEL_RT_TYPES, TENSOR_COLS, DeviceData, HostData, ProfData
+from .data import COPY_SOURCE, HARDWARE_OP_TYPES, KERNEL_RT_TYPES, TENSOR_COLS, DeviceData, HostData, ProfData
 from .device import DeviceTables, decode_device
 from .enclose import enclose  # noqa: F401 (read from here by the tests)
 from .host import (NA, HostTables, decode_apis, decode_host, decode_tensors, pack_frame, resolve,
@@ -218,6 +218,9 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         tensors = {c: obj_full(n, NA) for c in TENSOR_COLS}
     # AI CPU tasks from aicpu.data are AI_CPU even without node info
     src = tk["source"]
+    if rd.stars:  # the Atlas A2's copies (data.COPY_SOURCE)
+        src = np.where((src == "hwts") & (rt_name == "MEMCPY_ASYNC")
+                       & (ge_names == NA)[ge_code], COPY_SOURCE, src).astype(object)
     is_aicpu = src == "aicpu"
     ge_code[is_aicpu & (ge_names == NA)[ge_code]] = 1
     cols = {
@@ -251,7 +254,7 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
     # the durations as the analysis holds them: exact ns, but its AI CPU tasks' REAL ns from
     # float ms (summaries.op_statistic)
     dur_f = cols["dur_ns"].astype(np.float64)
-    if is_aicpu.any():
+    if is_aicpu.any() and not rd.stars:  # an A2's AI CPU tasks: ACSQ times, exact
         from .device import analysis_time
         s0 = cols["start_local"][is_aicpu] - np.int64(rd.offset_ns)
         e0 = cols["end_local"][is_aicpu] - np.int64(rd.offset_ns)
@@ -309,6 +312,11 @@ def _put_pmu(out: pd.DataFrame, rows: np.ndarray, pmu: pd.DataFrame,
         col = pmu[name].to_numpy(np.int64)
         v[rows] = col if at is None else col[at]
         out[name] = v
+    if "pmu_aiv" in pmu:  # the Atlas A2: which core kind the counters are of
+        aiv = np.zeros(len(out), dtype=bool)
+        col = pmu["pmu_aiv"].to_numpy(bool)
+        aiv[rows] = col if at is None else col[at]
+        out["pmu_aiv"] = aiv
     ok = np.zeros(len(out), dtype=bool)
     ok[rows] = True
     out["pmu_ok"] = ok

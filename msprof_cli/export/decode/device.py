@@ -15,6 +15,7 @@ from msprof_cli.raw import layouts as L
 
 from .control_info import ResultDirInfo, to_mono_ns
 from .rawread import DecodeLog, device_records
+from .stars import stars_pmu, stars_tasks
 
 STREAM_MASK = 0x7FF
 
@@ -140,17 +141,20 @@ def decode_device(rd: ResultDirInfo, log: DecodeLog, select: dict[str, np.ndarra
     aicore PMU records are then attached by the window (their match crosses windows)."""
     d = rd.data_dir
     sel = select or {}
-    hw = device_records(d, "hwts", log, ["flags", "task_id", "syscnt", "stream_id"],
-                        sel.get("hwts"))
-    pairs = pair_hwts(hw["stream_id"].astype(np.int64) & STREAM_MASK, hw["task_id"],
-                      hw["flags"] & 0x07, hw["syscnt"], log)
-    tasks = pd.DataFrame({
-        "stream_id": pairs["stream_id"].to_numpy(np.int64),
-        "task_id": pairs["task_id"].to_numpy(np.int64),
-        "start_ns": to_mono_ns(pairs["start_tick"].to_numpy(), rd),
-        "end_ns": to_mono_ns(pairs["end_tick"].to_numpy(), rd),
-        "source": "hwts",
-    })
+    if rd.stars:  # the Atlas A2's task log (stars.py); always decoded whole
+        tasks = stars_tasks(rd, log, pair_hwts)
+    else:
+        hw = device_records(d, "hwts", log, ["flags", "task_id", "syscnt", "stream_id"],
+                            sel.get("hwts"))
+        pairs = pair_hwts(hw["stream_id"].astype(np.int64) & STREAM_MASK, hw["task_id"],
+                          hw["flags"] & 0x07, hw["syscnt"], log)
+        tasks = pd.DataFrame({
+            "stream_id": pairs["stream_id"].to_numpy(np.int64),
+            "task_id": pairs["task_id"].to_numpy(np.int64),
+            "start_ns": to_mono_ns(pairs["start_tick"].to_numpy(), rd),
+            "end_ns": to_mono_ns(pairs["end_tick"].to_numpy(), rd),
+            "source": "hwts",
+        })
 
     ts = device_records(d, "ts_track", log, select=sel.get("ts_track"))
     rpt = ts["rpt_type"] if "rpt_type" in ts else np.zeros(0, np.uint8)
@@ -209,7 +213,8 @@ def decode_device(rd: ResultDirInfo, log: DecodeLog, select: dict[str, np.ndarra
             "total_ns": to_mono_ns(ac["tick_after_run"][okt], rd)
             - to_mono_ns(ac["submit_tick"][okt], rd),
         })
-        if av is None:  # the legacy raw data (see above)
+        if av is None and not rd.stars:  # the legacy raw data (see above; an A2 logs
+            # its AI CPU tasks in the ACSQ log)
             tasks = pd.concat([tasks, pd.DataFrame({
                 "stream_id": aicpu["stream_id"], "task_id": aicpu["task_id"],
                 "start_ns": aicpu["start_ns"], "end_ns": aicpu["end_ns"],
@@ -255,7 +260,9 @@ def decode_device(rd: ResultDirInfo, log: DecodeLog, select: dict[str, np.ndarra
     tasks["batch_id"] = assign_batches(tasks, flips, "start_ns")
 
     pmu = None
-    if rd.ai_core_metrics and select is None:
+    if rd.ai_core_metrics and rd.stars:
+        pmu = stars_pmu(rd, log)
+    elif rd.ai_core_metrics and select is None:
         ai = device_records(d, "aicore", log, ["task_id", "total_cycles", "pmu", "stream_id"])
         if len(ai["task_id"]):
             pmu = pd.DataFrame({

@@ -54,6 +54,17 @@ GROUPS: dict[str, list[tuple]] = {
         ("vec_bankgroup_cflt_ratio", 0x64, "ratio"), ("vec_bank_cflt_ratio", 0x65, "ratio"),
         ("vec_resc_cflt_ratio", 0x66, "ratio"),
     ],
+    # the Atlas A2 AI Cube core's pipe group (docs/formats/ascend910b.md 1.4: mac_ratio_extra =
+    # (r416 + r417) / cycles, mte1_ratio_extra = r302, fixpipe = r303)
+    "PipeUtilizationExct": [
+        ("mac_time(us)", (0x416, 0x417), "time_sum"), ("mac_ratio", (0x416, 0x417), "ratio_sum"),
+        ("scalar_time(us)", 0x9, "time"), ("scalar_ratio", 0x9, "ratio"),
+        ("mte1_time(us)", 0x302, "time"), ("mte1_ratio", 0x302, "ratio"),
+        ("mte2_time(us)", 0xC, "time"), ("mte2_ratio", 0xC, "ratio"),
+        ("fixpipe_time(us)", 0x303, "time"), ("fixpipe_ratio", 0x303, "ratio"),
+        ("icache_miss_rate", (0x55, 0x54), "quot"),
+        ("cube_utilization(%)", None, "cube_utilization"),
+    ],
 }
 
 
@@ -75,8 +86,10 @@ def _na_where(values: np.ndarray, ok: np.ndarray) -> np.ndarray:
 
 
 def tail_columns(tasks: pd.DataFrame, metrics: str | None, events: list[int], aic_mhz: float,
-                 core_num: int) -> dict[str, np.ndarray]:
-    """Formatted PMU tail columns for the op_summary rows in `tasks`."""
+                 core_num: int, counts_fops: bool = False) -> dict[str, np.ndarray]:
+    """Formatted PMU tail columns for the op_summary rows in `tasks`; `counts_fops`: the
+    FLOP columns straight from the counters (the A2 analysis), not from their ratios (the
+    910's, whose float products it prints)."""
     header = tail_header(metrics, events)
     if not header:
         return {}
@@ -118,6 +131,9 @@ def tail_columns(tasks: pd.DataFrame, metrics: str | None, events: list[int], ai
             v, text = sqlite_round_text(ratio(ev), 3) if have else (None, None)
         elif kind == "ratio_sum":
             v, text = sqlite_round_text(ratio(ev[0]) + ratio(ev[1]), 3) if have else (None, None)
+        elif kind == "time_sum":
+            v, text = sqlite_round_text(aicore * (ratio(ev[0]) + ratio(ev[1])), 3) if have \
+                else (None, None)
         elif kind == "time":
             v, text = sqlite_round_text(aicore * ratio(ev), 3) if have else (None, None)
         elif kind == "quot":
@@ -134,13 +150,14 @@ def tail_columns(tasks: pd.DataFrame, metrics: str | None, events: list[int], ai
                 else (None, None)
         elif kind == "cube_fops":
             have = 0x49 in counters and 0x4A in counters
-            v = (ratio(0x49) * cyc * 16 * 16 * 16 * 2 + ratio(0x4A) * cyc * 16 * 16 * 32 * 2) \
-                if have else None
+            r = (lambda e: counters[e]) if counts_fops else (lambda e: ratio(e) * cyc)
+            v = (r(0x49) * 16 * 16 * 16 * 2 + r(0x4A) * 16 * 16 * 32 * 2) if have else None
         elif kind == "vector_fops":
             need = (0x4B, 0x4C, 0x4D, 0x4E, 0x4F)
             have = all(e in counters for e in need)
-            v = (ratio(0x4B) * cyc * 64.0 + ratio(0x4C) * cyc * 128.0 + ratio(0x4D) * cyc * 64.0
-                 + ratio(0x4E) * cyc * 64.0 + ratio(0x4F) * cyc * 32.0) if have else None
+            r = (lambda e: counters[e]) if counts_fops else (lambda e: ratio(e) * cyc)
+            v = (r(0x4B) * 64.0 + r(0x4C) * 128.0 + r(0x4D) * 64.0 + r(0x4E) * 64.0
+                 + r(0x4F) * 32.0) if have else None
         elif kind == "memory_bound":
             need = ("mte2_ratio", "vec_ratio", "mac_ratio")
             if all(k in rounded for k in need):
@@ -168,4 +185,91 @@ def tail_columns(tasks: pd.DataFrame, metrics: str | None, events: list[int], ai
             continue
         rounded[name] = v
         cols[name] = _na_where(float_str(v) if text is None else text, ok)
+    return {h: cols[h] if h in cols else obj_full(n, NA) for h in header}
+
+
+# The Atlas A2's op_summary PMU tail (docs/formats/ascend910b.md 1.5-1.6): per aic_metrics
+# group, the columns of the AI Cube core block and of the AI Vector core block (the names of
+# GROUPS' columns, prefixed aic_ / aiv_); read off the real analysis's export of emulated
+# 910B collections of every group, the same as the released CANN tails.
+STARS_TAILS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "PipeUtilization": (
+        ("mac_time(us)", "mac_ratio", "scalar_time(us)", "scalar_ratio", "mte1_time(us)",
+         "mte1_ratio", "mte2_time(us)", "mte2_ratio", "fixpipe_time(us)", "fixpipe_ratio",
+         "icache_miss_rate"),
+        ("vec_time(us)", "vec_ratio", "scalar_time(us)", "scalar_ratio", "mte2_time(us)",
+         "mte2_ratio", "mte3_time(us)", "mte3_ratio", "icache_miss_rate")),
+    "ArithmeticUtilization": (
+        ("mac_fp16_ratio", "mac_int8_ratio", "cube_fops"),
+        ("vec_fp32_ratio", "vec_fp16_ratio", "vec_int32_ratio", "vec_misc_ratio", "vector_fops")),
+    "Memory": (
+        ("l1_read_bw(GB/s)", "l1_write_bw(GB/s)", "main_mem_read_bw(GB/s)",
+         "main_mem_write_bw(GB/s)"),
+        ("ub_read_bw(GB/s)", "ub_write_bw(GB/s)", "main_mem_read_bw(GB/s)",
+         "main_mem_write_bw(GB/s)")),
+    "MemoryL0": (
+        ("l0a_read_bw(GB/s)", "l0a_write_bw(GB/s)", "l0b_read_bw(GB/s)", "l0b_write_bw(GB/s)",
+         "l0c_read_bw_cube(GB/s)", "l0c_write_bw_cube(GB/s)"),
+        ("l0c_read_bw(GB/s)", "l0c_write_bw(GB/s)")),
+    "MemoryUB": (
+        ("ub_read_bw_scalar(GB/s)", "ub_write_bw_scalar(GB/s)"),
+        ("ub_read_bw_vector(GB/s)", "ub_write_bw_vector(GB/s)", "ub_read_bw_scalar(GB/s)",
+         "ub_write_bw_scalar(GB/s)")),
+    "ResourceConflictRatio": (
+        (), ("vec_bankgroup_cflt_ratio", "vec_bank_cflt_ratio", "vec_resc_cflt_ratio")),
+}
+CUBE_UTILIZATION = "cube_utilization(%)"
+
+
+def _stars_group(aiv_metrics: str | None, aic_events: list[int]) -> str | None:
+    return aiv_metrics if aiv_metrics in STARS_TAILS else None
+
+
+def stars_tail_header(aiv_metrics: str | None, aic_events: list[int],
+                      aiv_events: list[int]) -> list[str]:
+    """The A2 tail: AI Cube block, AI Vector block, then cube_utilization (pipe group); a
+    Custom group gives each block its raw counters."""
+    if not aiv_metrics:
+        return []
+    group = _stars_group(aiv_metrics, aic_events)
+    if group is None:
+        aic, aiv = [f"0x{e:x}" for e in aic_events], [f"0x{e:x}" for e in aiv_events]
+    else:
+        aic, aiv = list(STARS_TAILS[group][0]), list(STARS_TAILS[group][1])
+    return (["aicore_time(us)", "aic_total_cycles", *(f"aic_{c}" for c in aic),
+             "aiv_time(us)", "aiv_total_cycles", *(f"aiv_{c}" for c in aiv)]
+            + ([CUBE_UTILIZATION] if group == "PipeUtilization" else []))
+
+
+def stars_tail_columns(tasks: pd.DataFrame, aic_metrics: str, aiv_metrics: str,
+                       aic_events: list[int], aiv_events: list[int], mhz: float,
+                       aic_cores: int, aiv_cores: int) -> dict[str, np.ndarray]:
+    """The A2 tail of the op_summary rows in `tasks`: each block from the counters of the
+    tasks that ran on its core kind (the other kind's rows count zero cycles), with its own
+    core count in the time formula (docs/formats/ascend910b.md 1.4)."""
+    header = stars_tail_header(aiv_metrics, aic_events, aiv_events)
+    if not header:
+        return {}
+    n = len(tasks)
+    aiv = tasks["pmu_aiv"].to_numpy(bool) if "pmu_aiv" in tasks else np.zeros(n, bool)
+    cols: dict[str, np.ndarray] = {}
+    group = _stars_group(aiv_metrics, aic_events)
+    for prefix, mine, metrics, events, cores in (
+            ("aic_", ~aiv, aic_metrics if group else "Custom", aic_events, aic_cores),
+            ("aiv_", aiv, aiv_metrics if group else "Custom", aiv_events, aiv_cores)):
+        # the columns tail_columns reads, the other core kind's counters zeroed
+        view = pd.DataFrame({c: tasks[c].to_numpy() for c in ("pmu_ok", "block_dim", "dur_ns")
+                             if c in tasks})
+        for c in ["total_cycles"] + [f"pmu_{k}" for k in range(8)]:
+            if c in tasks:
+                view[c] = np.where(mine, tasks[c].to_numpy(np.int64), 0)
+        got = tail_columns(view, metrics, events, mhz, cores, counts_fops=True)
+        time_name = "aicore_time(us)" if prefix == "aic_" else "aiv_time(us)"
+        cols[time_name] = got.pop("aicore_time(us)")
+        cols[f"{prefix}total_cycles"] = got.pop("total_cycles")
+        for name, v in got.items():
+            if name != CUBE_UTILIZATION:
+                cols[prefix + name] = v
+            elif prefix == "aic_":  # the cube's, from the AI Cube cores' counters
+                cols[name] = v
     return {h: cols[h] if h in cols else obj_full(n, NA) for h in header}

@@ -35,6 +35,7 @@ import numpy as np
 
 from msprof_cli.errors import RawDataError
 from msprof_cli.raw import layouts as L
+from msprof_cli.raw import stars_layouts as SL
 from msprof_cli.raw.profdir import SliceNames, slice_files
 
 MAX_DICT_BYTES = 256 * 1024 * 1024  # hash_dic / type_info_dic: more is not a real dictionary
@@ -331,12 +332,15 @@ def device_records(data_dir: Path, kind: str, log: DecodeLog,
     counter is only checked on whole data: a window is taken from data the whole check
     found clean)."""
     files = data_files(data_dir, device_regex(kind), log)
-    magic_field = "magic" if kind == "aicpu" else None
+    # the STARS log's magic 0x6BD3 (the analysis drops records without it); its PMU file
+    # has none (stars_layouts.py)
+    magic_field, magic = {"aicpu": ("magic", L.MAGIC),
+                          "stars_soc": ("magic", SL.STARS_MAGIC)}.get(kind, (None, L.MAGIC))
     counted = kind in ("hwts", "aicore") and select is None
     if kind in ("hwts", "aicore") and fields is not None and "flags" not in fields:
         fields = [*fields, "flags"]
     cols = read_files(files, L.DEVICE_DTYPES[kind], log, fields, magic_field=magic_field,
-                      select=select)
+                      magic=magic, select=select)
     if kind == "hwts" and len(cols["flags"]):
         ok = np.isin(cols["flags"] & 0x07, HWTS_VALID_LOG_TYPES)
         if not ok.all():

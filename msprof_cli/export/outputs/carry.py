@@ -28,6 +28,7 @@ from ..plan import Plan
 from ..sinks import writers as W
 from ..sinks.streams import JsonStream
 from . import comm_layer as CL
+from . import freq_layer as FQ
 from . import overlap_layer as OV
 from . import summaries as S
 from . import timeline as T
@@ -254,6 +255,8 @@ def msprof_meta(app_pid: int, first: ProfData, switches: dict, threads: set[int]
         if TR.layer_on("hardware", switches) and stream_ids[j]:
             parts["hardware"] = T.hardware_meta(d.device_id, app_pid, stream_ids[j],
                                                 set_order=tx_last)
+        if TR.layer_on("freq", switches) and d.rd.stars:
+            parts["freq"] = FQ.freq_meta(d.device_id, app_pid)
         if TR.layer_on("comm", switches):
             parts["comm"] = list(comm_meta[j] or [])
         if TR.layer_on("overlap", switches) and overlap[j]:

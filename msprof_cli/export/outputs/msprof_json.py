@@ -27,6 +27,7 @@ from . import comm_layer as CL
 from . import overlap_layer as OV
 from . import summaries as S
 from . import timeline as T
+from . import freq_layer as FQ
 from . import trace as TR
 from .carry import WindowTimeline, msprof_meta, plus_margin, restrict_layer
 
@@ -117,6 +118,9 @@ class MsprofJson(TraceOutput):
             if TR.layer_on("hardware", sw):
                 layers[slot["hardware"]] = T.hardware_layer(d, tasks, app_pid,
                                                             run.analysis_memcpy)
+            if TR.layer_on("freq", sw) and d.rd.stars:
+                layers[slot["freq"]] = restrict_layer(FQ.freq_layer(d, app_pid),
+                                                      lo_key, hi_key)
             if TR.layer_on("flow", sw) and run.use_flow:
                 layers[slot["flow"]] = T.flow_layer(d, tasks, app_pid, run.analysis_memcpy)
             if dw.comm is not None and TR.layer_on("comm", sw):
@@ -128,8 +132,11 @@ class MsprofJson(TraceOutput):
                 busy_rows = busy_rows[busy_rows["task_type"].to_numpy(object)
                                       != S.COMM_TASK_TYPE]
             if TR.layer_on("overlap", sw):
+                # an Atlas A2's copies are device tasks: Free spans them too
+                span = (int(tasks["start_local"].min()), int(tasks["end_local"].max())) \
+                    if d.rd.stars and len(tasks) else None
                 layers[slot["overlap"]] = OV.overlap_layer(d, busy_rows, app_pid, dw.comm,
-                                                          run.overlap_sorts[j])
+                                                          run.overlap_sorts[j], span)
             layers[slot["cann"]] = cann if j == 0 else later_cann
             if j == 0 and self.tx_out is None and tx_on:
                 layers[slot["tx"]] = restrict_layer(run.tx_layer, lo_key, hi_key)

@@ -62,11 +62,15 @@ def subtract_intervals(s: np.ndarray, e: np.ndarray, cut_s: np.ndarray, cut_e: n
     return ka[new], kb[last]
 
 
-def overlap_intervals(rows: pd.DataFrame, ops: pd.DataFrame | None
+def overlap_intervals(rows: pd.DataFrame, ops: pd.DataFrame | None,
+                      span: tuple[int, int] | None = None
                       ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Overlap Analysis intervals (local ns) in the order Computing, Communication,
     Communication(Not Overlapped), Free -- the layer of msprof json and the db's
-    OVERLAP_ANALYSIS table share this one definition (docs/formats/timeline.md 7)."""
+    OVERLAP_ANALYSIS table share this one definition (docs/formats/timeline.md 7).
+    `span`: [first, last] of every device task, when tasks that are neither computing nor
+    communication may lie outside them (an Atlas A2's copies are device tasks): Free then
+    also covers the span before the first and after the last computing interval."""
     cs, ce = merge_intervals(rows["start_local"].to_numpy(np.int64),
                              rows["end_local"].to_numpy(np.int64))
     if ops is not None and len(ops):
@@ -76,6 +80,14 @@ def overlap_intervals(rows: pd.DataFrame, ops: pd.DataFrame | None
         ms = me = np.zeros(0, np.int64)
     ns, ne = subtract_intervals(ms, me, cs, ce)
     fs, fe = ce[:-1], cs[1:]  # the gaps between computing intervals ...
+    if span is not None and len(cs):
+        # int64 throughout: local ns exceed float64's exact integers
+        lead = int(span[0] < cs[0])
+        trail = int(span[1] > ce[-1])
+        fs = np.concatenate([np.array([span[0]] * lead, np.int64), fs,
+                             np.array([ce[-1]] * trail, np.int64)])
+        fe = np.concatenate([np.array([cs[0]] * lead, np.int64), fe,
+                             np.array([span[1]] * trail, np.int64)])
     if len(ms):  # ... minus communication
         fs, fe = subtract_intervals(fs, fe, ms, me)
     return [(cs, ce), (ms, me), (ns, ne), (fs, fe)]
@@ -110,7 +122,8 @@ def free_event(device_id: int, app_pid: int, begin: int, end: int,
 
 
 def overlap_layer(dev: DeviceData, rows: pd.DataFrame, app_pid: int,
-                  comm: CommData | None = None, sort: int = SORT_OVERLAP) -> Layer:
+                  comm: CommData | None = None, sort: int = SORT_OVERLAP,
+                  span: tuple[int, int] | None = None) -> Layer:
     """Computing = union of the op_summary task intervals; Communication = union of the HCCL
     op executions; Communication(Not Overlapped) = Communication minus Computing; Free = the
     parts of [first task start, last task end] covered by neither (docs/formats/timeline.md 7)."""
@@ -122,7 +135,7 @@ def overlap_layer(dev: DeviceData, rows: pd.DataFrame, app_pid: int,
     if len(rows) == 0 and (ops is None or len(ops) == 0):
         return Layer(m)
     # layer rows: Computing, Communication, Not Overlapped, Free (tid 0..3), in this order
-    parts = overlap_intervals(rows, ops)
+    parts = overlap_intervals(rows, ops, span)
     b = np.concatenate([p[0] for p in parts])
     d = np.concatenate([p[1] - p[0] for p in parts])
     bounds = np.cumsum([0] + [len(p[0]) for p in parts])

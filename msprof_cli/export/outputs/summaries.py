@@ -14,10 +14,10 @@ import pandas as pd
 
 from msprof_cli.raw import layouts as L
 
-from ..decode.data import DROPPED_GE_TYPES, MEMCPY_SOURCE, DeviceData
+from ..decode.data import COPY_SOURCE, DROPPED_GE_TYPES, MEMCPY_SOURCE, DeviceData
 from ..decode.host import NA
 from ..decode.join import sorted_groups
-from ..decode.pmu import tail_columns, tail_header
+from ..decode.pmu import stars_tail_columns, stars_tail_header, tail_columns, tail_header
 from ..decode.steptrace import step_columns
 from ..fmt import float_str, int_str, obj_full, py_round, text_frame, us_list
 
@@ -54,6 +54,11 @@ def dur_str(ns: np.ndarray) -> np.ndarray:
 def not_memcpy(tasks: pd.DataFrame) -> np.ndarray:
     """Rows that are not MEMCPY_ASYNC copies (ts_track "ts memcpy" tasks)."""
     return tasks["source"].to_numpy(object) != MEMCPY_SOURCE
+
+
+def not_copy(tasks: pd.DataFrame) -> np.ndarray:
+    """Rows that are not host<->device copies of either chip (no op_summary rows)."""
+    return ~np.isin(tasks["source"].to_numpy(object), [MEMCPY_SOURCE, COPY_SOURCE])
 
 
 class OpRows:
@@ -105,7 +110,7 @@ def op_rows(dev: DeviceData, tasks: pd.DataFrame | None = None) -> pd.DataFrame 
     copies are not ops), by start: the task table itself when nothing is dropped, else an
     OpRows view of it."""
     t = dev.tasks if tasks is None else tasks
-    keep = ~t["task_type"].isin(list(DROPPED_GE_TYPES)).to_numpy() & not_memcpy(t)
+    keep = ~t["task_type"].isin(list(DROPPED_GE_TYPES)).to_numpy() & not_copy(t)
     if "comm_step" in t:
         keep &= ~t["comm_step"].to_numpy(bool)
     if dev.comm_ops is not None and len(dev.comm_ops):
@@ -173,6 +178,11 @@ def quoted_shapes(v: np.ndarray) -> np.ndarray:
 
 def op_summary_header(dev: DeviceData) -> list[str]:
     metrics = dev.rd.ai_core_metrics if dev.pmu_events else None
+    if dev.rd.stars:  # the Atlas A2: Mix Block Dim, Context ID, the per-core-kind tail
+        base = OP_SUMMARY_BASE[:]
+        base.insert(base.index("Block Dim") + 1, "Mix Block Dim")
+        return base + ["Context ID"] + stars_tail_header(
+            dev.rd.aiv_metrics if metrics else None, dev.pmu_events, dev.rd.aiv_events)
     return OP_SUMMARY_BASE + tail_header(metrics, dev.pmu_events)
 
 
@@ -212,8 +222,17 @@ def op_summary(dev: DeviceData, rows: pd.DataFrame, lo: int = 0, hi: int | None 
         "Output Data Types": rows["out_types"].to_numpy(object),
         "Output Formats": rows["out_formats"].to_numpy(object),
     }
-    cols.update(tail_columns(rows, metrics, dev.pmu_events, float(dev.rd.aic_mhz),
-                             dev.rd.ai_core_num))
+    if dev.rd.stars:
+        # plain (non-MIX) kernels outside FFTS+ graphs: no mix blocks, no context id
+        cols["Mix Block Dim"] = np.where(comm, NA, "0").astype(object)
+        cols["Context ID"] = obj_full(len(rows), NA)
+        if metrics:
+            cols.update(stars_tail_columns(
+                rows, metrics, dev.rd.aiv_metrics or "", dev.pmu_events, dev.rd.aiv_events,
+                float(dev.rd.aic_mhz), dev.rd.ai_core_num, dev.rd.aiv_num))
+    else:
+        cols.update(tail_columns(rows, metrics, dev.pmu_events, float(dev.rd.aic_mhz),
+                                 dev.rd.ai_core_num))
     return header, text_frame({h: cols[h] for h in header})
 
 
@@ -466,10 +485,13 @@ def aicpu(dev: DeviceData, tasks: pd.DataFrame, analysis: bool = False) -> Table
     start = m["start_local"].to_numpy(np.int64) - np.int64(rd.offset_ns)
     end = start + m["dur_ns"].to_numpy(np.int64)
     a_end = analysis_time(m["end_ns"].to_numpy(np.int64), rd, 1e3) * 1000.0 * 1000.0
-    s_ms = analysis_time(start, rd, 1e9) / 1e6
-    e_ms = analysis_time(end, rd, 1e9) / 1e6
-    t0 = s_ms * 1e6
-    t1 = t0 + (e_ms - s_ms) * 1e6
+    if rd.stars:  # an A2's AI CPU tasks: the ACSQ log's times, float ns of their syscnt
+        t0, t1 = analysis_time(start, rd, 1e9), analysis_time(end, rd, 1e9)
+    else:
+        s_ms = analysis_time(start, rd, 1e9) / 1e6
+        e_ms = analysis_time(end, rd, 1e9) / 1e6
+        t0 = s_ms * 1e6
+        t1 = t0 + (e_ms - s_ms) * 1e6
     node = m["op_name"].to_numpy(object)
     if analysis:
         node = np.where((t0 <= a_end) & (a_end <= t1), node, NA)

@@ -16,7 +16,7 @@ import pandas as pd
 
 from msprof_cli.raw import layouts as L
 
-from ..decode.data import MEMCPY_SOURCE, DeviceData
+from ..decode.data import COPY_SOURCE, MEMCPY_SOURCE, DeviceData
 from ..decode.host import NA
 from ..decode.steptrace import step_columns
 from ..fmt import int_str, ts_sort_key, us_list, us_str
@@ -129,6 +129,9 @@ def hardware_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int,
     name = np.where(op == NA, kind, op)
     if "comm_step" in tasks:  # no op of its own (no ge task): named by its type
         name = np.where(tasks["comm_step"].to_numpy(bool), kind, name)
+    copy = tasks["source"].to_numpy(object) == COPY_SOURCE  # an A2 copy: by its type
+    if copy.any():
+        name = np.where(copy, kind, name)
     stream = tasks["stream_id"].to_numpy(np.int64)
     start = tasks["start_local"].to_numpy(np.int64)
     dur = tasks["dur_ns"].to_numpy(np.int64)
@@ -143,11 +146,11 @@ def hardware_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int,
     name_j, kind_j = JCol(name), JCol(kind)
     # a task without a host task_track: "connection_id": -1 (the analysis's
     # AscendTaskGenerator._gen_top_down_task_by_device_task, DEFAULT_INVALID_VALUE)
-    cid = np.where(cid < 0, -1, cid)
+    cid = np.where((cid < 0) | copy, -1, cid)
     tmpl_c = tmpl.replace("%s}", ', "connection_id": %d}')
 
     ai_dur = None
-    if analysis_memcpy:
+    if analysis_memcpy and not dev.rd.stars:  # the 910's ts_track AI CPU times
         ai = tasks["source"].to_numpy(object) == "aicpu"
         if ai.any():
             ai_dur = np.full(len(tasks), None, dtype=object)
@@ -262,7 +265,8 @@ def flow_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int,
     """Per host-known task an ``s`` event (at its task_track) then an ``f`` event (at the
     task start): layer row 2i is task i's ``s``, 2i+1 its ``f``.  `analysis_memcpy`: none
     for the ts memcpy tasks (the analysis's device tasks of the 910 do not include them)."""
-    known = tasks["host_known"].to_numpy(bool)
+    known = tasks["host_known"].to_numpy(bool) \
+        & (tasks["source"].to_numpy(object) != COPY_SOURCE)  # an A2 copy: no flow
     extra = None
     if analysis_memcpy:
         known = known & (tasks["source"].to_numpy(object) != MEMCPY_SOURCE)

@@ -230,6 +230,7 @@ MSPROF_LAYER_ORDER: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
     ("hardware", True, ("ascend",)),
     ("flow", True, ("ascend", "cann")),
     ("comm", True, ("communication",)),
+    ("freq", True, ("ascend",)),  # the Atlas A2's AI Core Freq lane (freq_layer.py)
     ("overlap", True, ("overlap_analyse",)),
     ("tx", False, ("msproftx",)),
 )
