@@ -370,11 +370,12 @@ def _median_iteration_ms(prof: Path) -> tuple[float, int, float]:
 
 def run(model: str, steps: int, work: Path, extra: tuple[str, ...] = (),
         precision: str = "allow_mix_precision", keras: str = "3",
-        dropout_mode: str = "tf") -> dict[str, object]:
+        dropout_mode: str = "tf", soc_version: str = "Ascend910A") -> dict[str, object]:
     out = work / model
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "msprof_cli", "collect", "--output", str(out),
-                           "--precision-mode", precision, "--dropout", dropout_mode, "--",
+                           "--precision-mode", precision, "--dropout", dropout_mode,
+                           "--soc-version", soc_version, "--",
                            sys.executable, __file__, "--child", model, "--steps", str(steps),
                            "--keras", keras, *extra],
                           capture_output=True, text=True, env=_child_env(keras))
@@ -429,6 +430,10 @@ def main() -> None:
                     help="reference (default): the reference's clip_by_global_norm + "
                          "AdamWeightDecay as element-wise TF ops; keras: Keras Adam (one fused "
                          "ApplyAdam per variable)")
+    ap.add_argument("--soc-version", default="Ascend910A",
+                    help="the emulated chip; the published figures are the 910's, so on an "
+                         "Atlas A2 the ratios are a comparison of chips, not a calibration "
+                         "(docs/device-model.md 11)")
     ap.add_argument("--keras", choices=("2", "3"), default="2",
                     help="2 (default): legacy Keras 2 from tf_keras (TF_USE_LEGACY_KERAS=1 in "
                          "the child; fused BatchNorm, the graph the published runs executed); "
@@ -454,7 +459,8 @@ def main() -> None:
         model = model.strip()
         precision = args.precision_mode or PUBLISHED[model].precision
         try:
-            r = run(model, args.steps, work, extra, precision, args.keras, args.dropout_mode)
+            r = run(model, args.steps, work, extra, precision, args.keras, args.dropout_mode,
+                    args.soc_version)
         except SystemExit as exc:  # one model failing (e.g. out of memory) does not stop the rest
             print(f"{model:12} FAILED: {exc}", flush=True)
             continue

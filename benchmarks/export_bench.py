@@ -166,6 +166,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--work", type=Path, default=None,
                     help="where the generated PROF dirs live (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep (and reuse) the PROF dirs")
+    ap.add_argument("--soc-version", default="Ascend910A",
+                    help="the chip of the generated PROF dirs (an Atlas A2: its task log)")
     a = ap.parse_args(argv if argv is not None else [])
     sizes = [s.strip().lower() for s in a.sizes.split(",") if s.strip()]
     if a.big and "10m" not in sizes:
@@ -190,12 +192,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
                               f"s), work {r['work_s']:.2f} s]", flush=True)
                 _clean_outputs(prof)
                 continue
-            root = work / f"{size}_d{a.devices}"
+            root = work / f"{size}_d{a.devices}_{a.soc_version}"
             prof = root / gen_prof.PROF_NAME
             if not prof.is_dir():
                 shutil.rmtree(root, ignore_errors=True)
                 t0 = time.perf_counter()
-                gen_prof.generate(n, root, devices=a.devices, quiet=True)
+                gen_prof.generate(n, root, devices=a.devices, quiet=True, chip=a.soc_version)
                 print(f"export   generated {size} ({n:,} tasks, {_prof_size(prof) / 2**20:.0f} "
                       f"MiB raw) in {time.perf_counter() - t0:.1f} s")
             cases = [(lay.strip(), w.strip()) for lay in a.layouts.split(",") if lay.strip()
@@ -209,6 +211,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 r = run_case(prof, layout, n, workers, cached)
                 if a.devices > 1 or workers:
                     r["case"] += f" d{a.devices}" + (f" w{workers}" if workers else "")
+                if a.soc_version != "Ascend910A":
+                    r["case"] += f" {a.soc_version}"
                 r["raw_mb"] = round(_prof_size(prof) / 2**20, 1)
                 rows.append(r)
                 extra = (f"  [start-up {r['startup_s']:.2f} s (imports {r['import_s']:.2f} s), "

@@ -1,6 +1,7 @@
 """Write a realistic Ascend910 PROF dir of N device tasks through the project's own device.
 
     python benchmarks/gen_prof.py --tasks 1000000 --out /tmp/bench [--devices 2] [--l2]
+                                  [--soc-version Ascend910B3]
 
 The data goes through ``msprof_cli.device.Device`` unchanged: the first chunk of each model
 is a real ``CaptureChunk`` (so signatures, fp/bp choice, graph_id_map, fusion_op_info and
@@ -16,7 +17,8 @@ fusion_op_info, hash_dic, type_info_dic; per device hwts, aicore (PipeUtilizatio
 ts_track (step trace + task-id flips: ids roll over every 65,536 tasks per stream), aicpu
 (AI CPU tasks), optionally l2_cache; two models (train: ~40 ops per step with AI Core, AI CPU
 and HCCL all-reduce tasks; eval: every 10th step, forward only).  With ``--devices 2`` each
-step runs on every device (data parallel) and hccl_info is written.
+step runs on every device (data parallel) and hccl_info is written.  With ``--soc-version``
+an Atlas A2 (docs/device-model.md 11): stars_soc / ffts_profile instead of hwts / aicore.
 """
 from __future__ import annotations
 
@@ -175,7 +177,7 @@ def _tile(ops: OpTable, iters: IterTable, reps: int, shift_ns: np.ndarray,
 
 def generate(tasks: int, out: Path, *, devices: int = 1, l2: bool = False,
              batch_tasks: int = 400_000, eval_every: int = 10, name: str = PROF_NAME,
-             quiet: bool = False) -> Path:
+             quiet: bool = False, chip: str = "Ascend910A") -> Path:
     """Write PROF dir `out/name` with about `tasks` device tasks (all devices together)."""
     out = Path(out)
     prof = out / name
@@ -183,7 +185,7 @@ def generate(tasks: int, out: Path, *, devices: int = 1, l2: bool = False,
         raise SystemExit(f"{prof} exists; remove it or choose another --out")
     dev_ids = tuple(range(devices))
     dev = Device(prof, config(out, l2, devices > 1), clock=CLOCK, pid=4242,
-                 app=["python3", "train.py"], device_ids=dev_ids)
+                 app=["python3", "train.py"], device_ids=dev_ids, chip=chip)
     tr, ev = train_ops(), eval_ops()
     order_t = {o[0]: i for i, o in enumerate(tr)}
     order_e = {o[0]: i for i, o in enumerate(ev)}
@@ -237,9 +239,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--devices", type=int, default=1, help="devices (data parallel)")
     ap.add_argument("--l2", action="store_true", help="also write l2_cache.data")
     ap.add_argument("--batch", type=int, default=400_000, help="ops per layer-(b) batch")
+    ap.add_argument("--soc-version", default="Ascend910A", help="the emulated chip")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
-    prof = generate(a.tasks, a.out, devices=a.devices, l2=a.l2, batch_tasks=a.batch)
+    prof = generate(a.tasks, a.out, devices=a.devices, l2=a.l2, batch_tasks=a.batch,
+                    chip=a.soc_version)
     size = sum(f.stat().st_size for f in prof.rglob("*") if f.is_file())
     print(f"{prof}: {a.tasks:,} tasks requested, {size / 2**20:.0f} MiB, "
           f"{time.perf_counter() - t0:.1f} s")

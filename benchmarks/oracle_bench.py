@@ -2,7 +2,7 @@
 ratio of their times (the target is >= 25x at 50k tasks, docs/performance.md).
 
     python benchmarks/oracle_bench.py [--sizes tiny,50k] [--repeat N] [--oracle MSPROF_PY]
-                                      [--work DIR] [--keep]
+                                      [--work DIR] [--keep] [--soc-version Ascend910B3]
 
 The real analysis is Ascend/msprof's `analysis/` (pure Python, the oracle of
 ../shared/oracle/README.md): ``python msprof.py export summary -dir PROF`` then ``export
@@ -18,7 +18,9 @@ of a tiny export no pipeline change can remove; what is above it is ours).
 
 The oracle's msprof.py: --oracle, else $MSPROF_ORACLE, else
 ~/.cache/msprof-oracle/analysis/msprof/msprof.py (where ../shared/oracle/setup.sh puts it).
-Rows in benchmarks/results/oracle.csv.
+With --soc-version an Atlas A2 chip, the generated PROF dirs are that chip's (gen_prof.py;
+the tiny size stays the 910 corpus dir): the real analysis then takes its chip-5 path (its
+Python engine: the C++ library is not on this path).  Rows in benchmarks/results/oracle.csv.
 """
 from __future__ import annotations
 
@@ -103,6 +105,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--oracle", default=None, help="the real analysis' msprof.py")
     ap.add_argument("--work", type=Path, default=None, help="where the PROF dirs live")
     ap.add_argument("--keep", action="store_true", help="keep (and reuse) the PROF dirs")
+    ap.add_argument("--soc-version", default="Ascend910A", help="the chip of the generated dirs")
     a = ap.parse_args(argv if argv is not None else [])
     oracle = oracle_path(a.oracle)
     print(f"oracle   both sides on {interpreter()}", flush=True)
@@ -114,9 +117,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
             if size == "tiny":
                 prof = tiny_prof(work)
             else:
-                prof = work / f"{size}_d1" / gen_prof.PROF_NAME
+                prof = work / f"{size}_d1_{a.soc_version}" / gen_prof.PROF_NAME
                 if not prof.is_dir():
-                    gen_prof.generate(n, prof.parent, devices=1, quiet=True)
+                    gen_prof.generate(n, prof.parent, devices=1, quiet=True, chip=a.soc_version)
             cached = {"PYTHONPYCACHEPREFIX": str(work / "pycache"), "PYTHONDONTWRITEBYTECODE": ""}
             run_case(prof, "mindstudio", n, "", cached)  # fills the bytecode cache
             # the sides alternate: this VM's speed drifts by tens of percent within minutes
@@ -130,7 +133,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 floor.append(run_floor(cached))
             _clean_outputs(prof)
             best = min(real, key=sum)
-            row = {"size": size, "tasks": n, "real_summary_s": round(best[0], 3),
+            row = {"size": size, "chip": a.soc_version, "tasks": n, "real_summary_s": round(best[0], 3),
                    "real_timeline_s": round(best[1], 3), "real_s": round(sum(best), 3),
                    "floor_s": round(min(floor), 3), "interpreter": interpreter()}
             for lay, walls in ours.items():

@@ -281,16 +281,24 @@ def check_output_dir(path: str | os.PathLike[str], *, create: bool = True) -> No
                            "msprof refuses to write into it. Use a directory of your own.")
 
 
-def parse_aic_metrics(value: str, key: str = "aic_metrics") -> tuple[str, tuple[int, ...]]:
-    """Return (group name, PMU events); "" means the default group."""
+def parse_aic_metrics(value: str, key: str = "aic_metrics", chip: str = DEFAULT_SOC_VERSION
+                      ) -> tuple[str, tuple[int, ...]]:
+    """Return (group name, PMU events); "" means the default group.  `chip`: a group only
+    some chips have (the Atlas A2's L2Cache, MemoryAccess) is accepted on those."""
     if value == "":
         return DEFAULT_AIC_METRICS, AIC_METRIC_EVENTS[DEFAULT_AIC_METRICS]
     if value in AIC_METRIC_EVENTS:
         return value, AIC_METRIC_EVENTS[value]
     if value in OTHER_CHIP_METRICS:
+        from msprof_cli.device.chip import get_chip
+
+        spec = get_chip(chip)
+        if value in spec.metric_events:
+            return value, spec.metric_events[value][0]
         raise OptionsError(
-            f'The value "{value}" of "{key}" is not supported on Ascend910 (it exists on other '
-            f'chips). Accepted values: {_accepted(tuple(AIC_METRIC_EVENTS))}, "Custom:0x..,0x..".')
+            f'The value "{value}" of "{key}" is not supported on {spec.name} (it exists on other '
+            f'chips, e.g. the Atlas A2: --soc-version Ascend910B3). Accepted values: '
+            f'{_accepted(tuple(AIC_METRIC_EVENTS))}, "Custom:0x..,0x..".')
     if value.startswith("Custom:"):
         items = [s.strip() for s in value[len("Custom:"):].split(",") if s.strip()]
         if not items or len(items) > 8:
@@ -350,9 +358,11 @@ def _task_level(opts: Mapping[str, Any]) -> str:
 
 
 def validate_options(opts: Mapping[str, Any], *, cwd: str | None = None, source: str = "env",
-                     raw: str = "") -> ProfilingConfig:
+                     raw: str = "", soc: str | None = None) -> ProfilingConfig:
     """Validate a PROFILING_OPTIONS object and apply the per-key defaults (docs/formats/options.md
-    3, 4)."""
+    3, 4); `soc`: the emulated chip (default MSPROF_CLI_SOC_VERSION's), whose own aic_metrics
+    groups are accepted too."""
+    soc = soc_version_from_env() if soc is None else soc
     for key in opts:
         if key not in ALL_KEYS:
             raise OptionsError(f"Error: parsing invalid key:{key}. Valid keys: "
@@ -396,9 +406,9 @@ def validate_options(opts: Mapping[str, Any], *, cwd: str | None = None, source:
         output = os.path.abspath(cwd)
 
     task_time = _task_level(opts)
-    metrics, events = parse_aic_metrics(opts.get("aic_metrics", ""))
+    metrics, events = parse_aic_metrics(opts.get("aic_metrics", ""), chip=soc)
     if "aiv_metrics" in opts:
-        parse_aic_metrics(opts["aiv_metrics"], key="aiv_metrics")
+        parse_aic_metrics(opts["aiv_metrics"], key="aiv_metrics", chip=soc)
     warnings = []
     not_emulated = tuple(k for k in NOT_EMULATED_KEYS if k in opts)
     if not_emulated:
@@ -431,7 +441,7 @@ def validate_options(opts: Mapping[str, Any], *, cwd: str | None = None, source:
         not_emulated=not_emulated,
         warnings=tuple(warnings),
     )
-    return with_soc_version(config, soc_version_from_env())
+    return with_soc_version(config, soc)
 
 
 def parse_options_json(text: str) -> dict[str, Any]:

@@ -229,3 +229,15 @@ def test_the_chip_table_holds_each_sku_from_its_soc_file() -> None:
         assert c.platform_version == "5" and c.hwts_mhz == 50 and c.tick_ns == 20.0
     a = get_chip("Ascend910A")
     assert (a.ai_core_num, a.aiv_num, a.platform_version, a.hwts_mhz) == (32, 0, "1", 100)
+
+
+def test_the_atlas_a2_groups_are_accepted_on_the_a2_only() -> None:
+    from msprof_cli.options import validate_options
+
+    for group, first in (("L2Cache", 0x500), ("MemoryAccess", 0x32)):
+        with pytest.raises(OptionsError, match=f'"{group}" of "aic_metrics" is not supported '
+                           "on Ascend910A"):
+            validate_options({"aic_metrics": group}, soc="Ascend910A")
+        cfg = validate_options({"aic_metrics": group, "task_time": "on"}, soc="Ascend910B2")
+        assert (cfg.aic_metrics, cfg.aic_events[0], cfg.soc_version) == (group, first,
+                                                                         "Ascend910B2")

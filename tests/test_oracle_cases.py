@@ -54,13 +54,17 @@ FRESH = ("fresh_eager", "fresh_keras_bn", "fresh_tf1_aicpu", "fresh_mirrored_hcc
 # use) collected on an emulated Atlas A2 (`--soc-version Ascend910B3`): its STARS task log and
 # per-core-kind PMU, every aic_metrics group once (docs/formats/ascend910b.md)
 FRESH += ("fresh_a2_eager", "fresh_a2_keras_bn", "fresh_a2_tf1_aicpu", "fresh_a2_mirrored_hccl",
-          "fresh_a2_keras_cnn_arith", "fresh_a2_keras_cnn_l0")
+          "fresh_a2_keras_cnn_arith", "fresh_a2_keras_cnn_l0", "fresh_a2_mix",
+          "fresh_a2_l2cache")
 CASES.update({c: (c, None) for c in FRESH})
 # the same raw dirs exported in windows of 300 device tasks (the windowed export of big PROF
 # dirs, export/decode/windows.py): the same files as the whole export's
 WINDOWED = {"fresh_keras_bn_w300": "fresh_keras_bn",
             "fresh_mirrored_hccl_w300": "fresh_mirrored_hccl",
-            "fresh_tx_mlp_w300": "fresh_tx_mlp"}
+            "fresh_tx_mlp_w300": "fresh_tx_mlp",
+            "fresh_a2_keras_bn_w300": "fresh_a2_keras_bn",
+            "fresh_a2_mirrored_hccl_w300": "fresh_a2_mirrored_hccl",
+            "fresh_a2_keras_cnn_arith_w300": "fresh_a2_keras_cnn_arith"}
 CASES.update({c: (src, "w300") for c, src in WINDOWED.items()})
 
 # Exception 1 -- raw data of the frozen corpus, not the export: records the collector of

@@ -46,7 +46,8 @@ def flags_to_options(**flags: Any) -> dict[str, Any]:
               default="task-based", show_default=True, help="PMU sampling mode.")
 @click.option("--aic-metrics", default=None, metavar="GROUP",
               help="PMU group: ArithmeticUtilization, PipeUtilization (default), Memory, "
-              "MemoryL0, MemoryUB, ResourceConflictRatio, Custom:0x..,0x..")
+              "MemoryL0, MemoryUB, ResourceConflictRatio, Custom:0x..,0x..; on an Atlas A2 also "
+              "L2Cache, MemoryAccess")
 @click.option("--aicpu", type=ON_OFF, default=None, help="AI CPU task data. Default: off.")
 @click.option("--hccl", type=ON_OFF, default=None,
               help="Collective communication data (multi-device). Default: off.")
@@ -113,14 +114,15 @@ def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: 
     if aic_mode == "sample-based":
         raise OptionsError('--aic-mode=sample-based is not emulated; use "task-based".')
     opts = flags_to_options(**flags)
-    config = validate_options(opts, source="cli")
+    soc = normalize_soc_version(soc_version) if soc_version is not None \
+        else soc_version_from_env()
+    config = validate_options(opts, source="cli", soc=soc)
     config = replace(config, ascendcl=ascendcl == "on", full_trace=full_trace,
                      precision_mode=normalize_precision_mode(precision_mode,
                                                              "--precision-mode"),
                      dropout=normalize_dropout(dropout_mode) if dropout_mode is not None
                      else dropout_from_env())
-    config = with_soc_version(config, normalize_soc_version(soc_version)
-                              if soc_version is not None else soc_version_from_env())
+    config = with_soc_version(config, soc)
 
     from msprof_cli.collect.launcher import run_collect
 

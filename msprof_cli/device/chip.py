@@ -62,6 +62,9 @@ class ChipSpec:
         default_factory=dict)
     # the aic_metrics name the collector writes for a group ("PipeUtilizationExct" on A2)
     metric_names: dict[str, str] = field(default_factory=dict)
+    # bytes a counter counts where a group's formulas read an event in other units than
+    # pmu.BYTES_PER_COUNT (the A2's MemoryAccess: GM to L1 in 256 B)
+    metric_units: dict[str, dict[int, int]] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def pmu_events(self, metrics: str, events: tuple[int, ...]
@@ -157,6 +160,9 @@ _A2_METRIC_EVENTS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
         "MemoryL0": (0x1B, 0x1C, 0x21, 0x22, 0x27, 0x28, 0x29, 0x2A),
         "ResourceConflictRatio": (0x64, 0x65, 0x66),
         "MemoryUB": (0x10, 0x13, 0x37, 0x38, 0x3D, 0x3E, 0x43, 0x44),
+        # the A2's own groups (the 910 has neither)
+        "L2Cache": (0x500, 0x502, 0x504, 0x506, 0x508, 0x50A),
+        "MemoryAccess": (0x32, 0x3D, 0x3E, 0x206, 0x20C, 0x50C, 0x50D, 0x50E),
     }.items()},
 }
 
@@ -170,6 +176,7 @@ def _atlas_a2(name: str, cube_cores: int, mhz: int, hbm_gib: int, l2_mib: int,
         hbm_bytes_per_s=hbm_tb_s * 1e12, hbm_capacity_bytes=hbm_gib * GIB,
         hccs_bytes_per_s=56e9, raw_layout="stars", metric_events=_A2_METRIC_EVENTS,
         metric_names={"PipeUtilization": "PipeUtilizationExct"},
+        metric_units={"MemoryAccess": {0x32: 256}},
         # a measured 328 TFLOPS bf16 matmul on a 910B against the 353.9 derived for 24 cores
         # at 1.8 GHz (secondary source: docs/formats/ascend910b.md 4.2)
         cube_efficiency=328.0 / 353.9)

@@ -25,6 +25,12 @@ AICPU_BASE_NS = 20_000.0  # AI CPU kernel: dispatch + framework overhead
 AICPU_NS_PER_ELEM = 2.0
 HCCL_BASE_NS = 15_000.0  # collective: notify/handshake latency
 L2_HIT_IN_L2 = 0.9  # L2 hit rate when the task's working set fits in L2
+# MIX_AIC matmuls of the Atlas A2 (_mix_matmul): the documented thresholds, and the two AI
+# Vector cores beside each AI Cube core (cube_vector_combine=split)
+MIX_MIN_K = 1000
+MIX_MIN_MAC_US = 50.0
+MIX_ALIGN_BYTES = 512
+MIX_RATIO = 2
 
 
 @dataclass
@@ -47,6 +53,8 @@ class CostTable:
     # an AI Core kernel that runs on the AI Vector cores (a chip with them, vector work only):
     # the Atlas A2's AI_VECTOR_CORE tasks (docs/formats/ascend910b.md 1.5)
     vector_core: np.ndarray  # bool
+    # AIV blocks per AIC block of a MIX_AIC kernel (0: not MIX; docs/device-model.md 11)
+    mix_ratio: np.ndarray  # u1
 
     def ratio(self, pipe: str) -> np.ndarray:
         """Pipe busy ratio as the PMU reports it (pipe cycles / task cycles of one core)."""
@@ -140,4 +148,19 @@ def evaluate(sig: dict[str, np.ndarray], chip: ChipSpec, rank_size: int = 1) -> 
         l2_hit=l2_hit,
         ai_core=aic,
         vector_core=aic & ~is_cube & (chip.aiv_num > 0),
+        mix_ratio=np.where(aic & _mix_matmul(sig, chip), MIX_RATIO, 0).astype(np.uint8),
     )
+
+
+def _mix_matmul(sig: dict[str, np.ndarray], chip: ChipSpec) -> np.ndarray:
+    """The matmuls CANN compiles as MIX_AIC kernels on a chip with AI Vector cores: inner
+    axis > 1000, theoretical MAC time > 50 us and the inner axis' bytes not aligned (the CANN
+    profiling reference, Ascend/msprof docs/en/user_guide/profile_data_file_references.md,
+    op_summary notes; its "516B-aligned" read as the 512 B of a cube fractal row block)."""
+    if chip.aiv_num == 0:
+        return np.zeros(len(sig["cost"]), bool)
+    k = sig.get("mm_k", np.zeros(len(sig["cost"])))
+    mac_us = sig["flops"] / (chip.cube_flops_per_cycle * chip.ai_core_num * chip.aic_mhz)
+    k_bytes = k * np.maximum(sig["dtype_bytes"], 1.0)
+    return (sig["cost"] == op_map.COST_MATMUL) & (k > MIX_MIN_K) & (mac_us > MIX_MIN_MAC_US) \
+        & (np.mod(k_bytes, MIX_ALIGN_BYTES) != 0)

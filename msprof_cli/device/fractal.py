@@ -75,3 +75,15 @@ def padded_elems(shape: Sequence[int], default: int, filt: bool = False,
     if filt:
         return d[0] * d[1] * pad(d[2], C0) * pad(d[3], C0)
     return d[0] * d[1] * d[2] * pad(d[3], C0)
+
+
+def matmul_k(a: Sequence[int], out: Sequence[int], default: int) -> float:
+    """The reduced (inner) axis of a matmul whose first operand is `a` and result `out`: of
+    a's last two dims, the one that is not M (out's second-to-last); the transpose flags are
+    not captured, so when both equal M, a's last."""
+    a_, o = _dims(a, default), _dims(out, default)
+    if len(a_) < 2 or len(o) < 2:
+        return 0.0
+    m = o[-2]
+    return float(a_[-2] if a_[-1] == m and a_[-2] != m else a_[-1])
+

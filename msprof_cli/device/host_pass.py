@@ -35,6 +35,7 @@ _GE_TYPE_LUT = kind_lut({op_map.KIND_AI_CORE: EN.GE_TASK_TYPE_IDS["AI_CORE"],
                          op_map.KIND_AI_CPU: EN.GE_TASK_TYPE_IDS["AI_CPU"],
                          op_map.KIND_HCCL: EN.GE_TASK_TYPE_IDS["HCCL"]})
 _GE_AIV = EN.GE_TASK_TYPE_IDS["AI_VECTOR_CORE"]  # a kernel on the A2's AI Vector cores
+_GE_MIX_AIC = EN.GE_TASK_TYPE_IDS["MIX_AIC"]  # one kernel on both (cost_model._mix_matmul)
 
 
 def _in_order(columns: list[np.ndarray]) -> bool:
@@ -126,8 +127,10 @@ class HostPass:
             r = rows[np.argsort(win.nbi_ts[rows], kind="stable")]
             out["node_basic_info"].append(node_basic_records(
                 win.thread[r], win.nbi_ts[r], name_hashes[ops.name_idx[r]],
-                np.where(ctx.cost.vector_core[ops.sig[r]], _GE_AIV, _GE_TYPE_LUT[ctx.kind[r]]),
-                ge_hash[ops.sig[r]], ctx.cost.block_dim[ops.sig[r]]))
+                np.select([ctx.cost.vector_core[ops.sig[r]], ctx.cost.mix_ratio[ops.sig[r]] > 0],
+                          [_GE_AIV, _GE_MIX_AIC], _GE_TYPE_LUT[ctx.kind[r]]),
+                ge_hash[ops.sig[r]], ctx.cost.block_dim[ops.sig[r]],
+                ctx.cost.mix_ratio[ops.sig[r]]))
             # an op's tensor_info records (several when it has > 5 tensors) share its time
             # and stay together, so sorting the ops sorts the records
             r = rows[np.argsort(win.tensor_ts[rows], kind="stable")]

@@ -98,10 +98,11 @@ def _header(arr: np.ndarray, level: int, type_id: int, thread: np.ndarray, ts: n
 
 def task_track_records(thread: np.ndarray, ts: np.ndarray, device_id: int,
                        stream: np.ndarray, task_id: np.ndarray, batch: np.ndarray,
-                       runtime_type: np.ndarray, kernel: np.ndarray, blocks: np.ndarray
-                       ) -> np.ndarray:
+                       runtime_type: np.ndarray, kernel: np.ndarray, blocks: np.ndarray,
+                       ratio: np.ndarray | None = None) -> np.ndarray:
     """compact.task_track: header type RUNTIME_TASK_TRACK (1, as the golden data), the
-    runtime task-type id in the taskType field."""
+    runtime task-type id in the taskType field; `ratio`: a MIX kernel's vector blocks per
+    cube block (kernelInfo's 3-bit ratio: Mix Block Num = numBlocks x ratio)."""
     arr = np.zeros(len(ts), L.TASK_TRACK)
     _header(arr, L.LEVEL_RUNTIME, L.RUNTIME_TASK_TRACK, thread, ts, L.COMPACT_DATA_LEN)
     arr["device_id"] = device_id & 0x0FFF
@@ -111,18 +112,22 @@ def task_track_records(thread: np.ndarray, ts: np.ndarray, device_id: int,
     arr["task_type"] = runtime_type
     arr["kernel_name"] = kernel
     arr["num_blocks"] = blocks
+    if ratio is not None:
+        arr["ratio_sched"] = np.asarray(ratio, np.uint8) & 0x7
     return arr
 
 
 def node_basic_records(thread: np.ndarray, ts: np.ndarray, op_name: np.ndarray,
-                       task_type: np.ndarray, op_type: np.ndarray, block: np.ndarray
-                       ) -> np.ndarray:
+                       task_type: np.ndarray, op_type: np.ndarray, block: np.ndarray,
+                       ratio: np.ndarray | None = None) -> np.ndarray:
+    """compact.node_basic_info; `ratio`: a MIX kernel's, in blockNum's high 16 bits."""
     arr = np.zeros(len(ts), L.NODE_BASIC)
     _header(arr, L.LEVEL_NODE, L.NODE_BASIC_INFO, thread, ts, L.COMPACT_DATA_LEN)
     arr["op_name"] = op_name
     arr["task_type"] = task_type
     arr["op_type"] = op_type
-    arr["block_num"] = block.astype(np.uint32) & 0xFFFF
+    arr["block_num"] = (block.astype(np.uint32) & 0xFFFF) if ratio is None else \
+        (block.astype(np.uint32) & 0xFFFF) | (np.asarray(ratio, np.uint32) << 16)
     arr["op_flag"] = 0
     arr["op_state"] = 0  # static (unaging files)
     return arr

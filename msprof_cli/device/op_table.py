@@ -276,6 +276,10 @@ class SignatureRegistry:
                 "dtype_bytes": np.array(self.dtype_bytes, np.float64),
                 "n_fused": np.array(self.n_fused, np.int32),
                 "n_tensors": np.array([len(t) for t in self.tensors], np.int64),
+                # a matmul's inner axis (cost_model: the Atlas A2's MIX matmuls)
+                "mm_k": np.array([FR.matmul_k(sp[0][0].shape, sp[1][0].shape, DEFAULT_DIM)
+                                  if c == op_map.COST_MATMUL and sp[0] and sp[1] else 0.0
+                                  for c, sp in zip(self.cost, self.specs)], np.float64),
             }
         return self._arrays
 

@@ -23,7 +23,9 @@ BYTES_PER_COUNT = {
     0x15: 1024, 0x16: 1024, 0x31: 4096, 0x32: 2048, 0xF: 2048, 0x10: 2048, 0x12: 64, 0x13: 64,
     0x1B: 4096, 0x1C: 4096, 0x21: 2048, 0x22: 2048, 0x27: 2048, 0x28: 2048, 0x29: 2048,
     0x2A: 2048, 0x37: 128, 0x38: 128, 0x3D: 128, 0x3E: 128, 0x43: 256, 0x44: 256,
+    0x50C: 128, 0x50D: 128, 0x50E: 128, 0x20C: 128, 0x206: 128,
 }
+L2_LINE_BYTES = 128.0  # an L2 request of the A2's L2Cache group (assumption)
 MTE1_BYTES_PER_CYCLE = 256.0  # L1 -> L0A/L0B per core
 CUBE_L0C_BYTES_PER_CYCLE = 1024.0  # 16x16 fp32 partial sums per cycle
 SCALAR_UB_BYTES_PER_CYCLE = 0.5
@@ -35,7 +37,7 @@ def _fraction(event: int) -> float:
 
 
 def event_counters(cost: CostTable, task_sig: np.ndarray, sig: dict[str, np.ndarray],
-                   events: Sequence[int]) -> np.ndarray:
+                   events: Sequence[int], units: dict[int, int] | None = None) -> np.ndarray:
     """(n_tasks, 8) u64 counters for `events` (AI Core tasks with signature `task_sig`).
 
     The counters are a function of the signature alone (element-wise arithmetic, no
@@ -43,11 +45,11 @@ def event_counters(cost: CostTable, task_sig: np.ndarray, sig: dict[str, np.ndar
     distinct signature, then gathered per task (a loop-heavy chunk has ~200k tasks of a
     few hundred signatures, and ~45 event columns each)."""
     uniq, inv = np.unique(task_sig, return_inverse=True)
-    return _sig_event_counters(cost, uniq, sig, events)[inv.reshape(-1)]
+    return _sig_event_counters(cost, uniq, sig, events, units or {})[inv.reshape(-1)]
 
 
 def _sig_event_counters(cost: CostTable, task_sig: np.ndarray, sig: dict[str, np.ndarray],
-                        events: Sequence[int]) -> np.ndarray:
+                        events: Sequence[int], units: dict[int, int]) -> np.ndarray:
     total = cost.total_cycles[task_sig].astype(np.float64)
     n = len(task_sig)
     ratio = {p: cost.ratio(p)[task_sig] for p in ("vec", "cube", "scalar", "mte1", "mte2",
@@ -82,6 +84,18 @@ def _sig_event_counters(cost: CostTable, task_sig: np.ndarray, sig: dict[str, np
         0x416: np.where(dclass != DT_INT8, cube_c, 0.0),
         0x417: np.where(dclass == DT_INT8, cube_c, 0.0),
         0x302: mte1_c, 0x303: np.where(cube_c > 0, ratio["mte3"] * total, 0.0),
+        # the A2's L2Cache group (requests of L2_LINE_BYTES): writes of the output and reads
+        # of the inputs (two read ports, r0 / r1, half each), hits at the task's L2 hit rate
+        0x500: bytes_out / L2_LINE_BYTES * hit, 0x502: bytes_out / L2_LINE_BYTES * (1.0 - hit),
+        0x504: bytes_in / L2_LINE_BYTES / 2 * hit,
+        0x506: bytes_in / L2_LINE_BYTES / 2 * (1.0 - hit),
+        0x508: bytes_in / L2_LINE_BYTES / 2 * hit,
+        0x50A: bytes_in / L2_LINE_BYTES / 2 * (1.0 - hit),
+        # the A2's MemoryAccess group (byte counts; BYTES_PER_COUNT): main-memory writes and
+        # reads (two counters, half each), the cube's results to GM, none from L0C to L1
+        0x50C: bytes_out * (1.0 - hit), 0x50D: bytes_in * (1.0 - hit) / 2,
+        0x50E: bytes_in * (1.0 - hit) / 2,
+        0x20C: np.where(cube_c > 0, bytes_out, 0.0), 0x206: np.zeros(n),
         # ArithmeticUtilization
         # cube instructions (16x16x16 each, 8192 FLOPs; int8 16x32x16): the modelled FLOPs
         # (padded fractals, fractal.py), so the exported cube_fops are they; the cores a
@@ -122,7 +136,7 @@ def _sig_event_counters(cost: CostTable, task_sig: np.ndarray, sig: dict[str, np
     out = np.zeros((n, 8), np.uint64)
     for col, ev in enumerate(list(events)[:8]):
         if ev in known:
-            val = known[ev] / BYTES_PER_COUNT.get(ev, 1)
+            val = known[ev] / units.get(ev, BYTES_PER_COUNT.get(ev, 1))
         else:
             val = total * _fraction(ev)
         out[:, col] = np.rint(np.maximum(val, 0.0)).astype(np.uint64)

@@ -29,7 +29,9 @@ from msprof_cli.device.host_records import (RT_CPU_KERNEL_LAUNCH, RT_KERNEL_LAUN
                                             api_records, hccl_info_records, runtime_api_spans,
                                             task_track_records)
 from msprof_cli.device.pmu import event_counters, l2_counters
-from msprof_cli.device.stars_records import acsq_records, context_pmu_records
+from msprof_cli.device.stars_records import (acsq_records, block_pmu_records,
+                                              context_pmu_records, ffts_log_records,
+                                              merge_logs)
 from msprof_cli.device.task_schedule import hccl_steps, hccl_steps_on
 from msprof_cli.options import L2_CACHE_EVENTS
 from msprof_cli.raw import enums as EN
@@ -47,6 +49,7 @@ FLIP_TYPE = EN.RUNTIME_TASK_TYPE_IDS["FLIP_TASK"]
 MEMCPY_TYPE = EN.RUNTIME_TASK_TYPE_IDS["MEMCPY_ASYNC"]
 REDUCE_TYPE = EN.RUNTIME_TASK_TYPE_IDS["REDUCE_ASYNC"]
 AIV_TYPE = EN.RUNTIME_TASK_TYPE_IDS["KERNEL_AIVEC"]
+MIX_AIC_TYPE = EN.RUNTIME_TASK_TYPE_IDS["KERNEL_MIX_AIC"]
 
 # a task's device records: (task ids, stream ids, start ticks, end ticks, STARS SQE types)
 TaskLog = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -55,7 +58,9 @@ TaskLog = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 def runtime_types(ctx: ChunkCtx, rows: np.ndarray) -> np.ndarray:
     """The runtime task type of launched op rows: KERNEL_AICORE / KERNEL_AICPU, and on a
     chip with AI Vector cores KERNEL_AIVEC for kernels that run there."""
-    return np.where(ctx.cost.vector_core[ctx.ops.sig[rows]], AIV_TYPE, _RT_TYPE_LUT[ctx.kind[rows]])
+    sig = ctx.ops.sig[rows]
+    return np.select([ctx.cost.vector_core[sig], ctx.cost.mix_ratio[sig] > 0],
+                     [AIV_TYPE, MIX_AIC_TYPE], _RT_TYPE_LUT[ctx.kind[rows]])
 
 
 def emit(device: Device, ctx: ChunkCtx, dd: DeviceDir,
@@ -77,6 +82,7 @@ def emit(device: Device, ctx: ChunkCtx, dd: DeviceDir,
     ts_time: list[np.ndarray] = [t for _, t in extra_ts or ()]
     name_hash_of = np.array([name_hash(n) for n in device.names.items], np.uint64)
     hw_parts: list[TaskLog] = list(extra_log)
+    mix_parts: list[tuple[np.ndarray, ...]] = []  # MIX kernels' FFTS+ subtasks (A2)
     for sid, sch in scheduled.items():
         is_op = sch.op_row >= 0
         op_rows = sch.op_row[is_op]
@@ -89,7 +95,7 @@ def emit(device: Device, ctx: ChunkCtx, dd: DeviceDir,
                 win.thread[r], win.track_ts[r], dev, np.full(len(r), sid),
                 sch.task_id[is_op][tracked], np.zeros(len(r), np.int64),
                 runtime_types(ctx, r), name_hash_of[ops.name_idx[r]],
-                cost.block_dim[ops.sig[r]]))
+                cost.block_dim[ops.sig[r]], cost.mix_ratio[ops.sig[r]]))
         if cfg.runtime_api and tracked.any():
             # the runtime launch API around each task_track (level 5000, runtime_api on)
             r = op_rows[tracked]
@@ -145,6 +151,8 @@ def emit(device: Device, ctx: ChunkCtx, dd: DeviceDir,
             # the task log: AI Core kernels and the collectives' steps (the analysis
             # takes the 910's device tasks from hwts.data and, for AI CPU, ts_track; a
             # STARS chip's from the ACSQ log, the steps as SDMA tasks)
+            # (an A2's MIX kernel: the FFTS+ task's SQE here, its context's subtask log
+            # below)
             hw_parts.append((sch.task_id[is_op], np.full(n_op, sid), sch.start[is_op],
                              sch.end[is_op], np.full(n_op, SL.SQE_AI_CORE
                                                      if sid == S.COMPUTE_STREAM
@@ -154,6 +162,9 @@ def emit(device: Device, ctx: ChunkCtx, dd: DeviceDir,
             st, en = sch.start[is_op], sch.end[is_op]
             by_end = np.argsort(en, kind="stable")
             tsig = ops.sig[op_rows][by_end]
+            mix = cost.mix_ratio[ops.sig[op_rows]] > 0
+            if stars and mix.any():
+                mix_parts.append((tid[mix], np.full(int(mix.sum()), sid), st[mix], en[mix]))
             if cfg.pmu_on and stars:
                 _context_pmu(device, dd, tid[by_end], sid, tsig, ctx, st[by_end], en[by_end])
             elif cfg.pmu_on:
@@ -200,6 +211,11 @@ def emit(device: Device, ctx: ChunkCtx, dd: DeviceDir,
         if stars:
             log = acsq_records(tid, strm, clk.syscnt(st), clk.syscnt(en), sqe,
                                dd.state.hwts_count)
+            if mix_parts:
+                m_tid, m_strm, m_st, m_en = (np.concatenate(c) for c in zip(*mix_parts))
+                log = merge_logs(log, ffts_log_records(m_tid, m_strm, clk.syscnt(m_st),
+                                                       clk.syscnt(m_en), SL.SUBTASK_MIX_AIC),
+                                 dd.state.hwts_count)
             kind = "stars_soc"
         else:
             log = hwts_records(tid, strm, clk.syscnt(st), clk.syscnt(en), dd.state.hwts_count)
@@ -280,20 +296,37 @@ def _context_pmu(device: Device, dd: DeviceDir, task_id: np.ndarray, sid: int,
     the event list of the core kind it ran on (sample.json ai_core / aiv_profiling_events)."""
     cfg, cost = device.config, ctx.cost
     aic_events, aiv_events = device.chip.pmu_events(cfg.aic_metrics, cfg.aic_events)
+    units = device.chip.metric_units.get(cfg.aic_metrics)
     vec = cost.vector_core[tsig]
+    mix = cost.mix_ratio[tsig] > 0
     pmu = np.empty((len(tsig), 8), np.uint64)
     for mask, events in ((~vec, aic_events), (vec, aiv_events)):
         if mask.any():
-            pmu[mask] = event_counters(cost, tsig[mask], ctx.sig, events)
+            pmu[mask] = event_counters(cost, tsig[mask], ctx.sig, events, units)
     clk = dd.state.clock
+    s_tick, e_tick = clk.syscnt(start), clk.syscnt(end)
     rec = context_pmu_records(task_id, np.full(len(task_id), sid),
-                              np.where(vec, SL.FFTS_AIV_ONLY, SL.FFTS_AIC_ONLY),
-                              cost.total_cycles[tsig], pmu, clk.syscnt(start), clk.syscnt(end),
+                              np.select([vec, mix], [SL.FFTS_AIV_ONLY, SL.FFTS_PLUS],
+                                        SL.FFTS_AIC_ONLY),
+                              cost.total_cycles[tsig], pmu, s_tick, e_tick,
                               dd.state.aicore_count)
-    dd.state.aicore_count += len(rec)
+    parts = [rec.view(np.uint8).reshape(-1, rec.dtype.itemsize)]
+    if mix.any():
+        # the MIX kernels' AI Vector blocks (ratio per cube block), busy as long as the
+        # kernel: their cycles, and the kernel's counters read with the vector event list
+        m = np.flatnonzero(mix)
+        ratio = cost.mix_ratio[tsig[m]].astype(np.int64)
+        blocks = cost.block_dim[tsig[m]].astype(np.int64) * ratio
+        aiv_pmu = event_counters(cost, tsig[m], ctx.sig, aiv_events, units) * ratio[:, None].astype(
+            np.uint64)
+        bp = block_pmu_records(task_id[m], np.full(len(m), sid), blocks,
+                               cost.total_cycles[tsig[m]] * ratio.astype(np.uint64), aiv_pmu,
+                               s_tick[m], e_tick[m], SL.SUBTASK_MIX_AIC)
+        parts.append(bp.view(np.uint8).reshape(-1, bp.dtype.itemsize))
+    dd.state.aicore_count += sum(len(p) for p in parts)
     dev = dd.device_id
     dd.data.file("ffts_profile", lambda i: L.device_file_name("ffts_profile", dev, i)
-                 ).write_records(rec)
+                 ).write_records(np.concatenate(parts).reshape(-1))
 
 
 def _hccl_step_records(device: Device, ctx: ChunkCtx, dd: DeviceDir, sch: S.ScheduledStream,

@@ -54,15 +54,17 @@ PMU_COLS = ["total_cycles"] + [f"pmu_{k}" for k in range(8)]
 
 
 def hwts_tasks(rd: ResultDirInfo) -> int:
-    """The device's task count as its hwts files' size says (start + end record a task)."""
-    files = data_files(rd.data_dir, device_regex("hwts"), DecodeLog())
+    """The device's task count as its task log's size says (start + end record a task):
+    hwts.data, or an Atlas A2's stars_soc.data."""
+    kind = "stars_soc" if rd.stars else "hwts"
+    files = data_files(rd.data_dir, device_regex(kind), DecodeLog())
     size = 0
     for p in files:
         try:
             size += p.stat().st_size
         except OSError:
             pass
-    return size // L.DEVICE_DTYPES["hwts"].itemsize // 2
+    return size // L.DEVICE_DTYPES[kind].itemsize // 2
 
 
 def light_decodable(prof: Path, above: int) -> bool:

@@ -23,6 +23,9 @@ MEMCPY_SOURCE = "memcpy"  # task source of the ts_track "ts memcpy" copies: not 
 # device tasks (task_time rows named MEMCPY_ASYNC, no op_summary row, no launch flow), as the
 # analysis shows them on that chip
 COPY_SOURCE = "sdma"
+# an Atlas A2's MIX kernels: the analysis shows their task (task_time, timeline) as the FFTS+
+# context it ran, named and typed by its runtime type (KERNEL_MIX_AIC), context 0
+MIX_GE_TYPES = ("MIX_AIC", "MIX_AIV")
 TENSOR_COLS = ["in_shapes", "in_types", "in_formats", "out_shapes", "out_types", "out_formats"]
 
 

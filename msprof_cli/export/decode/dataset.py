@@ -33,6 +33,7 @@ from .host import (NA, HostTables, decode_apis, decode_host, decode_tensors, pac
 from .join import occurrence_match
 # host_batches: read from here by summary.decode and the tests
 from .launch import host_batches, host_task_info, launch_info, tensors_by_launch  # noqa: F401
+from .stars import pmu_aiv
 from .rawread import DecodeLog, device_records, host_regex
 from .steptrace import iterations
 
@@ -187,6 +188,9 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
                                  "static")
         block = np.zeros(n, np.int64)
         block[has_nb] = tt["block_dim"].to_numpy()[nb_rows].astype(np.int64)
+        mix_block = np.zeros(n, np.int64)
+        if "mix_block_dim" in tt:
+            mix_block[has_nb] = tt["mix_block_dim"].to_numpy()[nb_rows].astype(np.int64)
         hf32 = obj_full(n, NA)
         hf32[has_nb] = np.where(tt["hf32"].to_numpy()[nb_rows].astype(bool), "YES", "NO")
         rt_name = obj_full(n, NA)
@@ -209,6 +213,7 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         op_type = obj_full(n, NA)
         state = obj_full(n, NA)
         block = np.zeros(n, dtype=np.int64)
+        mix_block = np.zeros(n, dtype=np.int64)
         hf32 = obj_full(n, NA)
         rt_name = obj_full(n, NA)
         model_id = np.full(n, NO_MODEL, dtype=np.int64)
@@ -236,7 +241,8 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
         "host_known": known,
         "op_name": op_name, "op_type": op_type, "op_state": state,
         "task_type": ge_names[ge_code],
-        "rt_type": rt_name, "block_dim": block, "hf32": hf32, "model_id": model_id,
+        "rt_type": rt_name, "block_dim": block, "mix_block_dim": mix_block, "hf32": hf32,
+        "model_id": model_id,
         "connection_id": conn, "tt_thread": tt_thread, "tt_local": tt_local,
         **tensors,
     }
@@ -269,8 +275,8 @@ def build_device(rd: ResultDirInfo, dev: DeviceTables, host: HostData, log: Deco
     out = pd.DataFrame(cols)
     # the frame holds copies: the arrays it was built from go now, before the PMU join
     # (the memory peak at 1M tasks)
-    del cols, tk, src, op_name, op_type, state, block, hf32, rt_name, model_id, conn, \
-        tt_thread, tt_local, tensors, known
+    del cols, tk, src, op_name, op_type, state, block, mix_block, hf32, rt_name, model_id, \
+        conn, tt_thread, tt_local, tensors, known
     if has_host:
         del at
     out["comm_step"] = step
@@ -335,10 +341,19 @@ def attach_pmu(dev: DeviceData, index) -> None:
                               out["task_id"].to_numpy(np.int64)[cand_rows])
     order = np.argsort(recs, kind="stable")
     log = DecodeLog()
-    ai = device_records(dev.rd.data_dir, "aicore", log, ["total_cycles", "pmu"],
-                        select=recs[order])
+    if dev.rd.stars:  # the Atlas A2's per-task PMU (stars.py)
+        ai = device_records(dev.rd.data_dir, "ffts_profile", log,
+                            ["total_cycle", "pmu", "ffts_type", "subtask_type"],
+                            select=recs[order])
+        ai["total_cycles"] = ai.pop("total_cycle")
+    else:
+        ai = device_records(dev.rd.data_dir, "aicore", log, ["total_cycles", "pmu"],
+                            select=recs[order])
     pmu = {"total_cycles": np.zeros(len(recs), np.int64)}
     pmu["total_cycles"][order] = ai["total_cycles"].astype(np.int64)
+    if dev.rd.stars:
+        pmu["pmu_aiv"] = np.zeros(len(recs), bool)
+        pmu["pmu_aiv"][order] = pmu_aiv(ai)
     for k in range(8):
         v = np.zeros(len(recs), np.int64)
         v[order] = ai["pmu"][:, k].astype(np.int64)

@@ -141,8 +141,8 @@ def decode_device(rd: ResultDirInfo, log: DecodeLog, select: dict[str, np.ndarra
     aicore PMU records are then attached by the window (their match crosses windows)."""
     d = rd.data_dir
     sel = select or {}
-    if rd.stars:  # the Atlas A2's task log (stars.py); always decoded whole
-        tasks = stars_tasks(rd, log, pair_hwts)
+    if rd.stars:  # the Atlas A2's task log (stars.py)
+        tasks = stars_tasks(rd, log, pair_hwts, sel.get("stars_soc"))
     else:
         hw = device_records(d, "hwts", log, ["flags", "task_id", "syscnt", "stream_id"],
                             sel.get("hwts"))
@@ -260,9 +260,9 @@ def decode_device(rd: ResultDirInfo, log: DecodeLog, select: dict[str, np.ndarra
     tasks["batch_id"] = assign_batches(tasks, flips, "start_ns")
 
     pmu = None
-    if rd.ai_core_metrics and rd.stars:
+    if rd.ai_core_metrics and rd.stars and select is None:
         pmu = stars_pmu(rd, log)
-    elif rd.ai_core_metrics and select is None:
+    elif rd.ai_core_metrics and select is None and not rd.stars:
         ai = device_records(d, "aicore", log, ["task_id", "total_cycles", "pmu", "stream_id"])
         if len(ai["task_id"]):
             pmu = pd.DataFrame({

@@ -168,6 +168,9 @@ def decode_node_basic(data_dir: Path, log: DecodeLog, select: np.ndarray | None 
         "ge_type": c["task_type"].astype(np.int64),
         "op_type_hash": c["op_type"],
         "block_dim": (c["block_num"] & 0xFFFF).astype(np.int64),
+        # a MIX kernel's vector blocks: blockNum x the mix ratio in its high 16 bits
+        # (docs/formats/ascend910b.md 1.5)
+        "mix_block_dim": ((c["block_num"] & 0xFFFF) * (c["block_num"] >> 16)).astype(np.int64),
         "hf32": c["op_flag"] != 0,
         "aging": c["_aging"],
     })

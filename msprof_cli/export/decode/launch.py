@@ -119,7 +119,10 @@ def launch_info(host: HostTables) -> pd.DataFrame:
     nb_at = enclosing(nb["thread_id"].to_numpy(np.int64), nb["ts_ns"].to_numpy(np.int64),
                       *nodes)
     m = _last_inside(span_cid, nb_at, tt_at)
-    for c in ("op_name_hash", "ge_type", "op_type_hash", "block_dim", "hf32", "aging"):
+    for c in ("op_name_hash", "ge_type", "op_type_hash", "block_dim", "mix_block_dim", "hf32",
+              "aging"):
+        if c not in nb:  # (mix_block_dim: node tables of an older decode)
+            continue
         col = nb[c].to_numpy()
         if c in ("op_name_hash", "op_type_hash"):
             # u64 hashes stay exact for task_track rows without op info (MEMCPY_ASYNC

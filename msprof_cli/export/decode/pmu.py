@@ -54,6 +54,21 @@ GROUPS: dict[str, list[tuple]] = {
         ("vec_bankgroup_cflt_ratio", 0x64, "ratio"), ("vec_bank_cflt_ratio", 0x65, "ratio"),
         ("vec_resc_cflt_ratio", 0x66, "ratio"),
     ],
+    # the Atlas A2's L2 cache requests (raw counts) and memory traffic (KB: counts x bytes a
+    # count / 1024; a difference of two events where the formula subtracts one)
+    "L2Cache": [(name, ev, "count") for name, ev in (
+        ("write_cache_hit", 0x500), ("write_cache_miss_allocate", 0x502),
+        ("r0_read_cache_hit", 0x504), ("r0_read_cache_miss_allocate", 0x506),
+        ("r1_read_cache_hit", 0x508), ("r1_read_cache_miss_allocate", 0x50A))],
+    "MemoryAccess": [
+        ("read_main_memory_datas(KB)", (0x50D, 0x50E), "kb", 128, 1),
+        ("write_main_memory_datas(KB)", (0x50C, 0x50C), "kb", 128, 0),
+        ("GM_to_L1_datas(KB)", (0x32, 0x206), "kb", 256, -1),
+        ("L0C_to_L1_datas(KB)", (0x206, 0x206), "kb", 128, 0),
+        ("L0C_to_GM_datas(KB)", (0x20C, 0x206), "kb", 128, -1),
+        ("GM_to_UB_datas(KB)", (0x3E, 0x3E), "kb", 128, 0),
+        ("UB_to_GM_datas(KB)", (0x3D, 0x3D), "kb", 128, 0),
+    ],
     # the Atlas A2 AI Cube core's pipe group (docs/formats/ascend910b.md 1.4: mac_ratio_extra =
     # (r416 + r417) / cycles, mte1_ratio_extra = r302, fixpipe = r303)
     "PipeUtilizationExct": [
@@ -131,6 +146,13 @@ def tail_columns(tasks: pd.DataFrame, metrics: str | None, events: list[int], ai
             v, text = sqlite_round_text(ratio(ev), 3) if have else (None, None)
         elif kind == "ratio_sum":
             v, text = sqlite_round_text(ratio(ev[0]) + ratio(ev[1]), 3) if have else (None, None)
+        elif kind == "count":
+            v, text = sqlite_round_text(counters.get(ev, np.zeros(n)), 3) if have \
+                else (None, None)
+        elif kind == "kb":  # (a + sign x b) x bytes / 1024 (sign 0: a alone)
+            a, b = counters.get(ev[0], np.zeros(n)), counters.get(ev[1], np.zeros(n))
+            v, text = sqlite_round_text((a + spec[4] * b) * spec[3] / 1024.0, 3) if have \
+                else (None, None)
         elif kind == "time_sum":
             v, text = sqlite_round_text(aicore * (ratio(ev[0]) + ratio(ev[1])), 3) if have \
                 else (None, None)
@@ -217,6 +239,9 @@ STARS_TAILS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
          "ub_write_bw_scalar(GB/s)")),
     "ResourceConflictRatio": (
         (), ("vec_bankgroup_cflt_ratio", "vec_bank_cflt_ratio", "vec_resc_cflt_ratio")),
+    "L2Cache": (tuple(c[0] for c in GROUPS["L2Cache"]),) * 2,
+    # the C++ engine's names: the Python engine writes no tail for this group
+    "MemoryAccess": (tuple(c[0] for c in GROUPS["MemoryAccess"]),) * 2,
 }
 CUBE_UTILIZATION = "cube_utilization(%)"
 

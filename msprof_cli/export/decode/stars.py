@@ -19,11 +19,13 @@ from .rawread import DecodeLog, device_records
 STREAM_MASK = 0x7FF  # no stream expansion: 11-bit stream ids (docs/formats/ascend910b.md 1.2)
 
 
-def stars_tasks(rd: ResultDirInfo, log: DecodeLog, pair) -> pd.DataFrame:
+def stars_tasks(rd: ResultDirInfo, log: DecodeLog, pair, select: np.ndarray | None = None
+                ) -> pd.DataFrame:
     """The device tasks of the ACSQ log (`pair`: device.pair_hwts, whose start / end pairing
-    per (stream, task) in record order is the analysis's on a time-ordered log)."""
+    per (stream, task) in record order is the analysis's on a time-ordered log; `select`: the
+    records of a window, windows.py)."""
     cols = device_records(rd.data_dir, "stars_soc", log,
-                          ["head", "stream_id", "task_id", "syscnt"])
+                          ["head", "stream_id", "task_id", "syscnt"], select)
     func = SL.func_type(cols["head"])
     acsq = (func == SL.FUNC_ACSQ_START) | (func == SL.FUNC_ACSQ_END)
     head = cols["head"][acsq]
@@ -43,6 +45,20 @@ def stars_tasks(rd: ResultDirInfo, log: DecodeLog, pair) -> pd.DataFrame:
     })
 
 
+def context_pmu(cols) -> np.ndarray:
+    """The records of ffts_profile columns (head, subtask_type, ffts_type) that are a task's
+    PMU: not an FFTS+ context's (a MIX kernel's, keyed by its context id; the ACSQ task of
+    its FFTS+ task has none, as the analysis finds), not overflowed."""
+    return (SL.func_type(cols["head"]) == SL.FUNC_CONTEXT_PMU) \
+        & ((cols["subtask_type"] >> 10) & 1 == 0) \
+        & (((cols["ffts_type"] >> 13) & 0x7) != SL.FFTS_PLUS)
+
+
+def pmu_aiv(cols) -> np.ndarray:
+    """Whether each ffts_profile record (ffts_type, subtask_type columns) is an AIV core's."""
+    return SL.is_aiv((cols["ffts_type"] >> 13) & 0x7, cols["subtask_type"] & 0xFF)
+
+
 def stars_pmu(rd: ResultDirInfo, log: DecodeLog) -> pd.DataFrame | None:
     """The context PMU records (stream_id, task_id, total_cycles, pmu_0..7, pmu_aiv: the
     task ran on the AI Vector cores), in record order; records whose overflow bit is set
@@ -52,18 +68,17 @@ def stars_pmu(rd: ResultDirInfo, log: DecodeLog) -> pd.DataFrame | None:
                            "total_cycle", "pmu"])
     if not len(cols["head"]):
         return None
-    ok = SL.func_type(cols["head"]) == SL.FUNC_CONTEXT_PMU
-    overflow = (cols["subtask_type"] >> 10) & 1 == 1
-    if (ok & overflow).any():
-        log.warn(f"{rd.data_dir}: {int((ok & overflow).sum())} PMU records with an overflowed "
+    ok = context_pmu(cols)
+    overflow = (SL.func_type(cols["head"]) == SL.FUNC_CONTEXT_PMU) \
+        & ((cols["subtask_type"] >> 10) & 1 == 1)
+    if overflow.any():
+        log.warn(f"{rd.data_dir}: {int(overflow.sum())} PMU records with an overflowed "
                  "counter dropped")
-    ok &= ~overflow
-    ffts = (cols["ffts_type"][ok] >> 13) & 0x7
-    sub = cols["subtask_type"][ok] & 0xFF
+    aiv = pmu_aiv(cols)[ok]
     return pd.DataFrame({
         "stream_id": cols["stream_id"][ok].astype(np.int64) & STREAM_MASK,
         "task_id": cols["task_id"][ok].astype(np.int64),
         "total_cycles": cols["total_cycle"][ok].astype(np.int64),
         **{f"pmu_{k}": cols["pmu"][ok][:, k].astype(np.int64) for k in range(8)},
-        "pmu_aiv": SL.is_aiv(ffts, sub),
+        "pmu_aiv": aiv,
     })

@@ -79,14 +79,18 @@ class PmuIndex:
     base: np.ndarray
 
     @classmethod
-    def build(cls, stream: np.ndarray, task: np.ndarray) -> "PmuIndex":
+    def build(cls, stream: np.ndarray, task: np.ndarray, at: np.ndarray | None = None
+              ) -> "PmuIndex":
+        """`at`: the record index of each (stream, task) given (default: its position; an
+        Atlas A2's PMU file also holds records that are not per-task PMU)."""
         key = (stream.astype(np.int64) & STREAM_MASK) << 16 | task.astype(np.int64)
         order = np.argsort(key, kind="stable")
         ks = key[order]
         new = np.r_[True, ks[1:] != ks[:-1]] if len(ks) else np.zeros(0, bool)
         first = np.flatnonzero(new)
         occ = np.arange(len(ks)) - np.repeat(first, np.diff(np.r_[first, len(ks)]))
-        return cls(comp=(ks << 32) | occ, rec=order.astype(np.int64), keys=ks[first],
+        rec = order.astype(np.int64) if at is None else np.asarray(at, np.int64)[order]
+        return cls(comp=(ks << 32) | occ, rec=rec, keys=ks[first],
                    base=np.zeros(len(first), np.int64))
 
     def records(self, stream: np.ndarray, task: np.ndarray

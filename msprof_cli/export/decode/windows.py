@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from msprof_cli.raw import layouts as L
+from msprof_cli.raw import stars_layouts as SL
 from msprof_cli.raw.profdir import result_dirs
 
 from ..runtime.memory import release
@@ -45,6 +46,7 @@ from .quiet import (by_occurrence, count_before, cuts_at, cuts_by, host_models_o
                     quiet_points, task_groups)
 from .rawread import (DecodeLog, data_files, device_records, device_regex, host_records, host_regex,
                       read_files, type_info_dict)
+from .stars import context_pmu
 from .time_index import PmuIndex, TimeIndex
 
 WINDOW_TASKS_ENV = "MSPROF_EXPORT_WINDOW_TASKS"
@@ -131,8 +133,8 @@ def check_selection(prof: Path, model_id: int | None, iteration_id: int | None,
     for rd in map(read_result_dir, result_dirs(prof)):
         if rd.device_id is None:
             continue
-        steps = decode_device(rd, DecodeLog(), select={"hwts": none, "aicpu": none,
-                                                       "l2_cache": none}).steps
+        steps = decode_device(rd, DecodeLog(), select={"hwts": none, "stars_soc": none,
+                                                       "aicpu": none, "l2_cache": none}).steps
         its = device_iterations(rd, steps)
         if len(its):
             select(its, set(), model_id, iteration_id, iteration_count)
@@ -167,9 +169,10 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
     if host_rd is None or dev_rd is None or not host_rd.data_dir.is_dir():
         return _whole("not one host and one device directory")
     hd, dd = host_rd.data_dir, dev_rd.data_dir
-    hwts_files = data_files(dd, device_regex("hwts"), DecodeLog())
-    size = sum(p.stat().st_size for p in hwts_files)
-    if size // L.DEVICE_DTYPES["hwts"].itemsize // 2 <= threshold and not _common:
+    stars = dev_rd.stars  # an Atlas A2: the STARS task log in place of hwts (stars.py)
+    task_log = "stars_soc" if stars else "hwts"
+    size = sum(p.stat().st_size for p in data_files(dd, device_regex(task_log), DecodeLog()))
+    if size // L.DEVICE_DTYPES[task_log].itemsize // 2 <= threshold and not _common:
         return _whole("small")
     log = DecodeLog()
     # l2_cache records carry no time: the export reads them in chunks at the end (their
@@ -201,24 +204,20 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
     # task's (stream, task) -- clean data has one start record per task, its end follows
     # the checks on the flags of all records, then the other columns one file at a time
     # (the whole columns and their concatenation were the scan's peak)
-    device_records(dd, "hwts", log, ["flags"])
+    device_records(dd, task_log, log, ["head" if stars else "flags"])
     times, starts, ends, streams, task_ids = [], [], [], [], []
     memcpy_at = -1  # the ts memcpy tasks' entry of starts / ends: not computing
-    for f in data_files(dd, device_regex("hwts"), DecodeLog()):
-        hw = read_files([f], L.DEVICE_DTYPES["hwts"], DecodeLog(),
-                        ["flags", "syscnt", "stream_id", "task_id"])
-        ht = to_mono_ns(hw["syscnt"], dev_rd) + doff
-        lt = hw["flags"] & 0x07
-        st = lt == L.HWTS_TASK_START
+    for f in data_files(dd, device_regex(task_log), DecodeLog()):
+        ht, st, en, stream, task = _task_log(f, task_log, dev_rd)
         times.append(ht)
         starts.append(ht[st])
-        ends.append(ht[lt == L.HWTS_TASK_END])
-        streams.append(hw["stream_id"][st].astype(np.int64) & STREAM_MASK)
-        task_ids.append(hw["task_id"][st].astype(np.int64))
-        del hw, ht, lt, st
+        ends.append(ht[en])
+        streams.append(stream[st])
+        task_ids.append(task[st])
+        del ht, st, en, stream, task
     ht = np.concatenate(times) if times else np.zeros(0, np.int64)
     del times
-    dev_index = {"hwts": TimeIndex.build("hwts", True, "syscnt", ht)}
+    dev_index = {task_log: TimeIndex.build(task_log, True, "syscnt", ht)}
     del ht
     release()  # the scan frees big temporaries step by step: give their heap back each time
     ts = device_records(dd, "ts_track", log)
@@ -268,7 +267,8 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
     if len(ac["run_start_tick"]):
         t0 = to_mono_ns(ac["run_start_tick"], dev_rd) + doff
         ok = ac["data_tag"] == L.AICPU_DATA_TAG
-        if not has_ts_aicpu:  # legacy raw data: the AI CPU tasks are aicpu.data's
+        if not has_ts_aicpu and not stars:  # legacy raw data: the AI CPU tasks are
+            # aicpu.data's (an A2 logs them in its task log)
             starts.append(t0[ok])
             ends.append(to_mono_ns(ac["run_end_tick"][ok], dev_rd) + doff)
             streams.append(ac["stream_id"][ok].astype(np.int64) & STREAM_MASK)
@@ -298,7 +298,14 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
     del dstream, dtask, dbatch, kept
 
     pmu = None
-    if dev_rd.ai_core_metrics:
+    if dev_rd.ai_core_metrics and stars:
+        ai = device_records(dd, "ffts_profile", log, ["head", "subtask_type", "ffts_type",
+                                                      "stream_id", "task_id"])
+        ok = context_pmu(ai)
+        if ok.any():
+            pmu = PmuIndex.build(ai["stream_id"][ok], ai["task_id"][ok], np.flatnonzero(ok))
+        del ai
+    elif dev_rd.ai_core_metrics:
         ai = device_records(dd, "aicore", log, ["stream_id", "task_id"])
         if len(ai["task_id"]):
             pmu = PmuIndex.build(ai["stream_id"], ai["task_id"])
@@ -409,6 +416,23 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
     return plan
 
 
+def _task_log(f: Path, kind: str, rd: ResultDirInfo) -> tuple[np.ndarray, ...]:
+    """One task-log file's records: (local ns of every record, start and end masks, stream
+    and task id of every record), for hwts.data or an Atlas A2's stars_soc.data."""
+    if kind == "stars_soc":
+        c = read_files([f], L.DEVICE_DTYPES[kind], DecodeLog(),
+                       ["head", "syscnt", "stream_id", "task_id"])
+        func = SL.func_type(c["head"])
+        st, en = func == SL.FUNC_ACSQ_START, func == SL.FUNC_ACSQ_END
+    else:
+        c = read_files([f], L.DEVICE_DTYPES[kind], DecodeLog(),
+                       ["flags", "syscnt", "stream_id", "task_id"])
+        lt = c["flags"] & 0x07
+        st, en = lt == L.HWTS_TASK_START, lt == L.HWTS_TASK_END
+    return (to_mono_ns(c["syscnt"], rd) + np.int64(rd.offset_ns), st, en,
+            c["stream_id"].astype(np.int64) & STREAM_MASK, c["task_id"].astype(np.int64))
+
+
 def plan_all_devices(prof: Path, target: int | None = None) -> list[WindowPlan] | Whole:
     """The plans of every device of a several-device PROF dir with the same cuts (the
     mindstudio layout mixes the devices in each file): the quiet points of all devices
@@ -420,10 +444,12 @@ def plan_all_devices(prof: Path, target: int | None = None) -> list[WindowPlan] 
     ids = device_ids(prof)
     if len(ids) < 2:
         return _whole("not several devices")
-    # the hwts records (two per task) of all devices, before any scan
-    size = sum(p.stat().st_size for d in result_dirs(prof) if d.name.startswith("device_")
-               for p in data_files(d / "data", device_regex("hwts"), DecodeLog()))
-    if size // L.DEVICE_DTYPES["hwts"].itemsize // 2 <= threshold:
+    # the task-log records (two per task) of all devices, before any scan
+    size = sum(p.stat().st_size // L.DEVICE_DTYPES[kind].itemsize
+               for d in result_dirs(prof) if d.name.startswith("device_")
+               for kind in ("hwts", "stars_soc")
+               for p in data_files(d / "data", device_regex(kind), DecodeLog()))
+    if size // 2 <= threshold:
         return _whole("small")
     plans: list[WindowPlan] = []
     for dev in ids:

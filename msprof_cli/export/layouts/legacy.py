@@ -39,6 +39,7 @@ from ..derive.fusion import fusion_rows, workspace_kb
 from ..derive.selection import (ModelChoice, Selection, api_window, in_window, iteration_counts,
                                select)
 from ..outputs import overlap_layer as OV
+from ..outputs import aicpu_table as AT
 from ..outputs import summaries as S
 from ..outputs import timeline as T
 from ..outputs import trace as TR
@@ -262,7 +263,7 @@ class LegacyExport(Export):
             OpStatistic(1),
             StepTraceCsv(),
             FusionOp(),
-            AicpuCsv(rows("aicpu", S.AICPU)),
+            AicpuCsv(rows("aicpu", AT.AICPU)),
             L2Cache(rows("l2_cache", S.L2_CACHE), 1, restrict=self.sel.start_ns is not None),
             MsprofTxCsv(),
             TaskTimeCsv(rows("task_time", S.TASK_TIME)),

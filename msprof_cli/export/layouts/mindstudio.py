@@ -23,6 +23,7 @@ from ..decode.data import ProfData
 from ..derive import msproftx as X
 from ..derive.selection import ALL
 from ..outputs import overlap_layer as OV
+from ..outputs import aicpu_table as AT
 from ..outputs import summaries as S
 from ..outputs import timeline as T
 from ..outputs import trace as TR
@@ -197,7 +198,7 @@ class MindstudioExport(Export):
             OpStatistic(n),
             StepTraceCsv(),
             FusionOp(),
-            AicpuCsv(rows("aicpu", S.AICPU), analysis=True),
+            AicpuCsv(rows("aicpu", AT.AICPU), analysis=True),
             L2Cache(rows("l2_cache", S.L2_CACHE), n),
             CommunicationStatistic(n),
             MsprofTxCsv(merged=True),

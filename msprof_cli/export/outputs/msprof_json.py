@@ -132,9 +132,11 @@ class MsprofJson(TraceOutput):
                 busy_rows = busy_rows[busy_rows["task_type"].to_numpy(object)
                                       != S.COMM_TASK_TYPE]
             if TR.layer_on("overlap", sw):
-                # an Atlas A2's copies are device tasks: Free spans them too
-                span = (int(tasks["start_local"].min()), int(tasks["end_local"].max())) \
-                    if d.rd.stars and len(tasks) else None
+                # an Atlas A2's copies are device tasks: Free spans them too, from the
+                # first window's first task to the last window's last one
+                span = (int(tasks["start_local"].min()) if w.k == 0 else None,
+                        int(tasks["end_local"].max()) if w.k == len(run.plan) - 1
+                        else None) if d.rd.stars and len(tasks) else None
                 layers[slot["overlap"]] = OV.overlap_layer(d, busy_rows, app_pid, dw.comm,
                                                           run.overlap_sorts[j], span)
             layers[slot["cann"]] = cann if j == 0 else later_cann

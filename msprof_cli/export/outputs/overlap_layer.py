@@ -63,14 +63,15 @@ def subtract_intervals(s: np.ndarray, e: np.ndarray, cut_s: np.ndarray, cut_e: n
 
 
 def overlap_intervals(rows: pd.DataFrame, ops: pd.DataFrame | None,
-                      span: tuple[int, int] | None = None
+                      span: tuple[int | None, int | None] | None = None
                       ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Overlap Analysis intervals (local ns) in the order Computing, Communication,
     Communication(Not Overlapped), Free -- the layer of msprof json and the db's
     OVERLAP_ANALYSIS table share this one definition (docs/formats/timeline.md 7).
-    `span`: [first, last] of every device task, when tasks that are neither computing nor
-    communication may lie outside them (an Atlas A2's copies are device tasks): Free then
-    also covers the span before the first and after the last computing interval."""
+    `span`: (first start, last end) of every device task, when tasks that are neither
+    computing nor communication may lie outside them (an Atlas A2's copies are device
+    tasks): Free then also covers the span before the first (after the last) computing
+    interval; None for an end a later (earlier) window of a windowed export owns."""
     cs, ce = merge_intervals(rows["start_local"].to_numpy(np.int64),
                              rows["end_local"].to_numpy(np.int64))
     if ops is not None and len(ops):
@@ -82,8 +83,8 @@ def overlap_intervals(rows: pd.DataFrame, ops: pd.DataFrame | None,
     fs, fe = ce[:-1], cs[1:]  # the gaps between computing intervals ...
     if span is not None and len(cs):
         # int64 throughout: local ns exceed float64's exact integers
-        lead = int(span[0] < cs[0])
-        trail = int(span[1] > ce[-1])
+        lead = int(span[0] is not None and span[0] < cs[0])
+        trail = int(span[1] is not None and span[1] > ce[-1])
         fs = np.concatenate([np.array([span[0]] * lead, np.int64), fs,
                              np.array([ce[-1]] * trail, np.int64)])
         fe = np.concatenate([np.array([cs[0]] * lead, np.int64), fe,
@@ -123,7 +124,7 @@ def free_event(device_id: int, app_pid: int, begin: int, end: int,
 
 def overlap_layer(dev: DeviceData, rows: pd.DataFrame, app_pid: int,
                   comm: CommData | None = None, sort: int = SORT_OVERLAP,
-                  span: tuple[int, int] | None = None) -> Layer:
+                  span: tuple[int | None, int | None] | None = None) -> Layer:
     """Computing = union of the op_summary task intervals; Communication = union of the HCCL
     op executions; Communication(Not Overlapped) = Communication minus Computing; Free = the
     parts of [first task start, last task end] covered by neither (docs/formats/timeline.md 7)."""

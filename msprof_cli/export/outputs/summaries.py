@@ -14,7 +14,7 @@ import pandas as pd
 
 from msprof_cli.raw import layouts as L
 
-from ..decode.data import COPY_SOURCE, DROPPED_GE_TYPES, MEMCPY_SOURCE, DeviceData
+from ..decode.data import COPY_SOURCE, DROPPED_GE_TYPES, MEMCPY_SOURCE, MIX_GE_TYPES, DeviceData
 from ..decode.host import NA
 from ..decode.join import sorted_groups
 from ..decode.pmu import stars_tail_columns, stars_tail_header, tail_columns, tail_header
@@ -37,8 +37,6 @@ STEP_TRACE = ["Iteration ID", "FP Start(us)", "BP End(us)", "Iteration End(us)",
               "Data Aug Bound(us)", "Model ID"]
 API_STATISTIC = ["Level", "API Name", "Time(us)", "Count", "Avg(us)", "Min(us)", "Max(us)",
                  "Variance"]
-AICPU = ["Timestamp(us)", "Node", "Compute_time(us)", "Memcpy_time(us)", "Task_time(us)",
-         "Dispatch_time(us)", "Total_time(us)", "Stream ID", "Task ID"]
 L2_CACHE = ["Stream Id", "Task Id", "Hit Rate", "Victim Rate", "Op Name"]
 
 
@@ -223,8 +221,11 @@ def op_summary(dev: DeviceData, rows: pd.DataFrame, lo: int = 0, hi: int | None 
         "Output Formats": rows["out_formats"].to_numpy(object),
     }
     if dev.rd.stars:
-        # plain (non-MIX) kernels outside FFTS+ graphs: no mix blocks, no context id
-        cols["Mix Block Dim"] = np.where(comm, NA, "0").astype(object)
+        # kernels outside FFTS+ graphs: no context id (a MIX kernel's op_summary row is its
+        # FFTS+ task's, as the analysis shows it: context N/A)
+        mix = rows["mix_block_dim"].to_numpy(np.int64) if "mix_block_dim" in rows \
+            else np.zeros(len(rows), np.int64)
+        cols["Mix Block Dim"] = np.where(comm, NA, int_str(mix)).astype(object)
         cols["Context ID"] = obj_full(len(rows), NA)
         if metrics:
             cols.update(stars_tail_columns(
@@ -327,6 +328,7 @@ def task_time(dev: DeviceData, tasks: pd.DataFrame) -> Table:
     kind = np.where(ge != NA, ge, np.where(known & (rt != NA), rt, "Other"))
     if "comm_step" in tasks:  # a collective's step: its runtime type (not an op row)
         kind = np.where(tasks["comm_step"].to_numpy(bool), rt, kind)
+    kind = np.where(np.isin(ge, MIX_GE_TYPES), rt, kind)  # an A2 MIX kernel's context
     start = tasks["start_local"].to_numpy(np.int64)
     end = tasks["end_local"].to_numpy(np.int64)
     df = text_frame({
@@ -463,50 +465,6 @@ def api_statistic_of(codes: np.ndarray, dur_ns: np.ndarray, names: np.ndarray,
     return API_STATISTIC, df.iloc[order].reset_index(drop=True)
 
 
-def aicpu(dev: DeviceData, tasks: pd.DataFrame, analysis: bool = False) -> Table | None:
-    """`analysis` (mindstudio): a record's Node as the analysis finds it (see below)."""
-    a = dev.aicpu
-    if a is None or len(a) == 0:
-        return None
-    t = tasks[tasks["source"] == "aicpu"][["stream_id", "task_id", "start_local", "op_name",
-                                           "dur_ns"]]
-    a = a.copy()
-    a["start_local"] = a["start_ns"] + dev.rd.offset_ns
-    m = a.merge(t, on=["stream_id", "task_id", "start_local"], how="inner")
-    m = m.sort_values("start_local", kind="stable")
-    # the analysis names a record by the AI CPU task whose [start, end] holds the record's
-    # end, both in its float arithmetic (Ascend/msprof viewer/aicpu_viewer.py
-    # _match_aicpu_data_by_task_time: the record's end from aicpu.data in ms * 1e6, the
-    # task's from the ts_track times in ms, start * 1e6 + (end - start) * 1e6); a record
-    # that rounding puts past its task's end is "N/A"
-    from ..decode.device import analysis_time
-
-    rd = dev.rd
-    start = m["start_local"].to_numpy(np.int64) - np.int64(rd.offset_ns)
-    end = start + m["dur_ns"].to_numpy(np.int64)
-    a_end = analysis_time(m["end_ns"].to_numpy(np.int64), rd, 1e3) * 1000.0 * 1000.0
-    if rd.stars:  # an A2's AI CPU tasks: the ACSQ log's times, float ns of their syscnt
-        t0, t1 = analysis_time(start, rd, 1e9), analysis_time(end, rd, 1e9)
-    else:
-        s_ms = analysis_time(start, rd, 1e9) / 1e6
-        e_ms = analysis_time(end, rd, 1e9) / 1e6
-        t0 = s_ms * 1e6
-        t1 = t0 + (e_ms - s_ms) * 1e6
-    node = m["op_name"].to_numpy(object)
-    if analysis:
-        node = np.where((t0 <= a_end) & (a_end <= t1), node, NA)
-    df = text_frame({
-        "Timestamp(us)": stamp(m["start_local"].to_numpy(np.int64)),
-        "Node": node,
-        "Compute_time(us)": float_str(m["compute_us"].to_numpy(np.float64)),
-        "Memcpy_time(us)": float_str(m["memcpy_us"].to_numpy(np.float64)),
-        "Task_time(us)": dur_str(m["dur_ns"].to_numpy(np.int64)),
-        "Dispatch_time(us)": float_str(m["dispatch_us"].to_numpy(np.float64)),
-        "Total_time(us)": dur_str(m["total_ns"].to_numpy(np.int64)),
-        "Stream ID": int_str(m["stream_id"]),
-        "Task ID": int_str(m["task_id"]),
-    })
-    return AICPU, df
 
 
 def l2_cache(dev: DeviceData, tasks: pd.DataFrame, restrict: bool = False) -> Table | None:
@@ -548,3 +506,4 @@ def l2_cache_of(l2: pd.DataFrame, names: pd.DataFrame, events: list[int],
         "Op Name": m["op_name"].fillna(NA).to_numpy(object),
     })
     return L2_CACHE, df
+

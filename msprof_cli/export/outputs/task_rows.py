@@ -19,6 +19,7 @@ from ..derive import advice_table as OT
 from ..pipeline import Export, Output
 from ..sinks import writers as W
 from ..sinks.device_rows import DeviceRows
+from . import aicpu_table as AT
 from . import summaries as S
 
 # the jobs of the per-task rows: a one-window plan writes op_summary (with aicpu,
@@ -134,7 +135,7 @@ class AicpuCsv(Output):
 
     def feed(self, run: Export, w) -> None:
         for dw in w.devs:
-            a = S.aicpu(dw.d, dw.tasks, analysis=self.analysis)
+            a = AT.aicpu(dw.d, dw.tasks, analysis=self.analysis)
             if a is not None:
                 self.sink.write(dw.j, a[1])
 

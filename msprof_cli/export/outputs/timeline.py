@@ -16,7 +16,7 @@ import pandas as pd
 
 from msprof_cli.raw import layouts as L
 
-from ..decode.data import COPY_SOURCE, MEMCPY_SOURCE, DeviceData
+from ..decode.data import COPY_SOURCE, MEMCPY_SOURCE, MIX_GE_TYPES, DeviceData
 from ..decode.host import NA
 from ..decode.steptrace import step_columns
 from ..fmt import int_str, ts_sort_key, us_list, us_str
@@ -88,7 +88,7 @@ def task_kind(tasks: pd.DataFrame) -> np.ndarray:
     kind = np.where(ge != NA, ge, np.where(known & (rt != NA), rt, "Other"))
     if "comm_step" in tasks:  # a collective's step: its runtime type
         kind = np.where(tasks["comm_step"].to_numpy(bool), rt, kind)
-    return kind
+    return np.where(np.isin(ge, MIX_GE_TYPES), rt, kind)  # an A2 MIX kernel's context
 
 
 def hardware_meta(device_id: int, app_pid: int, streams, set_order: bool = False
@@ -130,8 +130,9 @@ def hardware_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int,
     if "comm_step" in tasks:  # no op of its own (no ge task): named by its type
         name = np.where(tasks["comm_step"].to_numpy(bool), kind, name)
     copy = tasks["source"].to_numpy(object) == COPY_SOURCE  # an A2 copy: by its type
-    if copy.any():
-        name = np.where(copy, kind, name)
+    mix = np.isin(tasks["task_type"].to_numpy(object), MIX_GE_TYPES)  # and its MIX contexts
+    if copy.any() or mix.any():
+        name = np.where(copy | mix, kind, name)
     stream = tasks["stream_id"].to_numpy(np.int64)
     start = tasks["start_local"].to_numpy(np.int64)
     dur = tasks["dur_ns"].to_numpy(np.int64)
@@ -141,7 +142,8 @@ def hardware_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int,
     cid = tasks["connection_id"].to_numpy(np.int64)
     tmpl = ('{"name": %s, "pid": ' + str(pid) + ', "tid": %d, "ts": "%d.%03d", "dur": %s, '
             '"args": {"Model Id": %d, "Task Type": %s, "Physic Stream Id": %d, "Task Id": %d, '
-            '"Batch Id": %d, "Subtask Id": ' + str(CONTEXT_ID_910) + '%s}, "ph": "X"}')
+            '"Batch Id": %d, "Subtask Id": %d%s}, "ph": "X"}')
+    subtask = np.where(mix, 0, CONTEXT_ID_910)
 
     name_j, kind_j = JCol(name), JCol(kind)
     # a task without a host task_track: "connection_id": -1 (the analysis's
@@ -167,7 +169,8 @@ def hardware_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int,
         st = stream[idx].tolist()
         w, f = us_parts(start[idx])
         cols = (name_j.take(idx), st, w, f, durs(idx), model[idx].tolist(),
-                kind_j.take(idx), st, task[idx].tolist(), batch[idx].tolist())
+                kind_j.take(idx), st, task[idx].tolist(), batch[idx].tolist(),
+                subtask[idx].tolist())
         return list(map(tmpl_c.__mod__, zip(*cols, cid[idx].tolist())))
 
     if mc_text is None:
@@ -249,14 +252,15 @@ def flow_ids(device_id: int, stream: np.ndarray, task: np.ndarray, batch: np.nda
     return np.where(l2 > 0, s2 + s1 + s0, np.where(l1 > 0, lead1 + s0, int_str(l0)))
 
 
-def flow_id_ints(device_id: int, stream: np.ndarray, task: np.ndarray, batch: np.ndarray
-                 ) -> list[int]:
+def flow_id_ints(device_id: int, stream: np.ndarray, task: np.ndarray, batch: np.ndarray,
+                 context: np.ndarray | None = None) -> list[int]:
     """The flow ids of `flow_ids` as Python ints (printed with ``%d`` by the templates):
-    (dev<<80)+(stream<<64) | lo, lo = (task<<48)+(batch<<32)+context < 2**64."""
+    (dev<<80)+(stream<<64) | lo, lo = (task<<48)+(batch<<32)+context < 2**64 (`context`:
+    per task, default the invalid id; an A2 MIX kernel's is 0)."""
     hi = ((np.int64(device_id) << 16) + np.asarray(stream, dtype=np.int64)).tolist()
+    ctx = np.uint64(CONTEXT_ID_910) if context is None else np.asarray(context, np.uint64)
     lo = ((np.asarray(task, dtype=np.uint64) << np.uint64(48))
-          + (np.asarray(batch, dtype=np.uint64) << np.uint64(32))
-          + np.uint64(CONTEXT_ID_910)).tolist()
+          + (np.asarray(batch, dtype=np.uint64) << np.uint64(32)) + ctx).tolist()
     return [(h << 64) | v for h, v in zip(hi, lo)]
 
 
@@ -285,6 +289,8 @@ def flow_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int,
     thread = t["tt_thread"].to_numpy(np.int64)
     tt_local = t["tt_local"].to_numpy(np.int64)
     start = t["start_local"].to_numpy(np.int64)
+    context = np.where(np.isin(t["task_type"].to_numpy(object), MIX_GE_TYPES), 0,
+                       CONTEXT_ID_910)
     # the flow id appears twice per event: printed once (str), inserted twice (%s)
     s_tmpl = ('{"name": "HostToDevice%s", "ph": "s", "cat": "HostToDevice", "id": "%s", '
               '"pid": ' + str(cann) + ', "tid": %d, "ts": "%d.%03d"}')
@@ -298,7 +304,8 @@ def flow_layer(dev: DeviceData, tasks: pd.DataFrame, app_pid: int,
         # short): its flow id (a >64-bit int printed in Python) is made once for both
         rows, inv = np.unique(row, return_inverse=True)
         ids = np.array(list(map(str, flow_id_ints(dev.device_id, stream[rows], task[rows],
-                                                  batch[rows]))), dtype=object)[inv]
+                                                  batch[rows], context[rows]))),
+                       dtype=object)[inv]
         out = np.empty(len(idx), dtype=object)
         sel = np.flatnonzero(~is_f)
         if len(sel):
