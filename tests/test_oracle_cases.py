@@ -55,7 +55,7 @@ FRESH = ("fresh_eager", "fresh_keras_bn", "fresh_tf1_aicpu", "fresh_mirrored_hcc
 # per-core-kind PMU, every aic_metrics group once (docs/formats/ascend910b.md)
 FRESH += ("fresh_a2_eager", "fresh_a2_keras_bn", "fresh_a2_tf1_aicpu", "fresh_a2_mirrored_hccl",
           "fresh_a2_keras_cnn_arith", "fresh_a2_keras_cnn_l0", "fresh_a2_mix",
-          "fresh_a2_l2cache")
+          "fresh_a2_l2cache", "fresh_a2_freq_change")
 CASES.update({c: (c, None) for c in FRESH})
 # the same raw dirs exported in windows of 300 device tasks (the windowed export of big PROF
 # dirs, export/decode/windows.py): the same files as the whole export's

@@ -54,6 +54,7 @@ from msprof_cli.options import ProfilingConfig, normalize_precision_mode
 from msprof_cli.raw import control
 from msprof_cli.raw import enums as EN
 from msprof_cli.raw import layouts as L
+from msprof_cli.raw import stars_layouts as SL
 from msprof_cli.raw.control import ClockPair
 from msprof_cli.raw.profdir import make_dir
 
@@ -163,6 +164,11 @@ class Device:
                            S.DeviceState(clock, first_task_id=self.first_task_id))
             self.devices[dev_id] = dd
             self._write_control(path, dev_id)
+            if self.chip.raw_layout == "stars" and self.config.pmu_on:
+                # the AI Core frequency log (task-based AI Core profiling on an A2): the
+                # emulated chip runs at its rated clock, so its one record says "no change"
+                dd.data.file("lpm_freq", lambda i, d=dev_id: L.device_file_name(
+                    "lpm_freq", d, i)).write_records(np.zeros(1, SL.LPM_FREQ))
             if len(self.devices) > 1 and self.rank_id == -1:
                 # several devices in one process (MirroredStrategy replicas): each device is
                 # an HCCL rank, rank id = index in the sorted device ids (as hccl_info's

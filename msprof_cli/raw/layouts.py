@@ -467,6 +467,7 @@ DEVICE_DTYPES = {
     # layout, the funcType of the head tells the others apart
     "stars_soc": SL.ACSQ_LOG,
     "ffts_profile": SL.CONTEXT_PMU,
+    "lpm_freq": SL.LPM_FREQ,
 }
 
 

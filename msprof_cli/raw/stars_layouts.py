@@ -112,13 +112,24 @@ BLOCK_PMU = np.dtype([
     ("end_syscnt", "<u8"),
 ])
 
-RECORD_SIZES = {"acsq": 64, "ffts_log": 64, "context_pmu": 128, "block_pmu": 128}
+# 888 B: the AI Core frequency changes of lpmFreqConv.data ("II" + "QII" * 55; docs/formats/
+# ascend910b.md 1.1): `count` entries of (syscnt, MHz) are valid; count 0 = no change
+LPM_FREQ_ENTRIES = 55
+LPM_FREQ = np.dtype([
+    ("count", "<u4"),
+    ("reserved", "<u4"),
+    ("entries", [("syscnt", "<u8"), ("mhz", "<u4"), ("reserved", "<u4")], (LPM_FREQ_ENTRIES,)),
+])
+
+RECORD_SIZES = {"acsq": 64, "ffts_log": 64, "context_pmu": 128, "block_pmu": 128,
+                "lpm_freq": 888}
 for _name, _dt in (("acsq", ACSQ_LOG), ("ffts_log", FFTS_LOG), ("context_pmu", CONTEXT_PMU),
-                   ("block_pmu", BLOCK_PMU)):
+                   ("block_pmu", BLOCK_PMU), ("lpm_freq", LPM_FREQ)):
     assert _dt.itemsize == RECORD_SIZES[_name], (_name, _dt.itemsize)
 
 # device files (docs/formats/ascend910b.md 1.1): <name>.data.<device>.slice_<n>
-DEVICE_FILES = {"stars_soc": "stars_soc.data", "ffts_profile": "ffts_profile.data"}
+DEVICE_FILES = {"stars_soc": "stars_soc.data", "ffts_profile": "ffts_profile.data",
+                "lpm_freq": "lpmFreqConv.data"}
 
 
 def head(func_type: np.ndarray | int, counter: np.ndarray | int,

@@ -1,13 +1,13 @@
 """The msprof json's "AI Core Freq" counter lane of an Atlas A2 device (docs/formats/timeline.md,
-docs/formats/ascend910b.md 3.2).
-
-The chip changes its AI Core clock and logs each change in lpmFreqConv.data; the emulated
-910B runs at its rated clock throughout and logs no change, so the lane is what the analysis
-draws from info.json alone (Ascend/msprof analysis/viewer/lpm/ai_core_freq_viewer.py,
-lpm_viewer.py): the rated MHz at the device's sync point (dev_start.log's syscnt), repeated
-every 1,000 µs -- each point the float of the one before plus 1000, written as Python's
-``str`` of that float -- and once more at the collection's end (end_info collectionTimeEnd,
-as written; without end_info, 1 µs after the last point).
+docs/formats/ascend910b.md 3.2), drawn as the analysis draws it (Ascend/msprof analysis/msparser/
+freq/freq_parser.py, viewer/lpm/ai_core_freq_viewer.py, lpm_viewer.py): the rated MHz of
+info.json at the device's sync point (dev_start.log's syscnt; a change logged before it
+replaces that value), then each change lpmFreqConv.data logs, each point repeated every
+1,000 µs until the next (the float of the point before plus 1000, written as Python's ``str``
+of that float), and the last once more at the collection's end (end_info collectionTimeEnd as
+written; without end_info, 1 µs after the last point).  The emulated A2 runs at its rated
+clock and logs no change.  (The PMU time columns keep the rated clock: the analysis's use of
+the clock in force at each task is not reproduced.)
 """
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ import numpy as np
 
 from msprof_cli.raw import control
 
+from ..decode.control_info import to_mono_ns
 from ..decode.data import DeviceData
+from ..decode.rawread import DecodeLog, device_records
 from ..fmt import us_list
 from .trace import Layer, pid_of, process_meta
 
@@ -43,24 +45,57 @@ def _end_text(dev: DeviceData, first: str) -> str:
         return str(Decimal(first) + 1)
 
 
+def freq_changes(dev: DeviceData) -> tuple[float | int, np.ndarray, np.ndarray]:
+    """(MHz at the sync point, syscnt and MHz of each later change) of lpmFreqConv.data: the
+    rated clock a float (info.json's, as the analysis reads it), a logged one an int."""
+    rd = dev.rd
+    mhz0: float | int = float(rd.aic_mhz)
+    c = device_records(rd.data_dir, "lpm_freq", DecodeLog(), ["count", "entries"])
+    if not len(c["count"]):
+        return mhz0, np.zeros(0, np.uint64), np.zeros(0)
+    n = np.minimum(c["count"].astype(np.int64), 55)
+    valid = np.arange(55)[None, :] < n[:, None]
+    ticks = c["entries"]["syscnt"][valid]
+    mhz = c["entries"]["mhz"][valid].astype(np.int64)
+    before = ticks < np.uint64(rd.dev_cntvct)
+    if before.any():
+        mhz0 = int(mhz[np.flatnonzero(before)[-1]])
+    return mhz0, ticks[~before], mhz[~before]
+
+
+def _fill(times: list[str], values: list[float]) -> tuple[list[str], list[float]]:
+    """lpm_viewer._split_and_fill_data: a point every FILL_US between two points."""
+    out_t, out_v = [times[0]], [values[0]]
+    for t, v in zip(times[1:], values[1:]):
+        cur, nxt = float(out_t[-1]), float(t)
+        if nxt - cur > FILL_US:
+            n = min(int((nxt - cur) // FILL_US), int((nxt - 1 - cur) // FILL_US))
+            for k in range(1, n + 1):
+                out_t.append(str(cur + k * FILL_US))
+                out_v.append(out_v[-1])
+        out_t.append(t)
+        out_v.append(v)
+    return out_t, out_v
+
+
 def freq_layer(dev: DeviceData, app_pid: int) -> Layer:
     """The lane's events (device data of a chip with the lane: `dev.rd.stars`)."""
     rd = dev.rd
     if not rd.stars:
         return Layer()
     pid = pid_of(app_pid, SORT_FREQ, dev.device_id)
+    mhz0, ticks, mhz = freq_changes(dev)
     first_ns = rd.host_sync_ns + rd.offset_ns
-    first = us_list(np.array([first_ns], np.int64))[0]
-    end = _end_text(dev, first)
-    f0, f_end = float(first), float(end)
-    n_fill = max(0, min(int((f_end - f0) // FILL_US), int((f_end - 1 - f0) // FILL_US))) \
-        if f_end - f0 > FILL_US else 0
-    times = [first] + [str(f0 + k * FILL_US) for k in range(1, n_fill + 1)] + [end]
+    ns = np.concatenate([[first_ns], to_mono_ns(ticks, rd) + np.int64(rd.offset_ns)])
+    times = us_list(ns.astype(np.int64))
+    values = [mhz0] + mhz.tolist()
+    end = _end_text(dev, times[-1])
+    times, values = _fill(times + [end], values + [values[-1]])
     if first_ns < rd.begin_local_ns:  # the timeline keeps no event before the collection
-        times = times[1:]                # began (the sync point may be, by < 1 us)
-    mhz = json.dumps({"MHz": float(rd.aic_mhz)})
+        times, values = times[1:], values[1:]  # began (the sync point may be, by < 1 us)
     tmpl = '{"name": "' + NAME + '", "ts": "%s", "pid": ' + str(pid) + ', "tid": 0, "args": ' \
-        + mhz + ', "ph": "C"}'
-    events = np.array([tmpl % t for t in times], dtype=object)
+        '%s, "ph": "C"}'
+    events = np.array([tmpl % (t, json.dumps({"MHz": v})) for t, v in zip(times, values)],
+                      dtype=object)
     return Layer(freq_meta(dev.device_id, app_pid), events=events,
                  keys=np.array([float(t) for t in times], np.float64))
