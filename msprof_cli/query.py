@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from msprof_cli.errors import ProfDirError
-from msprof_cli.raw import ageing, control, profdir, sampling
+from msprof_cli.raw import ageing, control, profdir, runinfo, sampling
 from msprof_cli.textsafety import escape_controls, safe_cell
 
 HEADERS = ("Job Info", "Device ID", "Dir Name", "Collection Time", "Model ID",
@@ -35,6 +35,7 @@ class QueryRow:
     top_time_iteration: str
     rank_id: str
     prof_dir: str  # not a printed column: where the row came from
+    chip: str = ""  # not a column of the real tool: the chip of the data (json, table notes)
 
     def cells(self) -> list[str]:
         return [self.job_info, self.device_id, self.dir_name, self.collection_time,
@@ -51,6 +52,21 @@ def top_time_iterations(durations: dict[int, int]) -> str:
         if rank <= TOP_RANK:
             ranked.append((rank, it))
     return ",".join(str(it) for _, it in sorted(ranked))
+
+
+# the chips of info.json platform_version (docs/formats/raw-format.md 1, ascend910b.md)
+PLATFORM_CHIPS = {"1": "Ascend910", "5": "Ascend910B (Atlas A2)"}
+
+
+def chip_name(prof: Path, info: dict) -> str:
+    """The chip a result dir's data is of: the emulated soc_version msprof_cli recorded
+    (`msprof_cli_run.json`), with its family, else the family of platform_version."""
+    family = PLATFORM_CHIPS.get(str(info.get("platform_version", "")),
+                                f"platform_version {info.get('platform_version', '?')}")
+    soc = runinfo.read(prof).get("emulation", {}).get("soc_version", "")
+    if soc and str(info.get("platform_version", "")) == "5":
+        return f"{soc} (Atlas A2)"
+    return soc or family
 
 
 def _warn(message: str) -> None:
@@ -101,7 +117,8 @@ def _rows_for_result_dir(prof: Path, rdir: Path) -> list[QueryRow]:
     dev_cell = devices if devices == "" or devices.isdigit() else NA
     base = dict(job_info=str(info.get("jobInfo", "NA")), device_id=dev_cell,
                 dir_name=rdir.name, collection_time=collection_time,
-                rank_id=str(info.get("rank_id", -1)), prof_dir=str(prof))
+                rank_id=str(info.get("rank_id", -1)), prof_dir=str(prof),
+                chip=chip_name(prof, info))
     models: dict[int, list[tuple[int, int, int]]] = {}
     if device_id is not None:
         from msprof_cli.export.decode.model_info import models_and_iterations
@@ -202,12 +219,15 @@ def print_query(path: Path, fmt: str = "table", na_text: bool = False) -> None:
     out = sys.stdout
     if fmt == "json":
         out.write(json.dumps([dict(zip(HEADERS, r.cells()), **{"PROF": r.prof_dir},
-                                   **{"Replayed Iterations": _replayed(r)})
+                                   **{"Chip": r.chip, "Replayed Iterations": _replayed(r)})
                               for r in rows], indent=2) + "\n")
         return
     if fmt == "table":
-        # which iterations were replayed from sampled steps (not a column of the real tool)
-        for prof in dict.fromkeys(r.prof_dir for r in rows):
+        # the chip and which iterations were replayed from sampled steps (not columns of
+        # the real tool)
+        for prof, chip in dict.fromkeys((r.prof_dir, r.chip) for r in rows):
+            if chip:
+                print(f"[INFO] {Path(prof).name}: {chip}.", file=sys.stderr)
             for note in sampling.replay_notes(Path(prof)):
                 print(f"[INFO] {Path(prof).name}: {note}.", file=sys.stderr)
     if fmt == "csv":

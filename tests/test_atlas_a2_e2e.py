@@ -119,7 +119,10 @@ def test_every_subcommand_reads_an_a2_collection(collections, tmp_path: Path) ->
     assert sorted(db.rglob("msprof_*.db"))
     said = run("summary", str(prof)).stdout
     assert "Chip Ascend910B3 (Atlas A2)" in said and "AI_VECTOR_CORE" in said
-    assert "device_0" in run("query", str(prof)).stdout
+    q = run("query", str(prof))
+    assert "device_0" in q.stdout and "Ascend910B3 (Atlas A2)" in q.stderr
+    rows = json.loads(run("query", str(prof), "--format", "json").stdout)
+    assert {r["Chip"] for r in rows} == {"Ascend910B3 (Atlas A2)"}
     run("check", str(prof), "--baseline", str(prof))
     html = tmp_path / "r.html"
     run("report", str(prof), "-o", str(html))
