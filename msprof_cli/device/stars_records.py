@@ -1,16 +1,18 @@
 """Device-side raw records of the Atlas A2 (Ascend 910B) family: the STARS task log
 (stars_soc.data) and the per-task PMU (ffts_profile.data), built as numpy structured arrays
-from scheduled tasks (docs/formats/ascend910b.md 1.2, docs/device-model.md 7.2).
+from scheduled tasks (docs/formats/ascend910b.md 1.2, docs/device-model.md 11).
 
 The layouts are `raw/stars_layouts.py`'s, shared with the exporter's decoder.  What the
-emulated 910B writes, where the sources leave a choice (docs/device-model.md 7.2):
+emulated 910B writes, where the sources leave a choice (docs/device-model.md 11):
 - every task's start and end as an ACSQ log pair (funcType 0 / 1) with its SQE type: 0 for
   AI Core kernels on either core kind (the runtime submits AIC and AIV kernels as SQE type 0
   and tells them apart by the SQE's fftsType), 1 for AI CPU kernels, 11 (SDMA) for copies and
   the collectives' steps;
 - one context-PMU record per AI Core kernel, fftsType 0 (AIC only) or 1 (AIV only), its end
   counter inside the task's ACSQ window, as the analysis requires;
-- no FFTS+ subtask logs: the emulated kernels are plain (non-MIX) kernels, not FFTS+ graphs.
+- a MIX_AIC kernel (cost_model._mix_matmul) is an FFTS+ task: its ACSQ pair, an FFTS+ subtask
+  pair of context 0, a context PMU record with fftsType 4 and one block PMU record per AI
+  Vector block; no FFTS+ graphs.
 """
 from __future__ import annotations
 

@@ -174,7 +174,7 @@ def emit(device: Device, ctx: ChunkCtx, dd: DeviceDir,
                 dd.state.aicore_count += len(ac)
                 files.file("aicore", lambda i: L.device_file_name("aicore", dev, i)
                            ).write_records(ac)
-            if cfg.l2 and not stars:  # the A2's L2 events are not emulated (docs 7.2)
+            if cfg.l2 and not stars:  # the A2's L2 events are not emulated (ascend910b.md 7)
                 ev = l2_counters(cost, tsig, ctx.sig, device.chip.l2_line_bytes,
                                  L2_CACHE_EVENTS)
                 files.file("l2_cache", lambda i: L.device_file_name("l2_cache", dev, i)
