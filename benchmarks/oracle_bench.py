@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 floor.append(run_floor(cached))
             _clean_outputs(prof)
             best = min(real, key=sum)
-            row = {"size": size, "chip": a.soc_version, "tasks": n, "real_summary_s": round(best[0], 3),
+            row = {"size": size, "chip": a.soc_version, "tasks": n,
+                   "real_summary_s": round(best[0], 3),
                    "real_timeline_s": round(best[1], 3), "real_s": round(sum(best), 3),
                    "floor_s": round(min(floor), 3), "interpreter": interpreter()}
             for lay, walls in ours.items():

@@ -105,8 +105,7 @@ def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: 
     from msprof_cli.errors import OptionsError, UsageError
     from msprof_cli.options import (dropout_from_env, normalize_dropout,
                                     normalize_precision_mode, normalize_soc_version,
-                                    soc_version_from_env, validate_options,
-                                    with_soc_version)
+                                    soc_version_from_env, validate_options)
 
     if not command:
         raise UsageError("no command to profile: put it after --, e.g. "
@@ -122,7 +121,6 @@ def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: 
                                                              "--precision-mode"),
                      dropout=normalize_dropout(dropout_mode) if dropout_mode is not None
                      else dropout_from_env())
-    config = with_soc_version(config, soc)
 
     from msprof_cli.collect.launcher import run_collect
 

@@ -57,7 +57,8 @@ TaskLog = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 def runtime_types(ctx: ChunkCtx, rows: np.ndarray) -> np.ndarray:
     """The runtime task type of launched op rows: KERNEL_AICORE / KERNEL_AICPU, and on a
-    chip with AI Vector cores KERNEL_AIVEC for kernels that run there."""
+    chip with AI Vector cores KERNEL_AIVEC for kernels that run there and KERNEL_MIX_AIC for
+    MIX kernels (cost_model._mix_matmul)."""
     sig = ctx.ops.sig[rows]
     return np.select([ctx.cost.vector_core[sig], ctx.cost.mix_ratio[sig] > 0],
                      [AIV_TYPE, MIX_AIC_TYPE], _RT_TYPE_LUT[ctx.kind[rows]])
@@ -174,7 +175,8 @@ def emit(device: Device, ctx: ChunkCtx, dd: DeviceDir,
                 dd.state.aicore_count += len(ac)
                 files.file("aicore", lambda i: L.device_file_name("aicore", dev, i)
                            ).write_records(ac)
-            if cfg.l2 and not stars:  # the A2's L2 events are not emulated (ascend910b.md 7)
+            # the A2's L2 task events are not emulated (docs/formats/ascend910b.md 7)
+            if cfg.l2 and not stars:
                 ev = l2_counters(cost, tsig, ctx.sig, device.chip.l2_line_bytes,
                                  L2_CACHE_EVENTS)
                 files.file("l2_cache", lambda i: L.device_file_name("l2_cache", dev, i)
@@ -317,8 +319,8 @@ def _context_pmu(device: Device, dd: DeviceDir, task_id: np.ndarray, sid: int,
         m = np.flatnonzero(mix)
         ratio = cost.mix_ratio[tsig[m]].astype(np.int64)
         blocks = cost.block_dim[tsig[m]].astype(np.int64) * ratio
-        aiv_pmu = event_counters(cost, tsig[m], ctx.sig, aiv_events, units) * ratio[:, None].astype(
-            np.uint64)
+        aiv_pmu = event_counters(cost, tsig[m], ctx.sig, aiv_events, units) \
+            * ratio[:, None].astype(np.uint64)
         bp = block_pmu_records(task_id[m], np.full(len(m), sid), blocks,
                                cost.total_cycles[tsig[m]] * ratio.astype(np.uint64), aiv_pmu,
                                s_tick[m], e_tick[m], SL.SUBTASK_MIX_AIC)

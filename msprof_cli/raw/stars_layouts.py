@@ -112,8 +112,9 @@ BLOCK_PMU = np.dtype([
     ("end_syscnt", "<u8"),
 ])
 
-# 888 B: the AI Core frequency changes of lpmFreqConv.data ("II" + "QII" * 55; docs/formats/
-# ascend910b.md 1.1): `count` entries of (syscnt, MHz) are valid; count 0 = no change
+# 888 B: the AI Core frequency changes of lpmFreqConv.data ("II" + "QII" * 55;
+# docs/formats/ascend910b.md 1.1): `count` entries of (syscnt, MHz) are valid; count 0 = no
+# change
 LPM_FREQ_ENTRIES = 55
 LPM_FREQ = np.dtype([
     ("count", "<u4"),

@@ -401,8 +401,8 @@ def load(prof: Path) -> tuple[ProfData, Shapes]:
 
 
 def op_row_count(dev: DeviceData) -> int:
-    """len(export.outputs.summaries.op_rows(dev)) without building the rows: the tasks but WRITE_BACK
-    / INVALID, copies and collective steps, plus one row per collective."""
+    """len(export.outputs.summaries.op_rows(dev)) without building the rows: the tasks but
+    WRITE_BACK / INVALID, copies and collective steps, plus one row per collective."""
     t = dev.tasks
     keep = ~t["task_type"].isin(list(DROPPED_GE_TYPES)).to_numpy() & not_copy(t) \
         & ~t["comm_step"].to_numpy(bool)

@@ -30,8 +30,8 @@ PIPE_EVENTS = {"cube": 0xA, "vector": 0x8, "scalar": 0x9, "mte1": 0xB, "mte2": 0
                "mte3": 0xD}  # PipeUtilization counters (docs/formats/export-files.md §6)
 HCCL = "HCCL"
 # the counters of each pipe: the 910's PipeUtilization events, and the Atlas A2 AI Cube
-# core's PipeUtilizationExct ones (mac = 0x416 + 0x417, MTE1 = 0x302; docs/formats/
-# ascend910b.md 1.4)
+# core's PipeUtilizationExct ones (mac = 0x416 + 0x417, MTE1 = 0x302;
+# docs/formats/ascend910b.md 1.4)
 PIPE_CODES = {"cube": (0xA, 0x416, 0x417), "vector": (0x8,), "scalar": (0x9,),
               "mte1": (0xB, 0x302), "mte2": (0xC,), "mte3": (0xD,)}
 MEMCPY_SOURCE = "memcpy"

@@ -25,7 +25,8 @@ from ..runtime.memory import release
 from ..runtime.parallel import JobPool, parallel_available
 from .comm_ops import comm_ops
 from .control_info import NO_MODEL, ResultDirInfo, read_result_dir
-from .data import COPY_SOURCE, HARDWARE_OP_TYPES, KERNEL_RT_TYPES, TENSOR_COLS, DeviceData, HostData, ProfData
+from .data import (COPY_SOURCE, HARDWARE_OP_TYPES, KERNEL_RT_TYPES, TENSOR_COLS, DeviceData,
+                   HostData, ProfData)
 from .device import DeviceTables, decode_device
 from .enclose import enclose  # noqa: F401 (read from here by the tests)
 from .host import (NA, HostTables, decode_apis, decode_host, decode_tensors, pack_frame, resolve,

@@ -246,7 +246,8 @@ STARS_TAILS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 CUBE_UTILIZATION = "cube_utilization(%)"
 
 
-def _stars_group(aiv_metrics: str | None, aic_events: list[int]) -> str | None:
+def _stars_group(aiv_metrics: str | None) -> str | None:
+    """The A2 tail group of an aiv_metrics name (None: Custom events)."""
     return aiv_metrics if aiv_metrics in STARS_TAILS else None
 
 
@@ -256,7 +257,7 @@ def stars_tail_header(aiv_metrics: str | None, aic_events: list[int],
     Custom group gives each block its raw counters."""
     if not aiv_metrics:
         return []
-    group = _stars_group(aiv_metrics, aic_events)
+    group = _stars_group(aiv_metrics)
     if group is None:
         aic, aiv = [f"0x{e:x}" for e in aic_events], [f"0x{e:x}" for e in aiv_events]
     else:
@@ -278,7 +279,7 @@ def stars_tail_columns(tasks: pd.DataFrame, aic_metrics: str, aiv_metrics: str,
     n = len(tasks)
     aiv = tasks["pmu_aiv"].to_numpy(bool) if "pmu_aiv" in tasks else np.zeros(n, bool)
     cols: dict[str, np.ndarray] = {}
-    group = _stars_group(aiv_metrics, aic_events)
+    group = _stars_group(aiv_metrics)
     for prefix, mine, metrics, events, cores in (
             ("aic_", ~aiv, aic_metrics if group else "Custom", aic_events, aic_cores),
             ("aiv_", aiv, aiv_metrics if group else "Custom", aiv_events, aiv_cores)):
