@@ -128,6 +128,36 @@ class Iteration:
         return self.schedule.runs(self.start_ns, self.end_ns)
 
 
+# what a variable holds, for the device memory's split (docs/device-memory.md 2)
+VAR_WEIGHT = "weight"  # a trainable variable: the model's parameters
+VAR_OPTIMIZER = "optimizer"  # an optimizer's slots and counters
+VAR_STATE = "state"  # any other non-trainable variable (BatchNorm moving statistics, metrics)
+
+
+# the name scope of an optimizer's variables and update ops (Keras 2/3 optimizer names, lower
+# case): what a name under it holds or computes is the optimizer's
+OPTIMIZER_SCOPES = frozenset({
+    "sgd", "adam", "adamw", "adagrad", "adadelta", "adamax", "nadam", "rmsprop", "ftrl",
+    "lion", "lamb", "adafactor", "loss_scale_optimizer", "lossscaleoptimizer", "momentum",
+    "gradientdescent", "optimizer"})
+
+
+def in_optimizer_scope(name: str) -> bool:
+    """An op or variable under an optimizer's name scope (`.../adam/Sub_3`, `SGD/m/...`)."""
+    return any(part.lower() in OPTIMIZER_SCOPES for part in name.split("/")[:-1])
+
+
+@dataclass(frozen=True)
+class VariableSpec:
+    """One variable a model's graph uses (GE keeps it in the session's variable memory)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    role: str = VAR_STATE  # VAR_WEIGHT / VAR_OPTIMIZER / VAR_STATE
+    device: int = -1  # logical device holding it (a replica's copy); -1: not placed
+
+
 @dataclass
 class ModelInfo:
     """A model = one graph key (a tf.function concrete function, a TF1 fetch signature...)."""
@@ -150,6 +180,8 @@ class ModelInfo:
     # return value) is listed too, as one more consumer of its source.  Empty = unknown: the
     # device fuses nothing.
     producers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # the variables the graph reads or updates (collect/tf_variables.py); empty = unknown
+    variables: tuple[VariableSpec, ...] = ()
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -147,6 +148,22 @@ def normalize_precision_mode(mode: str, where: str = "precision_mode") -> str:
     return PRECISION_ALIASES.get(m, m)
 
 
+_SIZE = re.compile(r"^\s*(\d+)\s*(b|kib|mib|gib|kb|mb|gb)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 1000,
+               "mb": 10**6, "gb": 10**9}
+
+
+def normalize_memory_size(text: str | int, where: str) -> int:
+    """A GE memory pool size: bytes, as the TF adapter takes it ("27917287424"), or with a
+    unit (512MiB, 26GiB); OptionsError otherwise."""
+    m = _SIZE.match(str(text))
+    if not m or int(m.group(1)) <= 0:
+        raise OptionsError(f'{where}: "{text}" is not a memory size; give bytes (as the TF '
+                           'adapter takes them, e.g. 27917287424) or a size with a unit '
+                           '(26GiB, 512MiB)')
+    return int(m.group(1)) * _SIZE_UNITS[(m.group(2) or "b").lower()]
+
+
 @dataclass(frozen=True)
 class ProfilingConfig:
     """The resolved collection switches, whatever route set them."""
@@ -174,6 +191,11 @@ class ProfilingConfig:
     # the script's dropout as written ("tf") or as npu_ops.dropout runs it ("npu")
     dropout: str = DEFAULT_DROPOUT
     soc_version: str = DEFAULT_SOC_VERSION  # the emulated chip (--soc-version)
+    # GE's memory pools of the emulated system, bytes (the TF adapter's session options
+    # graph_memory_max_size / variable_memory_max_size; 0: the chip's defaults, 26/32 and
+    # 5/32 of its HBM; docs/device-model.md 12)
+    graph_memory_max_size: int = 0
+    variable_memory_max_size: int = 0
     not_emulated: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default=(), compare=False)
 

@@ -495,7 +495,8 @@ def test_single_ops_and_multi_device(tmp_path):
                                   (T((10,), F),) * 2, (T((10,), F),), device_id=2))
     prof = run(tmp_path, [chunk])
     assert {p.name for p in prof.iterdir()} == {"host", "device_0", "device_1", "device_2",
-                                                "msprof_cli_sampling.json"}
+                                                "msprof_cli_sampling.json",
+                                                "msprof_cli_memory.json"}
     assert (prof / "device_2" / "info.json.2").is_file()
     t0, t1, t2 = hwts_tasks(prof, 0), hwts_tasks(prof, 1), hwts_tasks(prof, 2)
     assert len(t0) == len(t1) > 0 and len(t2) == 1

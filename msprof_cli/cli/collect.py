@@ -84,12 +84,20 @@ def flags_to_options(**flags: Any) -> dict[str, Any]:
               "AI Core) (docs/device-model.md 3.3).")
 @click.option("--soc-version", default=None, metavar="NAME",
               help="The emulated chip, by its CANN soc_version name: Ascend910A (the default, "
-              "or MSPROF_CLI_SOC_VERSION); the Atlas A2 names Ascend910B1-B4 are in the chip "
-              "table but not emulated yet (docs/device-model.md 1).")
+              "or MSPROF_CLI_SOC_VERSION) or an Atlas A2 chip, Ascend910B1-B4 "
+              "(docs/device-model.md 11).")
+@click.option("--graph-memory-max-size", "graph_mem", default=None, metavar="SIZE",
+              help="GE's graph memory pool of the emulated system (the TF adapter's "
+              "graph_memory_max_size: bytes, or 26GiB): the planned feature maps must fit it. "
+              "Default 26/32 of the chip's HBM; a script's session config takes precedence.")
+@click.option("--variable-memory-max-size", "var_mem", default=None, metavar="SIZE",
+              help="GE's variable memory pool (variable_memory_max_size): the weights and "
+              "optimizer state must fit it. Default 5/32 of the chip's HBM.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=False)
 def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: bool,
             children: bool, precision_mode: str, dropout_mode: str | None,
-            soc_version: str | None, **flags: Any) -> None:
+            soc_version: str | None, graph_mem: str | None, var_mem: str | None,
+            **flags: Any) -> None:
     """Run COMMAND with profiling on and write a PROF_* directory.
 
     \b
@@ -104,8 +112,9 @@ def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: 
 
     from msprof_cli.errors import OptionsError, UsageError
     from msprof_cli.options import (dropout_from_env, normalize_dropout,
-                                    normalize_precision_mode, normalize_soc_version,
-                                    soc_version_from_env, validate_options)
+                                    normalize_memory_size, normalize_precision_mode,
+                                    normalize_soc_version, soc_version_from_env,
+                                    validate_options)
 
     if not command:
         raise UsageError("no command to profile: put it after --, e.g. "
@@ -120,7 +129,11 @@ def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: 
                      precision_mode=normalize_precision_mode(precision_mode,
                                                              "--precision-mode"),
                      dropout=normalize_dropout(dropout_mode) if dropout_mode is not None
-                     else dropout_from_env())
+                     else dropout_from_env(),
+                     graph_memory_max_size=normalize_memory_size(
+                         graph_mem, "--graph-memory-max-size") if graph_mem else 0,
+                     variable_memory_max_size=normalize_memory_size(
+                         var_mem, "--variable-memory-max-size") if var_mem else 0)
 
     from msprof_cli.collect.launcher import run_collect
 

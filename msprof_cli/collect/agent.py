@@ -32,7 +32,7 @@ from msprof_cli.collect.collection import Collection
 from msprof_cli.collect.converter_state import GraphRegistry
 from msprof_cli.collect.diagnostics import fault, info, warn
 # the launcher's result file: the PROF dirs written, and hint lines (NOTE_PREFIX)
-from msprof_cli.collect.launcher import NOTE_PREFIX, RESULT_FILE_VAR
+from msprof_cli.collect.launcher import NOTE_PREFIX, RESULT_FILE_VAR, WARNING_PREFIX
 from msprof_cli.collect.records import ExecRecord
 from msprof_cli.collect.routes import CHILDREN_VAR
 from msprof_cli.options import ProfilingConfig
@@ -70,6 +70,8 @@ class Agent:
         self.scope = "process"  # "process" | "profiler" | "session"
         self.session_profiling_seen = False
         self.precision_mode = ""  # set by a session config's precision_mode (routes.py)
+        # GE's memory pools a session config set, bytes by option name (routes.py)
+        self.memory_pools: dict[str, int] = {}
         self.trace_fix: bool | None = None  # traceme_fix installed (None: not tried yet)
 
     # -- messages -------------------------------------------------------------------------
@@ -104,7 +106,7 @@ class Agent:
                 return
             except OSError:
                 pass
-        print(f"[INFO] {text}", file=sys.stderr)
+        print(text if text.startswith(WARNING_PREFIX) else f"[INFO] {text}", file=sys.stderr)
 
     def announce(self, prof_dir: Path) -> None:
         if self.result_file:
@@ -178,6 +180,8 @@ class Agent:
                 return self.collection
             if self.precision_mode:  # the script's session config said so (routes.py)
                 config = replace(config, precision_mode=self.precision_mode)
+            if self.memory_pools:
+                config = replace(config, **self.memory_pools)
             try:
                 fault("activate")
                 self.collection = Collection(self, config)

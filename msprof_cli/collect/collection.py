@@ -25,6 +25,7 @@ from msprof_cli.capture import CaptureChunk
 from msprof_cli.collect.convert import convert
 from msprof_cli.collect.converter_state import ConverterState
 from msprof_cli.collect.diagnostics import fault, warn
+from msprof_cli.collect.launcher import WARNING_PREFIX
 from msprof_cli.collect.eager_shapes import EagerShapes
 from msprof_cli.collect.records import ExecRecord
 from msprof_cli.collect.routes import rank_info
@@ -32,6 +33,7 @@ from msprof_cli.collect.sampling import SamplingPolicy
 from msprof_cli.options import ProfilingConfig
 from msprof_cli.raw import sampling as raw_sampling
 from msprof_cli.raw.control import ClockPair
+from msprof_cli.summary import memory as device_memory
 
 if TYPE_CHECKING:  # annotations only: agent.py imports this module
     from msprof_cli.collect.agent import Agent
@@ -312,6 +314,10 @@ class Collection:
                 self.agent.note(text)
             for text in raw_sampling.fallback_notes(self.prof_dir):
                 self.agent.note(text)
+            line = device_memory.one_line(self.prof_dir)
+            if line:
+                self.agent.note(line if "does not fit" not in line else
+                                f"{WARNING_PREFIX}{line}")
 
 
 # what each left-out kind of task is called, what of it was left out, and the flag that

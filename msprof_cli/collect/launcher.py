@@ -29,6 +29,7 @@ SHIMS_DIR = Path(__file__).resolve().parent / "shims"
 AGENT_VAR = "MSPROF_CLI_AGENT"
 CHILDREN_VAR = "MSPROF_CLI_CHILDREN"  # = routes.CHILDREN_VAR
 RESULT_FILE_VAR = "MSPROF_CLI_RESULT_FILE"
+WARNING_PREFIX = "[WARNING] "  # a note printed as a warning (a model that does not fit)
 NOTE_PREFIX = "#note "  # a result-file line that is a hint (agent.note), not a PROF dir
 
 # stderr lines TF prints at start-up even with TF_CPP_MIN_LOG_LEVEL=3, plus the profiler
@@ -276,4 +277,4 @@ def _report(prof_dirs: list[str], config: ProfilingConfig, notes: list[str] = ()
         print(f"[INFO] Next: msprof export --output {prof} (files), msprof summary {prof} "
               f"(a quick look), msprof report {prof} -o report.html (plots)", file=sys.stderr)
     for text in notes:  # what the run had that the options left out (agent.note)
-        print(f"[INFO] {text}", file=sys.stderr)
+        print(text if text.startswith(WARNING_PREFIX) else f"[INFO] {text}", file=sys.stderr)

@@ -18,6 +18,7 @@ def learn_model(model: ModelInfo, ops: list[OpRun], static: StaticGraph | None,
     if static is not None:
         model.op_order = dict(static.order)
         model.producers = data_edges(static)
+        model.variables = static.variables
     names = {o.name for o in ops}
     if fp_point:
         if fp_point in names or any(fp_point in o.fused_ops for o in ops):

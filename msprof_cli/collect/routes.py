@@ -191,6 +191,42 @@ def session_precision(config: Any) -> str | None:
     return None
 
 
+MEMORY_POOL_KEYS = ("graph_memory_max_size", "variable_memory_max_size")
+
+
+def session_memory_pools(config: Any) -> dict[str, str]:
+    """The NpuOptimizer's GE memory pool sizes of a ConfigProto, as given (bytes)."""
+    try:
+        optimizers = config.graph_options.rewrite_options.custom_optimizers
+    except AttributeError:
+        return {}
+    out = {}
+    for opt in optimizers:
+        if opt.name == "NpuOptimizer":
+            for key in MEMORY_POOL_KEYS:
+                if key in opt.parameter_map:
+                    raw = opt.parameter_map[key].s
+                    out[key] = raw.decode() if isinstance(raw, bytes) else str(raw)
+    return out
+
+
+def apply_session_memory(agent: Any, config: Any) -> None:
+    """GE's memory pools a script's session config sets hold for the emulated device (they
+    win over `msprof collect --graph-memory-max-size`, as for the precision mode)."""
+    from msprof_cli.options import normalize_memory_size
+
+    for key, text in session_memory_pools(config).items():
+        try:
+            size = normalize_memory_size(text, f"session config {key}")
+        except OptionsError as exc:
+            error(f"{exc} The emulated device keeps its current {key}.")
+            continue
+        agent.memory_pools[key] = size
+        device = getattr(agent.collection, "device", None) if agent.collection else None
+        if device is not None:
+            device.set_memory_pools(**{key: size})
+
+
 def apply_session_precision(agent: Any, config: Any) -> None:
     """A script that sets GE's precision_mode in its session config runs the emulated system
     in that mode (it wins over `msprof collect --precision-mode`, as the script is what a real
@@ -214,6 +250,7 @@ def apply_session_precision(agent: Any, config: Any) -> None:
 def on_session_config(agent: Any, config: Any) -> None:
     """BaseSession.__init__ hook: the session-config route (docs/formats/options.md 1)."""
     apply_session_precision(agent, config)
+    apply_session_memory(agent, config)
     mode, options = session_profiling(config)
     if not mode:
         return

@@ -147,8 +147,10 @@ def _observed_call(agent: Agent, original: Any, fn: Any, args: tuple, kwds: dict
             key = _concrete_key(concrete)
             if key not in agent.registry.graphs:
                 from msprof_cli.collect.tf_graphs import walk_graph
+                from msprof_cli.collect.tf_variables import graph_variables
 
                 agent.registry.graphs[key] = walk_graph(concrete.graph)
+                agent.registry.graphs[key].variables = graph_variables(concrete.graph)
                 if optimized:
                     from msprof_cli.collect.runtime_graph import add_runtime_nodes
 
@@ -282,8 +284,10 @@ def _patch_session_run(agent: Agent, cls: Any) -> None:
             if agent.registry.graphs.get(static_key) is None or \
                     getattr(graph, "_msprof_version", None) != version:
                 from msprof_cli.collect.tf_graphs import walk_graph
+                from msprof_cli.collect.tf_variables import graph_variables
 
                 agent.registry.graphs[static_key] = walk_graph(graph)
+                agent.registry.graphs[static_key].variables = graph_variables(graph)
                 graph._msprof_version = version
             name = sig if len(sig) <= 80 else sig[:77] + "..."
             shape_run = options is None and run_metadata is None and \

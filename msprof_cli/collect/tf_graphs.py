@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from msprof_cli.capture import TensorSpec
+from msprof_cli.capture import TensorSpec, VariableSpec
 
 CALL_OPS = ("StatefulPartitionedCall", "PartitionedCall")
 # ops Grappler/oneDNN fold into the tail of a Conv2D/MatMul chain
@@ -56,6 +56,8 @@ class StaticGraph:
     # specs of the values the top-level graph returns (tf.function outputs; TF1 graphs: none)
     outputs: tuple[TensorSpec, ...] = ()
     truncated: bool = False
+    # the variables the top-level graph uses (collect/tf_variables.py)
+    variables: tuple[VariableSpec, ...] = ()
     version: int = 0  # bumped when runtime shapes replace unknown dims (caches key on it)
 
     def add(self, name: str, op: StaticOp) -> None:

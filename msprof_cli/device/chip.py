@@ -42,6 +42,9 @@ class ChipSpec:
     l2_bytes: int = 32 * 1024 * 1024
     hbm_bytes_per_s: float = 1.2e12
     hbm_capacity_bytes: int = 32 << 30  # the device's HBM
+    # HBM the device's system keeps (docs/device-model.md 12: the 910's from GE's 31 GiB cap
+    # on a 32 GiB chip, the A2's from the DCMI doc's 3 GB of a 32 GB and 4 GB of a 64 GB card)
+    hbm_reserved_bytes: int = 1 << 30
     l2_bytes_per_s: float = 4.0e12  # assumption (docs/device-model.md)
     mte_bytes_per_cycle_per_core: int = 128  # max GM<->L1/UB per core (assumption)
     hccs_bytes_per_s: float = 30e9  # one HCCS link (inter-chip), assumption for HCCL tasks
@@ -75,6 +78,17 @@ class ChipSpec:
 
     def metric_name(self, metrics: str) -> str:
         return self.metric_names.get(metrics, metrics)
+
+    @property
+    def ge_variable_limit(self) -> int:
+        """GE's variable memory cap: 5/32 of the HBM (5 GiB on a 32 GiB 910; TF adapter's
+        variable_memory_max_size default, docs/device-model.md 12)."""
+        return self.hbm_capacity_bytes * 5 // 32
+
+    @property
+    def ge_graph_limit(self) -> int:
+        """GE's graph (feature map) memory cap: 26/32 of the HBM (graph_memory_max_size)."""
+        return self.hbm_capacity_bytes * 26 // 32
 
     @property
     def tick_ns(self) -> float:
@@ -174,6 +188,7 @@ def _atlas_a2(name: str, cube_cores: int, mhz: int, hbm_gib: int, l2_mib: int,
         aic_mhz=mhz, hwts_mhz=50, ai_cpu_core_num=6, ctrl_cpu_core_num=4,
         l0c_bytes=128 * 1024, ub_bytes=192 * 1024, l1_bytes=512 * 1024, l2_bytes=l2_mib * MIB,
         hbm_bytes_per_s=hbm_tb_s * 1e12, hbm_capacity_bytes=hbm_gib * GIB,
+        hbm_reserved_bytes=(4 if hbm_gib > 32 else 3) * GIB,
         hccs_bytes_per_s=56e9, raw_layout="stars", metric_events=_A2_METRIC_EVENTS,
         metric_names={"PipeUtilization": "PipeUtilizationExct"},
         metric_units={"MemoryAccess": {0x32: 256}},

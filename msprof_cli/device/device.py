@@ -37,6 +37,7 @@ from msprof_cli.device.chip import ChipSpec, get_chip
 from msprof_cli.device.chunk import ChunkCtx, DeviceDir
 from msprof_cli.device.cost_model import CostTable, evaluate
 from msprof_cli.device.dependencies import DependencyTables
+from msprof_cli.device.memory import MemoryModel
 from msprof_cli.device.host_pass import HostPass
 from msprof_cli.device.host_records import HCCL_INFO_TYPE, RUNTIME_API_TYPES, launch_windows
 from msprof_cli.device.precision import PrecisionPass
@@ -75,6 +76,10 @@ class Device:
         self.facts = RunFacts(self.prof_dir)
         self.config = config
         self.chip: ChipSpec = get_chip(chip)
+        # GE's variable memory and planned feature maps (memory.py)
+        self.memory = MemoryModel(self.prof_dir, self.chip)
+        self.set_memory_pools(graph_memory_max_size=config.graph_memory_max_size,
+                              variable_memory_max_size=config.variable_memory_max_size)
         self.clock = clock
         self.pid = pid
         self.app = list(app)
@@ -201,6 +206,15 @@ class Device:
         """GE's precision_mode from now on (a script's session config sets it after start)."""
         self.precision.mode = normalize_precision_mode(mode)
 
+    def set_memory_pools(self, graph_memory_max_size: int = 0,
+                         variable_memory_max_size: int = 0) -> None:
+        """GE's memory pools (bytes; 0 keeps the current one): a session config may set
+        them after the start, as a real session's options do."""
+        msg = self.memory.set_pools(graph_memory_max_size, variable_memory_max_size)
+        if msg:
+            log.warning(msg)
+            self.messages.append(msg)
+
     def consume(self, chunk: CaptureChunk) -> None:
         """Turn one chunk into host + device records, appended and fsynced."""
         if self._closed:
@@ -214,6 +228,8 @@ class Device:
         # an element-wise chain); the models get GE's edges through the inserted nodes
         ops = self.trans.apply(ops, self.models, self.sigs, self.names)
         ops = self.fuser.apply(ops, self.models, self.sigs, self.names)
+        self.memory.record(ops, iters, self.models, self.sigs, self.names, self.fuser,
+                           self.name_classes)
         for dev_id in np.unique(ops.device_id).tolist():
             self._device(int(dev_id))
         self._resolve_fp_bp(chunk.iterations)

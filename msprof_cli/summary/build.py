@@ -18,9 +18,11 @@ import pandas as pd
 
 from msprof_cli import __version__
 from msprof_cli.export.decode.steptrace import step_columns
+from msprof_cli.raw import memory_plan as RM
 from msprof_cli.raw import profdir, runinfo, sampling
 
 from . import intervals as I
+from . import memory as device_memory
 from . import model as M
 from .reduce import NO_MODEL, PIPE_EVENTS, DeviceAcc, reduce_window
 
@@ -375,7 +377,12 @@ def build(path: Path, max_steps: int = M.MAX_STEPS, *, decode: str = "auto") -> 
         samp = sampling.read(prof)
         if not summary.collection.chip:
             summary.collection = _collection(prof, rd0)
-        summary.devices += [assemble(accs[d], names, samp) for d in sorted(accs)]
+        mem = RM.read(prof)
+        for d in sorted(accs):
+            dev = assemble(accs[d], names, samp)
+            if mem is not None:
+                dev.memory = device_memory.device_summary(mem, d)
+            summary.devices.append(dev)
         plan.release()
     if not summary.devices:
         summary.warnings.append("no device data: nothing ran on the (emulated) NPU")

@@ -17,10 +17,12 @@ from pathlib import Path
 
 from . import diff as D
 from .limits import DEFAULTS
+from .memory import size_text
 from .model import SummaryError
 from .units import pct, signed_us, us
 
 METRIC_KEYS = tuple(DEFAULTS)
+MEMORY_KEY = "peak-memory"
 _PART = re.compile(r"^\+?(\d+(?:\.\d*)?|\.\d+)\s*(%|us|ms|s)$")
 _UNIT_US = {"us": 1.0, "ms": 1000.0, "s": 1e6}
 
@@ -74,6 +76,63 @@ def parse_threshold(text: str, where: str) -> Threshold:
     return Threshold(pct=pct, abs_us=abs_us)
 
 
+_MEM_PART = re.compile(r"^(\+?)(\d+(?:\.\d*)?|\.\d+)\s*(%|b|kib|mib|gib|kb|mb|gb)$")
+_UNIT_B = {"b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 1000, "mb": 10**6,
+           "gb": 10**9}
+
+
+@dataclass(frozen=True)
+class MemoryLimit:
+    """`--max-peak-memory`: `fit` (NEW's predicted peak must fit its chip), a ceiling
+    (`24GiB`), a growth against the baseline (`+5%`, `+64MiB`, both: a regression only when
+    the growth exceeds both), any of them joined by commas, or `off`."""
+
+    fit: bool = False
+    ceiling: int | None = None
+    growth: Threshold = Threshold(off=True)
+    off: bool = False
+
+    def text(self) -> str:
+        if self.off:
+            return "off"
+        parts = ["fit"] if self.fit else []
+        if self.ceiling is not None:
+            parts.append(f"{self.ceiling / (1 << 30):g}GiB")
+        if not self.growth.off:
+            if self.growth.pct is not None:
+                parts.append(f"+{self.growth.pct:g}%")
+            if self.growth.abs_us is not None:
+                parts.append(f"+{self.growth.abs_us / (1 << 20):g}MiB")
+        return ",".join(parts)
+
+
+def parse_memory_limit(text: str, where: str) -> MemoryLimit:
+    t = str(text).strip().lower()
+    if t in ("off", "none", ""):
+        return MemoryLimit(off=True)
+    fit, ceiling, pct, grow = False, None, None, None
+    for part in t.split(","):
+        part = part.strip()
+        if part == "fit":
+            fit = True
+            continue
+        m = _MEM_PART.match(part)
+        if not m or (m.group(3) == "%" and not m.group(1)):
+            raise SummaryError(f"{where}: limit {text!r} is not understood; write fit (the "
+                               "peak must fit the chip), a ceiling (24GiB), a growth against "
+                               "the baseline (+5%, +64MiB), several joined by commas, or off")
+        value = float(m.group(2))
+        if m.group(3) == "%":
+            pct = value
+        elif m.group(1):
+            grow = value * _UNIT_B[m.group(3)]
+        else:
+            ceiling = int(value * _UNIT_B[m.group(3)])
+    growth = Threshold(pct=pct, abs_us=grow) if pct is not None or grow is not None \
+        else Threshold(off=True)
+    return MemoryLimit(fit=fit, ceiling=ceiling, growth=growth)
+
+
 def load_config(path: Path) -> dict[str, str]:
     """The `[thresholds]` table of a TOML or JSON file (keys: the metric names)."""
     try:
@@ -102,7 +161,8 @@ def thresholds(config: Path | None, cli: dict[str, str | None]) -> dict[str, Thr
     if config is not None:
         texts.update(load_config(config))
     texts.update({k: v for k, v in cli.items() if v is not None})
-    return {k: parse_threshold(v, f"--max-{k}") for k, v in texts.items()}
+    return {k: parse_memory_limit(v, f"--max-{k}") if k == MEMORY_KEY else
+            parse_threshold(v, f"--max-{k}") for k, v in texts.items()}
 
 
 @dataclass
@@ -126,6 +186,7 @@ class CheckResult:
     diff: D.Diff | None = None
     limits: dict[str, str] = field(default_factory=dict)
     compared: int = 0  # model pairs compared
+    memory: list[Finding] = field(default_factory=list)  # peak memory findings (bytes)
 
 
 def _because(md: D.ModelDiff, n: int = 3) -> list[str]:
@@ -190,8 +251,36 @@ def check(d: D.Diff, limits: dict[str, Threshold]) -> CheckResult:
                     where, f"op type {t.op_type} ({t.task_type}) {per}", D.DEVICE,
                     t.base_us, t.new_us, t.delta_us, t.pct, lim.text(),
                     [] if explained else _because(_only_type(md, t.op_type))))
-    res.passed = not res.regressions and not res.missing
+    mem = limits.get(MEMORY_KEY)
+    if isinstance(mem, MemoryLimit) and not mem.off:
+        for m in d.memory:
+            res.memory += _memory_findings(m, mem)
+    res.passed = not res.regressions and not res.missing and not res.memory
     return res
+
+
+def _memory_findings(m: D.MemoryDelta, lim: MemoryLimit) -> list[Finding]:
+    where = f"device {m.device_id}"
+    out = []
+    if m.new_peak is None:
+        return out
+    if lim.fit and m.new_fits is False:
+        out.append(Finding(where, "predicted peak memory does not fit the chip", D.DEVICE,
+                           m.base_peak, m.new_peak, m.delta, None,
+                           "fit (GE's pools, the chip's usable HBM)", m.grown))
+    if lim.ceiling is not None and m.new_peak > lim.ceiling:
+        out.append(Finding(where, "predicted peak memory above the ceiling", D.DEVICE,
+                           m.base_peak, m.new_peak, m.delta, None, size_text(lim.ceiling),
+                           m.grown))
+    if m.base_peak is not None and lim.growth.exceeded(m.base_peak, m.new_peak):
+        out.append(Finding(where, "predicted peak memory grew", D.DEVICE, m.base_peak,
+                           m.new_peak, m.delta, _pct(m.base_peak, m.new_peak), lim.text(),
+                           m.grown))
+    return out
+
+
+def _pct(base: float, new: float) -> float | None:
+    return (new - base) / base * 100 if base else None
 
 
 def _only_type(md: D.ModelDiff, op_type: str) -> D.ModelDiff:

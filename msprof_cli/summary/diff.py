@@ -18,6 +18,7 @@ import difflib
 from dataclasses import dataclass, field
 
 from . import model as M
+from .memory import size_text
 
 DEVICE, HOST, MIXED = "device", "host", "mixed"
 
@@ -106,6 +107,25 @@ class ModelDiff:
 
 
 @dataclass
+class MemoryDelta:
+    """One device's predicted peak memory, BASE against NEW (docs/summary.md)."""
+
+    device_id: int
+    base_peak: int | None  # None: that side has no memory facts
+    new_peak: int | None
+    new_usable: int | None
+    new_fits: bool | None
+    parts: list[tuple[str, int, int]] = field(default_factory=list)  # category, base, new
+    grown: list[str] = field(default_factory=list)  # the tensors at the peak that grew
+
+    @property
+    def delta(self) -> int | None:
+        if self.base_peak is None or self.new_peak is None:
+            return None
+        return self.new_peak - self.base_peak
+
+
+@dataclass
 class Diff:
     base: str
     new: str
@@ -114,6 +134,7 @@ class Diff:
     extra: list[str] = field(default_factory=list)  # NEW models with no match in BASE
     collection: list[str] = field(default_factory=list)  # versions / options that differ
     notes: list[str] = field(default_factory=list)
+    memory: list[MemoryDelta] = field(default_factory=list)
 
 
 def _pct(base: float | None, new: float | None) -> float | None:
@@ -275,6 +296,8 @@ def diff(base: M.Summary, new: M.Summary) -> Diff:
         if dn is None:
             out.missing += [_label(db, m) for m in db.models]
             continue
+        if db.memory is not None or dn.memory is not None:
+            out.memory.append(memory_delta(dn.device_id, db.memory, dn.memory))
         pairs, left, right = match_models(db.models, dn.models)
         for b, n, how in pairs:
             out.models.append(diff_model(dn.device_id, b, n, how))
@@ -287,4 +310,26 @@ def diff(base: M.Summary, new: M.Summary) -> Diff:
         if m.matched_by in ("name", "id") and m.base_model is not None:
             out.notes.append(f"device {m.device_id} model {m.new_model} \"{m.name}\": the graph "
                              f"changed (matched by {m.matched_by}, not by signature)")
+    return out
+
+
+def memory_delta(device_id: int, b: M.DeviceMemory | None, n: M.DeviceMemory | None
+                 ) -> MemoryDelta:
+    """The peak of each side, its categories, and the tensors live at NEW's peaks that are
+    bigger than at BASE's (by the op that writes them) or were not there."""
+    out = MemoryDelta(device_id, b.peak if b else None, n.peak if n else None,
+                      n.usable if n else None, n.fits if n else None)
+    if b is not None and n is not None:
+        out.parts = [(k, b.parts.get(k, 0), v) for k, v in n.parts.items()
+                     if v != b.parts.get(k, 0)]
+        before = {t.op: t.bytes for mm in b.models for t in mm.top}
+        grown = []
+        for mm in n.models:
+            for t in mm.top:
+                was = before.get(t.op)
+                if was is None or t.bytes > was:
+                    grown.append((t.bytes - (was or 0), t.op, was, t.bytes))
+        grown.sort(key=lambda g: (-g[0], g[1]))
+        out.grown = [f"{op}: {size_text(was) if was is not None else 'not at the peak'} -> "
+                     f"{size_text(now)}" for _, op, was, now in grown[:5]]
     return out

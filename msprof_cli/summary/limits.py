@@ -17,4 +17,7 @@ DEFAULTS: dict[str, str] = {
     # the tasks outside models (eager metrics, dataset queries, callbacks): which of them run
     # depends on the script's threads, so every number of theirs is judged as host-side
     "outside-models": "+100%,+1ms",
+    # the predicted device memory peak (deterministic, like the device side): "fit" = it
+    # must fit the chip; a growth against the baseline; a size alone = a ceiling
+    "peak-memory": "fit,+1%,+1MiB",
 }

@@ -180,6 +180,47 @@ class LinkRow:
 
 
 @dataclass
+class TensorRow:
+    """A tensor live at a model's memory peak (the output of one task)."""
+
+    op: str  # the task that writes it
+    bytes: int  # its planned (aligned) size
+    first_node: int  # its lifetime, as node indices of the step
+    last_node: int
+    kind: str  # "activation" (forward) / "gradient" (backward) / "update" (optimizer)
+
+
+@dataclass
+class ModelMemoryRow:
+    model_id: int
+    name: str
+    feature_map: int  # the block GE allocates when the model loads
+    live_peak: int  # the most bytes live at one node (the least any plan needs)
+    io: int  # the step's input and output buffers
+    activations: int  # at the peak: forward outputs (kept for backward)
+    gradients: int  # at the peak: backward outputs
+    updates: int = 0  # at the peak: the optimizer's temporaries
+    top: list[TensorRow] = field(default_factory=list)
+
+
+@dataclass
+class DeviceMemory:
+    """The device's predicted memory (docs/summary.md "Device memory")."""
+
+    peak: int  # bytes: variables + every loaded graph's feature map and buffers
+    usable: int  # the chip's HBM less what its system keeps
+    capacity: int
+    fits: bool
+    parts: dict[str, int] = field(default_factory=dict)  # the peak's split by category
+    problems: list[str] = field(default_factory=list)  # GE's out-of-memory messages
+    advice: str = ""
+    variables: int = 0  # how many variables
+    variable_limit: int = 0  # GE's variable memory pool
+    graph_limit: int = 0  # GE's graph memory pool
+    models: list[ModelMemoryRow] = field(default_factory=list)
+
+
+@dataclass
 class DeviceSummary:
     prof: str  # PROF dir name
     device_id: int
@@ -195,6 +236,7 @@ class DeviceSummary:
     overlap: Overlap | None = None
     activity: Activity | None = None
     links: list[LinkRow] = field(default_factory=list)
+    memory: DeviceMemory | None = None
 
 
 @dataclass
@@ -252,10 +294,13 @@ def _build(cls: type, data: Any, where: str) -> Any:
     kwargs = {}
     nested = {ModelSummary: {"iteration_time": Stat, "device_time": Stat, "fp_bp": Stat,
                              "refresh": Stat, "data_aug_bound": Stat, "steps": StepSeries},
-              DeviceSummary: {"overlap": Overlap, "activity": Activity},
+              DeviceSummary: {"overlap": Overlap, "activity": Activity,
+                              "memory": DeviceMemory},
               Summary: {"collection": Collection}}.get(cls, {})
     lists = {ModelSummary: {"op_types": OpTypeRow, "ops": OpRow, "pipes": PipeRow},
              DeviceSummary: {"models": ModelSummary, "links": LinkRow},
+             DeviceMemory: {"models": ModelMemoryRow},
+             ModelMemoryRow: {"top": TensorRow},
              Summary: {"devices": DeviceSummary}}.get(cls, {})
     for f in fields(cls):
         if f.name not in data:

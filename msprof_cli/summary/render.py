@@ -13,6 +13,7 @@ from msprof_cli.textsafety import escape_controls
 from . import check as C
 from . import diff as D
 from . import model as M
+from .memory import size_text
 from .units import pct, share, signed_us, us
 
 TOP = 10
@@ -103,6 +104,8 @@ def summary_lines(s: M.Summary, md: bool = False, top: int = TOP) -> list[str]:
         out.append(f"{dev.tasks} tasks over {us(dev.span_us)}{busy}.")
         for m in dev.models:
             out += _model_lines(m, md, top)
+        if dev.memory is not None:
+            out += memory_lines(dev.memory, md, top)
         if dev.advice:
             scope = f", model {dev.advice_model} as in msprof export's prof_rule" \
                 if dev.advice_model is not None else ""
@@ -110,6 +113,36 @@ def summary_lines(s: M.Summary, md: bool = False, top: int = TOP) -> list[str]:
             out += ["- " + shorten_advice(a, 400) for a in dev.advice]
         elif dev.advice_note:
             out += ["", f"Advice: {dev.advice_note}."]
+    return out
+
+
+def memory_lines(mem: M.DeviceMemory, md: bool, top: int) -> list[str]:
+    """The device memory section: the peak against the chip, its split, and per model the
+    planned feature map with the tensors live at its peak."""
+    out = heading("Device memory (emulated: GE's plan of the captured graphs)", 3, md)
+    verdict = "fits" if mem.fits else "DOES NOT FIT"
+    out.append(f"Predicted peak {size_text(mem.peak)} of {size_text(mem.usable)} usable "
+               f"({size_text(mem.capacity)} HBM): {verdict}, "
+               f"{size_text(max(mem.usable - mem.peak, 0))} free; GE's pools: variables "
+               f"{size_text(mem.variable_limit)}, graphs {size_text(mem.graph_limit)}.")
+    for p in mem.problems:
+        out.append(f"GE: {p}")
+    if mem.advice:
+        out.append(f"What dominates: {mem.advice}.")
+    rows = [[k, size_text(v), share(v / mem.peak) if mem.peak else "-"]
+            for k, v in mem.parts.items()]
+    out += [""] + table(["Category", "bytes", "share"], rows, md, {1, 2})
+    for mm in mem.models:
+        out.append("")
+        out.append(f"Model {mm.model_id} \"{mm.name}\": feature map {size_text(mm.feature_map)} "
+                   f"planned (live peak {size_text(mm.live_peak)}; at it activations "
+                   f"{size_text(mm.activations)}, gradients {size_text(mm.gradients)}, "
+                   f"optimizer temporaries {size_text(mm.updates)}); buffers "
+                   f"{size_text(mm.io)}.")
+        if mm.top:
+            rows = [[shorten(t.op), size_text(t.bytes), t.kind,
+                     f"{t.first_node}-{t.last_node}"] for t in mm.top[:top]]
+            out += table(["Live at the peak", "bytes", "kind", "nodes"], rows, md, {1})
     return out
 
 
@@ -170,10 +203,37 @@ def diff_lines(d: D.Diff, md: bool = False, top: int = TOP) -> list[str]:
         out.append(f"Missing in NEW: {x}")
     for x in d.extra:
         out.append(f"New in NEW: {x}")
+    for m in d.memory:
+        out += _memory_diff_lines(m, md)
     for m in d.models:
         out += _model_diff_lines(m, md, top)
     if not d.models:
         out.append("No model of BASE matched one of NEW: nothing to compare.")
+    return out
+
+
+def _bytes_or_dash(b: int | None) -> str:
+    return "-" if b is None else size_text(b)
+
+
+def _signed_bytes(b: int | None) -> str:
+    if not b:
+        return "0" if b == 0 else "-"
+    return ("+" if b > 0 else "-") + size_text(abs(b))
+
+
+def _memory_diff_lines(m: D.MemoryDelta, md: bool) -> list[str]:
+    out = heading(f"device {m.device_id} memory (emulated)", 2, md)
+    fit = "" if m.new_fits is None else (" NEW fits its chip." if m.new_fits else
+                                         " NEW DOES NOT FIT its chip.")
+    out.append(f"Predicted peak {_bytes_or_dash(m.base_peak)} -> {_bytes_or_dash(m.new_peak)}"
+               f" ({_signed_bytes(m.delta)}).{fit}")
+    if m.parts:
+        out += [""] + table(["Category", "base", "new", "change"],
+                            [[k, size_text(b), size_text(n), _signed_bytes(n - b)]
+                             for k, b, n in m.parts], md, {1, 2, 3})
+    if m.grown:
+        out += ["", "Tensors at the peak that grew:"] + [f"- {g}" for g in m.grown]
     return out
 
 
@@ -239,7 +299,8 @@ def check_lines(r: C.CheckResult, md: bool = False) -> list[str]:
     d = r.diff
     out = [("# " if md else "") + f"msprof check {verdict}: {d.new if d else ''} against "
            f"baseline {d.base if d else ''}"]
-    out.append(f"{r.compared} model(s) compared; {len(r.regressions)} regression(s)"
+    out.append(f"{r.compared} model(s) compared; {len(r.regressions) + len(r.memory)} "
+               "regression(s)"
                + (f", {len(r.missing)} model(s) missing" if r.missing else "") + ".")
     for x in r.missing:
         out.append(f"- missing in NEW: {x}")
@@ -252,6 +313,15 @@ def check_lines(r: C.CheckResult, md: bool = False) -> list[str]:
         for f in r.regressions:
             if f.because:
                 out += ["", f"{f.where}, {f.metric} {signed_us(f.delta)}:"]
+                out += [f"- {b}" for b in f.because]
+    if r.memory:
+        out.append("")
+        out += table(["Where", "Memory", "base", "new", "change", "limit"],
+                     [[f.where, f.metric, _bytes_or_dash(f.base), _bytes_or_dash(f.new),
+                       _signed_bytes(f.delta), f.limit] for f in r.memory], md, {2, 3, 4})
+        for f in r.memory:
+            if f.because:
+                out += ["", f"{f.where}, {f.metric}; tensors at the peak that grew:"]
                 out += [f"- {b}" for b in f.because]
     if d is not None:
         hosts = [x for m in d.models for x in m.metrics if x.side == D.HOST and x.delta]

@@ -1,0 +1,219 @@
+"""The emulated device memory: GE's variable memory and each graph's planned feature map, per
+device, from what the collector captured (docs/device-model.md 12).
+
+* Variable memory (GE's `VarManager`, one per session): every variable a model's graph uses
+  (`ModelInfo.variables`), at its own dtype, each with GE's tensor size rule; split into
+  weights, optimizer state and other state (collect/tf_variables.py says which is which).
+* Feature map (one block per loaded graph): the tensors of one step of the model, planned as
+  GE plans them (memory_plan.py).  A tensor is the output of a launched task (the outputs of
+  a UB-fused chain's inner ops stay in the Unified Buffer; a host-only op has none; an
+  optimizer's apply op updates its variable in place); its bytes are what the task writes
+  (fp16 where the precision mode makes the op fp16); it lives from its task's index in the
+  step to its last consumer's (the data edges of the graph, looked through the ops without a
+  task).  All outputs of one task are one tensor.
+* Buffers: the step's feeds and fetches (memcpy.py copies them).
+
+What the device writes is `msprof_cli_memory.json` (raw/memory_plan.py).
+"""
+from __future__ import annotations
+
+import bisect
+from pathlib import Path
+
+import numpy as np
+
+from msprof_cli.capture import (DTYPE_BYTES, VAR_OPTIMIZER, VAR_WEIGHT, ModelInfo,
+                                TensorSpec, VariableSpec, in_optimizer_scope)
+from msprof_cli.device import memory_plan as MP
+from msprof_cli.device import op_map
+from msprof_cli.device.chip import ChipSpec
+from msprof_cli.device.dependencies import launched_producers
+from msprof_cli.device.op_table import Interner, IterTable, OpTable, SignatureRegistry
+from msprof_cli.device.step_trace import NameClasses
+from msprof_cli.device.ub_fusion import UbFuser
+from msprof_cli.raw import memory_plan as RM
+
+
+def spec_bytes(shape: tuple[int, ...], dtype: str) -> int:
+    """Bytes of a tensor (an unknown dimension counts as 1)."""
+    n = 1
+    for d in shape:
+        n *= max(int(d), 1)
+    return n * DTYPE_BYTES.get(dtype, 4)
+
+
+class MemoryModel:
+    """The facts of one PROF dir's device memory, updated per chunk (module doc)."""
+
+    def __init__(self, prof_dir: Path, chip: ChipSpec) -> None:
+        self.prof_dir = Path(prof_dir)
+        self.facts = RM.MemoryFacts(chip.name, chip.hbm_capacity_bytes, chip.hbm_reserved_bytes,
+                                    chip.ge_variable_limit, chip.ge_graph_limit)
+        self._vars: dict[int, dict[str, VariableSpec]] = {}  # device -> name -> variable
+        # per (model, device): each planned tensor as (op name, bytes, first node, last node)
+        self.tensors: dict[tuple[int, int], list[tuple[str, int, int, int]]] = {}
+
+    def set_pools(self, graph: int = 0, variables: int = 0) -> str | None:
+        """GE's pool sizes (0: keep); a warning when together they exceed what the chip's
+        system leaves (the TF adapter documents their sum as limited by the hardware)."""
+        f = self.facts
+        if graph:
+            f.graph_limit = graph
+        if variables:
+            f.variable_limit = variables
+        if f.devices:
+            RM.write(self.prof_dir, f)
+        if (graph or variables) and f.graph_limit + f.variable_limit > f.usable:
+            return (f"graph_memory_max_size + variable_memory_max_size = "
+                    f"{f.graph_limit + f.variable_limit} bytes exceed the {f.usable} bytes "
+                    f"{f.chip} leaves usable: GE cannot reserve both pools")
+        return None
+
+    def record(self, ops: OpTable, iters: IterTable, models: dict[int, ModelInfo],
+               sigs: SignatureRegistry, names: Interner, fuser: UbFuser,
+               classes: NameClasses) -> None:
+        """Plan the models whose first step on a device is in this chunk; rewrite the file
+        when anything changed."""
+        inn = np.flatnonzero(ops.iter_row >= 0)
+        if not len(inn):
+            return
+        changed = False
+        pairs = np.unique(np.stack([ops.model_id[inn].astype(np.int64),
+                                    ops.device_id[inn].astype(np.int64)]), axis=1)
+        for mid, dev in pairs.T.tolist():
+            dm = self.facts.devices.setdefault(dev, RM.DeviceMemory())
+            if mid in dm.models:
+                continue
+            model = models.get(mid)
+            sel = inn[(ops.model_id[inn] == mid) & (ops.device_id[inn] == dev)]
+            first = int(ops.iter_row[sel].min())
+            rows = sel[ops.iter_row[sel] == first]
+            dm.models[mid] = self._plan_model(mid, dev, model, rows, ops, sigs, names, fuser,
+                                              classes, int(iters.start[first]))
+            if model is not None:
+                self._add_variables(dev, model.variables, dm)
+            changed = True
+        if changed:
+            RM.write(self.prof_dir, self.facts)
+
+    def _add_variables(self, dev: int, variables: tuple[VariableSpec, ...],
+                       dm: RM.DeviceMemory) -> None:
+        """The session's variable memory holds each variable once, whichever graphs use it;
+        a replica's copy belongs to its device."""
+        known = self._vars.setdefault(dev, {})
+        for v in variables:
+            if v.device not in (-1, dev) or v.name in known:
+                continue
+            known[v.name] = v
+            b = spec_bytes(v.shape, v.dtype)
+            if v.role == VAR_WEIGHT:
+                dm.weight += b
+            elif v.role == VAR_OPTIMIZER:
+                dm.optimizer += b
+            else:
+                dm.state += b
+            dm.count += 1
+            dm.pool += int(MP.ge_tensor_bytes(np.array([b]))[0])
+
+    def _plan_model(self, mid: int, dev: int, model: ModelInfo | None, rows: np.ndarray,
+                    ops: OpTable, sigs: SignatureRegistry, names: Interner, fuser: UbFuser,
+                    classes: NameClasses, load_ns: int) -> RM.ModelMemory:
+        sg = sigs.arrays()
+        sig = ops.sig[rows]
+        launched = rows[sg["kind"][sig] != op_map.KIND_NONE]
+        if model is not None and model.op_order:
+            launched = launched[_node_order(model.op_order, launched, ops, names)]
+        sig = ops.sig[launched]
+        row_names = [names.items[i] for i in ops.name_idx[launched].tolist()]
+        nbytes = sg["bytes_out"][sig].astype(np.int64)
+        in_place = np.array([op_map.is_optimizer_type(sigs.tf_type[s]) for s in sig.tolist()],
+                            bool)
+        nbytes[in_place] = 0  # an apply op's output is its variable
+        start = np.arange(len(launched), dtype=np.int64)
+        end = start.copy()
+        first_producer: dict[int, int] = {}  # GE-inserted conversion -> its input's task
+        if model is not None and model.producers:
+            self._lifetimes(mid, model, row_names, end, names, fuser, first_producer)
+        plan = MP.plan(nbytes, start, end)
+        _, backward = classes.of(names.items)
+        grad = backward[ops.name_idx[launched]].copy()
+        update = np.array([in_optimizer_scope(n) for n in row_names], bool)
+        for i, j in first_producer.items():  # GE's conversions: their input's kind
+            grad[i], update[i] = grad[j], update[j]
+        grad &= ~update
+        kind = np.where(update, "update", np.where(grad, "gradient", "activation"))
+        p = plan.peak_at
+        live = (start <= p) & (end >= p) & (plan.size > 0)
+        top = np.flatnonzero(live)
+        top = top[np.argsort(-plan.size[top], kind="stable")][:RM.TOP_TENSORS]
+        self.tensors[(mid, dev)] = [(row_names[i], int(nbytes[i]), int(start[i]), int(end[i]))
+                                    for i in np.flatnonzero(plan.size > 0).tolist()]
+        io = 0
+        if model is not None:
+            io = int(MP.ge_tensor_bytes(np.array(
+                [_spec_nbytes(t) for t in (*model.feeds, *model.fetches)] or [0])).sum())
+        return RM.ModelMemory(
+            name=model.name if model is not None else f"model {mid}",
+            feature_map=plan.total, live_peak=plan.live_peak, peak_node=p,
+            tensors=int((plan.size > 0).sum()), io=io,
+            activations=int(plan.size[live & (kind == "activation")].sum()),
+            gradients=int(plan.size[live & grad].sum()), load_ns=load_ns,
+            updates=int(plan.size[live & update].sum()),
+            top=[[row_names[i], int(plan.size[i]), int(start[i]), int(end[i]), str(kind[i])]
+                 for i in top.tolist()])
+
+    @staticmethod
+    def _lifetimes(mid: int, model: ModelInfo, row_names: list[str], end: np.ndarray,
+                   names: Interner, fuser: UbFuser, first_producer: dict[int, int]) -> None:
+        """Extend each tensor's `end` to its last consumer's index (in place); note the
+        producer of each GE-inserted conversion (`trans_*`, trans_ops.py)."""
+        prods = model.producers
+        launched = set(row_names)
+        alias: dict[str, str] = {}
+        chains = fuser.chains_of(mid)
+        if chains:
+            # a fused kernel consumes what its members take from outside the chain
+            prods = dict(prods)
+            for f, mem in chains.items():
+                m_names = [names.items[i] for i in mem]
+                inside = set(m_names)
+                prods[names.items[f]] = tuple(q for m in m_names for q in prods.get(m, ())
+                                              if q not in inside)
+                launched.add(names.items[f])
+                launched.update(m_names)
+                alias.update({m: names.items[f] for m in m_names})
+        table = launched_producers(prods, launched, model.op_order)
+        positions: dict[str, list[int]] = {}
+        for i, n in enumerate(row_names):
+            positions.setdefault(n, []).append(i)
+        for i, n in enumerate(row_names):
+            for q in table.get(n, ()):
+                at = positions.get(q)
+                if at is None:
+                    at = positions.get(alias.get(q, ""))
+                    if at is None:
+                        continue
+                k = bisect.bisect_left(at, i) - 1  # the producer's latest run before i
+                if k >= 0 and end[at[k]] < i:
+                    end[at[k]] = i
+                if k >= 0 and n.startswith("trans_"):
+                    first_producer.setdefault(i, at[k])
+
+
+def _node_order(order: dict[str, int], rows: np.ndarray, ops: OpTable,
+                names: Interner) -> np.ndarray:
+    """`rows` in GE's node order (the graph's topological ids, with GE's inserted and fused
+    nodes in their places), not in the order the host happened to run them: the plan of a
+    graph is the same whatever the threads did.  A row of no known node keeps its place after
+    the row before it; repeated runs of one node (a loop body) keep their order."""
+    key = np.array([order.get(names.items[i], np.nan) for i in ops.name_idx[rows].tolist()],
+                   np.float64)
+    known = ~np.isnan(key)
+    if not known.all():
+        last = np.maximum.accumulate(np.where(known, np.arange(len(key)), -1))
+        key = np.where(last >= 0, key[np.maximum(last, 0)], -np.inf)
+    return np.argsort(key, kind="stable")
+
+
+def _spec_nbytes(t: TensorSpec) -> int:
+    return spec_bytes(t.shape, t.dtype) if t.shape != (-2,) else 0

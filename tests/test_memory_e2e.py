@@ -1,0 +1,130 @@
+"""End-to-end: the emulated device memory of real TensorFlow programs (docs/device-model.md
+12, docs/summary.md "Device memory"): the variable memory is the model's parameters and
+optimizer slots to the byte, the feature map follows the batch and the precision mode, and a
+model that does not fit GE's pools is said so by collect, summary and check."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from msprof_cli.raw import memory_plan as RM
+
+pytestmark = pytest.mark.e2e
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+MSPROF = [sys.executable, "-m", "msprof_cli"]
+# Keras 3's optimizers keep two scalars besides their slots: `iteration` (int64) and
+# `learning_rate` (float32)
+KERAS3_COUNTERS = 8 + 4
+
+
+def msprof(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+           ok: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([*MSPROF, *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})}, cwd=cwd)
+    if ok:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def collect(tmp: Path, script: str, *flags: str, **env: str
+            ) -> tuple[Path, subprocess.CompletedProcess]:
+    proc = msprof("collect", "--output", str(tmp / "out"), *flags, "--", sys.executable,
+                  str(SCRIPTS / script), env=env, cwd=tmp)
+    [prof] = sorted((tmp / "out").glob("PROF_*"))
+    return prof, proc
+
+
+def params(proc: subprocess.CompletedProcess) -> int:
+    [line] = [ln for ln in proc.stdout.splitlines() if ln.startswith("PARAMS ")]
+    return int(line.split()[1])
+
+
+def train_model(facts: RM.MemoryFacts) -> RM.ModelMemory:
+    """The model with the biggest feature map: the training step."""
+    return max(facts.devices[0].models.values(), key=lambda m: m.feature_map)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, tuple[Path, subprocess.CompletedProcess]]:
+    out = {}
+    for key, flags, env in (
+            ("adam16", (), {"OPT": "adam", "BS": "16"}),
+            ("sgd16", (), {"OPT": "sgd", "BS": "16"}),
+            ("adam32", (), {"OPT": "adam", "BS": "32"}),
+            ("adam16_mix", ("--precision-mode", "allow_mix_precision"),
+             {"OPT": "adam", "BS": "16"})):
+        out[key] = collect(tmp_path_factory.mktemp(key), "mem_keras.py", *flags, **env)
+    return out
+
+
+def test_variable_memory_is_the_parameters_and_the_slots(runs) -> None:
+    for key, slots in (("adam16", 2), ("sgd16", 1)):
+        prof, proc = runs[key]
+        dm = RM.read(prof).devices[0]
+        assert dm.weight == 4 * params(proc)  # fp32 weights, to the byte
+        assert dm.optimizer == slots * dm.weight + KERAS3_COUNTERS
+        assert dm.pool >= dm.weight + dm.optimizer + dm.state  # GE's alignment
+
+
+def test_the_batch_grows_the_activations_not_the_weights(runs) -> None:
+    small, big = RM.read(runs["adam16"][0]), RM.read(runs["adam32"][0])
+    assert small.devices[0].pool == big.devices[0].pool
+    ratio = train_model(big).feature_map / train_model(small).feature_map
+    assert 1.6 <= ratio <= 2.2, ratio
+
+
+def test_mixed_precision_shrinks_the_activations(runs) -> None:
+    default, mixed = RM.read(runs["adam16"][0]), RM.read(runs["adam16_mix"][0])
+    assert train_model(mixed).feature_map < 0.9 * train_model(default).feature_map
+    assert mixed.devices[0].pool == default.devices[0].pool  # variables stay fp32
+
+
+def test_collect_and_summary_say_that_it_fits(runs) -> None:
+    prof, proc = runs["adam16"]
+    assert "Device memory: predicted peak" in proc.stderr and ": fits" in proc.stderr
+    assert "Device memory" not in proc.stdout  # the script's stdout stays the script's
+    text = msprof("summary", str(prof)).stdout
+    assert "Predicted peak" in text and ": fits," in text
+    assert "optimizer state" in text and "Live at the peak" in text
+    doc = json.loads(msprof("summary", str(prof), "--format", "json").stdout)
+    mem = doc["devices"][0]["memory"]
+    assert mem["fits"] and mem["peak"] == sum(mem["parts"].values())
+
+
+def test_a_model_over_the_graph_pool_is_refused_everywhere(runs, tmp_path) -> None:
+    prof, proc = collect(tmp_path, "mem_keras.py", "--graph-memory-max-size", "1MiB",
+                         OPT="adam", BS="16")
+    assert "[WARNING] Device memory: the model does not fit" in proc.stderr
+    assert "exceeds total graph size[1048576]" in proc.stderr
+    assert "smaller batch" in proc.stderr  # what would help
+    assert "DOES NOT FIT" in msprof("summary", str(prof)).stdout
+    res = msprof("check", str(prof), "--baseline", str(runs["adam16"][0]), ok=False)
+    assert res.returncode == 1, res.stderr
+    assert "does not fit the chip" in res.stdout
+    # the same collection passes when the memory gate is off
+    res = msprof("check", str(prof), "--baseline", str(prof), "--max-peak-memory", "off",
+                 ok=False)
+    assert res.returncode == 0, res.stdout
+
+
+def test_diff_and_check_name_the_tensors_that_grew(runs) -> None:
+    base, new = runs["adam16"][0], runs["adam32"][0]
+    text = msprof("diff", str(base), str(new)).stdout
+    assert "memory (emulated)" in text and "Tensors at the peak that grew" in text
+    res = msprof("check", str(new), "--baseline", str(base), ok=False)
+    assert res.returncode == 1 and "predicted peak memory grew" in res.stdout
+    res = msprof("check", str(new), "--baseline", str(base), "--max-peak-memory", "fit,+200%",
+                 ok=False)
+    assert "predicted peak memory" not in res.stdout
+
+
+def test_tf1_momentum_slots_from_the_apply_op(tmp_path) -> None:
+    prof, _ = collect(tmp_path, "mem_tf1.py")
+    dm = RM.read(prof).devices[0]
+    assert dm.weight == (64 * 32 + 32) * 4
+    assert dm.optimizer == dm.weight  # one Momentum slot a variable
