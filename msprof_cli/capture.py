@@ -128,7 +128,7 @@ class Iteration:
         return self.schedule.runs(self.start_ns, self.end_ns)
 
 
-# what a variable holds, for the device memory's split (docs/device-memory.md 2)
+# what a variable holds, for the device memory's split (docs/formats/device-memory.md 3)
 VAR_WEIGHT = "weight"  # a trainable variable: the model's parameters
 VAR_OPTIMIZER = "optimizer"  # an optimizer's slots and counters
 VAR_STATE = "state"  # any other non-trainable variable (BatchNorm moving statistics, metrics)

@@ -94,6 +94,20 @@ def test_collect_and_summary_say_that_it_fits(runs) -> None:
     doc = json.loads(msprof("summary", str(prof), "--format", "json").stdout)
     mem = doc["devices"][0]["memory"]
     assert mem["fits"] and mem["peak"] == sum(mem["parts"].values())
+    # the curve over the step peaks at the live peak the model reports
+    [train] = [m for m in mem["models"] if m["feature_map"] == max(
+        x["feature_map"] for x in mem["models"])]
+    c = train["curve"]
+    live = [sum(v) for v in zip(c["activation"], c["gradient"], c["update"])]
+    assert max(live) == train["live_peak"] <= train["feature_map"]
+
+
+def test_the_report_plots_the_memory(runs, tmp_path) -> None:
+    page = tmp_path / "r.html"
+    msprof("report", str(runs["adam16"][0]), "-o", str(page))
+    text = page.read_text()
+    assert "Device memory at the peak (emulated" in text
+    assert "Device memory over the step, device 0" in text
 
 
 def test_a_model_over_the_graph_pool_is_refused_everywhere(runs, tmp_path) -> None:

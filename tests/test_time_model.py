@@ -33,10 +33,20 @@ def _chunk(cpu_ns: int, gap_ns: int, n: int = 3, wait_ns: int = 0) -> CaptureChu
 
 
 def _model_executes(prof):
+    """Each step's span on the host: GE's InputCopy begin to its OutputCopy end, the
+    ModelExecute between them (they follow each other: docs/formats/raw-format.md 4.12)."""
     api = R.host_records(prof, "api_event")
-    me = api[(api["level"] == L.LEVEL_MODEL) & (api["type"] == L.MODEL_EXECUTE)]
-    order = np.argsort(me["begin_time"])
-    return me["begin_time"][order].astype(np.int64), me["end_time"][order].astype(np.int64)
+    model = api[api["level"] == L.LEVEL_MODEL]
+    me = model[model["type"] == L.MODEL_EXECUTE]
+    ic = model[model["type"] == L.MODEL_INPUT_COPY]
+    oc = model[model["type"] == L.MODEL_OUTPUT_COPY]
+    assert len(ic) == len(me) == len(oc)
+    b = np.sort(ic["begin_time"].astype(np.int64))
+    e = np.sort(oc["end_time"].astype(np.int64))
+    # never nested: InputCopy < ModelExecute < OutputCopy, 1 ns apart at least
+    assert np.all(np.sort(ic["end_time"].astype(np.int64)) < np.sort(me["begin_time"]))
+    assert np.all(np.sort(me["end_time"].astype(np.int64)) < np.sort(oc["begin_time"]))
+    return b, e
 
 
 def test_cpu_time_of_device_ops_is_not_host_time(tmp_path):

@@ -1,8 +1,8 @@
 """The variables a traced graph uses: name, shape, dtype, device and what they hold.
 
-GE keeps every TensorFlow variable in the session's variable memory (docs/device-memory.md 2),
-so the device's memory plan needs them: the weights, the optimizer's slots and counters, the
-other state (BatchNorm moving statistics, metric totals).
+GE keeps every TensorFlow variable in the session's variable memory
+(docs/formats/device-memory.md 3), so the device's memory plan needs them: the weights, the
+optimizer's slots and counters, the other state (BatchNorm moving statistics, metric totals).
 
 Where they come from:
 

@@ -53,3 +53,6 @@ class ChunkCtx:
     copies: tuple[np.ndarray, ...] | None = None
     # the time model's InputCopy / OutputCopy spans (in_b, in_e, out_b, out_e) per iteration
     copy_spans: tuple[np.ndarray, ...] | None = None
+    # the ModelExecute API's (begin, end) per iteration: the step span less the copies, which
+    # GE reports beside it, not inside (host_pass.copy_apis); None = the step span
+    execute: tuple[np.ndarray, np.ndarray] | None = None

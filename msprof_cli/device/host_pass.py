@@ -101,11 +101,12 @@ class HostPass:
             "api_event", "task_track", "node_basic_info", "tensor_info", "graph_id_map",
             "fusion_op_info", "hccl_info")}
         hash_texts: list[str] = []
-        # ModelExecute per iteration (level 15000 type 1, itemId = model id)
-        out["api_event"].append(api_records(L.LEVEL_MODEL, L.MODEL_EXECUTE, iters.thread,
-                                            ctx.me_begin, ctx.me_end, iters.model_id))
         if task_on and len(iters):
             self.copy_apis(ctx, out)
+        exe_b, exe_e = ctx.execute if ctx.execute is not None else (ctx.me_begin, ctx.me_end)
+        # ModelExecute per iteration (level 15000 type 1, itemId = model id)
+        out["api_event"].append(api_records(L.LEVEL_MODEL, L.MODEL_EXECUTE, iters.thread,
+                                            exe_b, exe_e, iters.model_id))
         rows = np.flatnonzero(ctx.kind != op_map.KIND_NONE) if task_on else np.zeros(0, int)
         name_hashes = np.array([name_hash(n) for n in self.names.items], np.uint64) \
             if self.names.items else np.zeros(0, np.uint64)
@@ -156,6 +157,20 @@ class HostPass:
             iok = ook = np.ones(len(iters), bool)
         else:
             ib, ie, iok, ob, oe, ook = copy_spans(ctx.me_begin, ctx.me_end, first, last)
+        # GE reports InputCopy, ModelExecute (the inference) and OutputCopy one after another,
+        # never nested (hicann/ge runtime/v1/graph/load/model_manager/davinci_model.cc: the
+        # PRE_PROC, INFER and AFTER_PROC spans).  The analysis's C++ path keeps one of two
+        # model-level APIs that overlap on a thread and its sort of equal begins is not
+        # stable: a ModelExecute that began with its InputCopy could be the one dropped, and
+        # the step's tasks got no model (docs/formats/raw-format.md 8).  ModelExecute opens
+        # 2 ns before the first launch and closes 1 ns before OutputCopy; 1 ns between each.
+        exe_b = np.minimum(ie, first) - 2
+        iok = iok & (exe_b - 1 > ib)
+        ie = np.where(iok, exe_b - 1, ie)
+        exe_b = np.where(iok, exe_b, np.minimum(ctx.me_begin, first - 2))
+        ook = ook & (ob - 1 >= last)
+        exe_e = np.where(ook, ob - 1, ctx.me_end)
+        ctx.execute = (exe_b, exe_e)
         ctx.copies = (ib, ie, iok, ob, oe, ook)
         for typ, b, e, ok in ((L.MODEL_INPUT_COPY, ib, ie, iok),
                               (L.MODEL_OUTPUT_COPY, ob, oe, ook)):
@@ -166,6 +181,7 @@ class HostPass:
     def _graph_and_fusion(self, ctx: ChunkCtx, rows: np.ndarray, name_hashes: np.ndarray,
                           out: dict[str, list[np.ndarray]], hash_texts: list[str]) -> None:
         iters = ctx.iters
+        exe_b = ctx.execute[0] if ctx.execute is not None else ctx.me_begin
         # graph_id_map once per model, at the begin of its first ModelExecute
         g_thr, g_ts, g_name, g_id = [], [], [], []
         for i, mid in enumerate(iters.model_id.tolist()):
@@ -175,7 +191,7 @@ class HostPass:
             self._graph_mapped.add(mid)
             hash_texts.append(info.name)
             g_thr.append(int(iters.thread[i]))
-            g_ts.append(int(ctx.me_begin[i]) + 1)  # inside, as fusion_op_info below
+            g_ts.append(int(exe_b[i]))  # at the ModelExecute's begin, outside node APIs
             g_name.append(name_hash(info.name))
             g_id.append(mid)
         if g_ts:
@@ -198,7 +214,7 @@ class HostPass:
             # strictly inside the ModelExecute API (the C++ analysis attaches a record to
             # an API whose (start, end] holds it: tree_builder.cpp), before its first node
             # API (ModelExecute opens >= 2 ns before the first launch, host_records.py)
-            f_ts.append(int(ctx.me_begin[it]) + 1)
+            f_ts.append(int(exe_b[it]) + 1)
             f_name.append(int(name_hashes[ops.name_idx[r]]))
             f_ids.append([name_hash(o) for o in [name] + originals][1:] or [f_name[-1]])
             f_sig.append(int(ops.sig[r]))

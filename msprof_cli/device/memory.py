@@ -148,6 +148,7 @@ class MemoryModel:
         top = top[np.argsort(-plan.size[top], kind="stable")][:RM.TOP_TENSORS]
         self.tensors[(mid, dev)] = [(row_names[i], int(nbytes[i]), int(start[i]), int(end[i]))
                                     for i in np.flatnonzero(plan.size > 0).tolist()]
+        curve = _live_curve(plan.size, start, end, kind)
         io = 0
         if model is not None:
             io = int(MP.ge_tensor_bytes(np.array(
@@ -160,7 +161,7 @@ class MemoryModel:
             gradients=int(plan.size[live & grad].sum()), load_ns=load_ns,
             updates=int(plan.size[live & update].sum()),
             top=[[row_names[i], int(plan.size[i]), int(start[i]), int(end[i]), str(kind[i])]
-                 for i in top.tolist()])
+                 for i in top.tolist()], curve=curve)
 
     @staticmethod
     def _lifetimes(mid: int, model: ModelInfo, row_names: list[str], end: np.ndarray,
@@ -198,6 +199,26 @@ class MemoryModel:
                     end[at[k]] = i
                 if k >= 0 and n.startswith("trans_"):
                     first_producer.setdefault(i, at[k])
+
+
+KINDS = ("activation", "gradient", "update")
+CURVE_POINTS = 400  # the memory-over-the-step curve keeps at most this many node indices
+
+
+def _live_curve(size: np.ndarray, start: np.ndarray, end: np.ndarray, kind: np.ndarray
+                ) -> dict[str, list[int]]:
+    """Bytes live at each node index, by kind, for the report's plot: every node of a small
+    graph; of a big one, per bin of nodes the node where the most is live (the peak is
+    always one of them)."""
+    if not len(size):
+        return {}
+    parts = {k: MP.live_sum(np.where(kind == k, size, 0), start, end) for k in KINDS}
+    total = sum(parts.values())
+    nodes = np.arange(len(total))
+    if len(total) > CURVE_POINTS:
+        bins = np.array_split(nodes, CURVE_POINTS)
+        nodes = np.array([b[int(total[b].argmax())] for b in bins])
+    return {"node": nodes.tolist(), **{k: v[nodes].tolist() for k, v in parts.items()}}
 
 
 def _node_order(order: dict[str, int], rows: np.ndarray, ops: OpTable,

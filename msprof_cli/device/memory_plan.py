@@ -1,7 +1,7 @@
 """GE's static memory plan of one graph's feature map, emulated (docs/device-model.md 12).
 
 GE plans a static graph's device memory at compile time (`BlockMemAssigner`; the steps and
-rules are in docs/device-memory.md section "GE's plan"): every op output is a tensor whose
+rules are in docs/formats/device-memory.md 4): every op output is a tensor whose
 lifetime runs from its producer's node index to its last consumer's, tensors whose lifetimes
 do not overlap share memory, and the model allocates the plan's total as one feature-map block
 when it loads.  Here:

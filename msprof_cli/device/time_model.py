@@ -108,9 +108,9 @@ def layout(iter_row: np.ndarray, launch: np.ndarray, eager: np.ndarray, host_wor
     work = np.asarray(input_wait, np.int64).copy()
     hw = inn[host_work[inn]]
     np.add.at(work, iter_row[hw], np.maximum(host_end[hw] - host_start[hw], 0))
-    # InputCopy starts with ModelExecute (the real analysis nests by time: a model-level API
-    # strictly inside ModelExecute would end the model's scope for the launches after it) and
-    # spans the entry and the wait for the batch; the H2D copy is issued at its end
+    # InputCopy opens the step and spans the entry and the wait for the batch; the H2D copy is
+    # issued at its end (GE reports InputCopy, ModelExecute and OutputCopy one after another:
+    # host_pass.copy_apis)
     in_b = np.zeros(n_iters, np.int64)
     in_e = MODEL_EXECUTE_ENTRY_NS + work + COPY_API_NS
     # launches in the graph's topological order (GE's task order: the same every step), else

@@ -1,7 +1,7 @@
 """The emulated device memory of a collection, beside the raw data: `msprof_cli_memory.json`.
 
 GE logs its memory plan (`[IMAS]AfterAssignMemory`, `model_metrics ... alloc_dev_mem`,
-docs/device-memory.md "GE's plan") but writes none of it into a PROF dir unless `--task-memory`
+docs/formats/device-memory.md 4) but writes none of it into a PROF dir unless `--task-memory`
 is on, and even then without the variables or a verdict.  The device (device/memory.py) writes
 what it planned here, after every chunk; summary, diff, check, report and collect's closing line
 read it.  The real analysis ignores the file.  Standard library only.
@@ -13,11 +13,13 @@ read it.  The real analysis ignores the file.  Standard library only.
         "models": {"1": {"name": s, "feature_map": b, "live_peak": b, "peak_node": i,
                          "tensors": n, "io": b, "activations": b, "gradients": b,
                          "updates": b, "load_ns": host ns, "top": [[op, bytes, first node,
-                         last node, "activation" | "gradient" | "update"], ...]}}}}}
+                         last node, "activation" | "gradient" | "update"], ...],
+                         "curve": {"node": [...], "activation": [...], ...}}}}}}
 
 `activations` / `gradients` / `updates`: the bytes live at the plan's peak node, by what
 produced them: a forward op, a backward op, or an op after the last backward op (the
-optimizer's update); `top`: the biggest tensors live there.
+optimizer's update); `top`: the biggest tensors live there; `curve`: the bytes live at each
+node index by the same kinds (a big graph's at most 400 nodes, its peak among them).
 """
 from __future__ import annotations
 
@@ -42,8 +44,11 @@ class ModelMemory:
     activations: int  # live at the peak, produced by forward ops
     gradients: int  # live at the peak, produced by backward ops
     load_ns: int  # host ns of the model's first step (when GE loads it)
-    updates: int = 0  # live at the peak, produced by the optimizer's ops after backward
+    updates: int = 0  # live at the peak, produced by the optimizer's ops
     top: list[list[Any]] = field(default_factory=list)
+    # bytes live over the step: {"node": [...], "activation": [...], "gradient": [...],
+    # "update": [...]} (at most device/memory.py's CURVE_POINTS node indices)
+    curve: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -57,7 +62,7 @@ class DeviceMemory:
 
     def feature_maps(self) -> int:
         """What the loaded graphs hold (GE's default static memory policy keeps each
-        graph's block: docs/device-memory.md "Runtime")."""
+        graph's block: docs/formats/device-memory.md 3)."""
         return sum(m.feature_map + m.io for m in self.models.values())
 
     def peak(self) -> int:

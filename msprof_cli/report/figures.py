@@ -19,7 +19,11 @@ COLORS = {"fp_bp": "#1f77b4", "refresh": "#17becf", "data_aug_bound": "#ff7f0e",
           "other": "#c7c7c7", "communication": "#9467bd", "compute": "#1f77b4",
           "overlapped": "#8c564b", "exposed": "#d62728", "cube": "#1f77b4",
           "vector": "#2ca02c", "scalar": "#ff7f0e", "mte1": "#9467bd", "mte2": "#8c564b",
-          "mte3": "#e377c2", "up": "#d62728", "down": "#2ca02c"}
+          "mte3": "#e377c2", "up": "#d62728", "down": "#2ca02c",
+          # device memory: torch's memory timeline colours for the same categories
+          "weights": "#006400", "optimizer state": "#daa520", "activations": "#d62728",
+          "activation": "#d62728", "gradient": "#4169e1", "update": "#daa520",
+          "workspace": "#9370db", "free": "#e8e8e8"}
 Fig = tuple[str, go.Figure]
 
 
@@ -193,3 +197,46 @@ def diff_types(md: D.ModelDiff) -> Fig | None:
     _layout(fig, height=max(240, 24 * len(rows) + 80), xaxis_title="change, us per step")
     who = "outside models" if md.new_model is None else f"model {md.new_model}"
     return f"Op type changes against the baseline, device {md.device_id} {who}", fig
+
+
+def memory_breakdown(devices: list[M.DeviceSummary]) -> Fig | None:
+    """Per device, the predicted peak split by category; the usable HBM as a line when the
+    peak is near enough to it to show (emulated: docs/summary.md 7)."""
+    devs = [d for d in devices if d.memory is not None]
+    if not devs:
+        return None
+    names = [f"{d.prof[-8:]} dev {d.device_id}" for d in devs]
+    peak = max(d.memory.peak for d in devs)
+    usable = min(d.memory.usable for d in devs)
+    unit, div = ("GiB", float(1 << 30)) if peak >= 1 << 30 else ("MiB", float(1 << 20))
+    fig = go.Figure()
+    for cat in devs[0].memory.parts:
+        fig.add_bar(x=names, y=[d.memory.parts.get(cat, 0) / div for d in devs], name=cat,
+                    marker_color=COLORS.get(cat, COLORS["other"]))
+    if peak >= usable / 20:
+        fig.add_hline(y=usable / div, line_dash="dash", line_color="#333333",
+                      annotation_text="usable HBM")
+    _layout(fig, barmode="stack", yaxis_title=unit)
+    return (f"Device memory at the peak (emulated; {usable / (1 << 30):.2f} GiB usable)", fig)
+
+
+def memory_over_step(dev: M.DeviceSummary, mm: M.ModelMemoryRow) -> Fig | None:
+    """The bytes live over one step of a model's graph, by what produced them, against the
+    node index (GE's order of the graph's tasks), with the planned block as a line."""
+    c = mm.curve
+    if not c or not c.get("node"):
+        return None
+    mib = float(1 << 20)
+    fig = go.Figure()
+    for kind, label in (("activation", "activations (forward)"), ("gradient", "gradients"),
+                        ("update", "optimizer temporaries")):
+        if any(c.get(kind, ())):
+            fig.add_scatter(x=c["node"], y=[v / mib for v in c[kind]], name=label,
+                            stackgroup="live", mode="lines", line=dict(width=0.5),
+                            fillcolor=COLORS[kind], line_color=COLORS[kind])
+    fig.add_scatter(x=[c["node"][0], c["node"][-1]], y=[mm.feature_map / mib] * 2,
+                    name="planned feature map", mode="lines",
+                    line=dict(color="#333333", dash="dash"))
+    _layout(fig, xaxis_title="node index in the step (GE's task order)", yaxis_title="MiB")
+    name = f' "{mm.name}"' if mm.name else ""
+    return f"Device memory over the step, device {dev.device_id}, model {mm.model_id}{name}", fig

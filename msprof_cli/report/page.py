@@ -199,6 +199,14 @@ def build_page(s: M.Summary, d: D.Diff | None = None) -> str:
     for dev in s.devices:
         for m in dev.models:
             page.add(_model_section(page, dev, m))
+    memory = [page.figure(F.memory_breakdown(s.devices))] + [
+        page.figure(F.memory_over_step(dev, mm)) for dev in s.devices
+        if dev.memory is not None for mm in dev.memory.models]
+    if any(memory):
+        page.add('<section><h2>Device memory (emulated)</h2><p class="note">What GE would '
+                 "allocate for the captured graphs on the chosen chip: the variables and each "
+                 "graph's planned feature map (docs/summary.md section 7).</p>"
+                 f'<div class="grid">{"".join(memory)}</div></section>')
     system = [page.figure(F.activity(s.devices)), page.figure(F.overlap(s.devices))]
     if any(system):
         page.add(f'<section><h2>Devices</h2><div class="grid">{"".join(system)}</div>'

@@ -121,7 +121,8 @@ def device_summary(facts: RM.MemoryFacts, device: int) -> M.DeviceMemory | None:
     rows = [M.ModelMemoryRow(
         model_id=mid, name=mm.name, feature_map=mm.feature_map, live_peak=mm.live_peak,
         io=mm.io, activations=mm.activations, gradients=mm.gradients, updates=mm.updates,
-        top=[M.TensorRow(op, int(b), int(s), int(e), str(k)) for op, b, s, e, k in mm.top])
+        top=[M.TensorRow(op, int(b), int(s), int(e), str(k)) for op, b, s, e, k in mm.top],
+        curve=mm.curve)
         for mid, mm in sorted(dm.models.items())]
     return M.DeviceMemory(peak=v.peak, usable=facts.usable, capacity=facts.capacity,
                           fits=v.fits, parts=v.parts, problems=v.problems,

@@ -201,6 +201,8 @@ class ModelMemoryRow:
     gradients: int  # at the peak: backward outputs
     updates: int = 0  # at the peak: the optimizer's temporaries
     top: list[TensorRow] = field(default_factory=list)
+    # bytes live over the step by kind ({"node": [...], "activation": [...], ...})
+    curve: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass

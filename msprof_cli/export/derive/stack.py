@@ -74,6 +74,37 @@ def _enclosing(thread: np.ndarray, ts: np.ndarray, spans: Spans) -> np.ndarray:
     return np.where(at >= 0, cid[np.maximum(at, 0)], -1)
 
 
+def _with_copies(apis: pd.DataFrame, lvl: np.ndarray, typ: np.ndarray, spans: Spans) -> Spans:
+    """The ModelExecute spans widened by their GE copies: an InputCopy that ends before the
+    ModelExecute of its thread begins (GE reports the two one after another,
+    docs/formats/raw-format.md 4.12) starts that execution; an OutputCopy that begins after
+    one ends closes it.  A copy inside a ModelExecute (older data) widens nothing."""
+    s_thread, begin, end, cid = spans
+    begin, end = begin.copy(), end.copy()
+    th = apis["thread_id"].to_numpy(np.int64)
+    b = apis["begin_local"].to_numpy(np.int64)
+    e = apis["end_local"].to_numpy(np.int64)
+    for typ_id, before in ((L.MODEL_INPUT_COPY, True), (L.MODEL_OUTPUT_COPY, False)):
+        rows = np.flatnonzero((lvl == L.LEVEL_MODEL) & (typ == typ_id))
+        rows = rows[_enclosing(th[rows], b[rows], spans) < 0]
+        for t in np.unique(th[rows]).tolist():
+            mine = rows[th[rows] == t]
+            on = np.flatnonzero(s_thread == t)
+            if before:  # the execution beginning first at or after the copy's end
+                on = on[np.argsort(begin[on], kind="stable")]
+                at = np.searchsorted(begin[on], e[mine], side="left")
+                ok = at < len(on)
+                idx = on[at[ok]]
+                np.minimum.at(begin, idx, b[mine[ok]])
+            else:  # the execution ending last at or before the copy's begin
+                on = on[np.argsort(end[on], kind="stable")]
+                at = np.searchsorted(end[on], b[mine], side="right") - 1
+                ok = at >= 0
+                idx = on[at[ok]]
+                np.maximum.at(end, idx, e[mine[ok]])
+    return s_thread, begin, end, cid
+
+
 def _lookup(keys: np.ndarray, values: np.ndarray, want: np.ndarray, missing: int = -1
             ) -> np.ndarray:
     """values[i] where keys[i] == want (keys sorted, unique), `missing` elsewhere."""
@@ -145,7 +176,7 @@ def build_scope(data: ProfData, dev: DeviceData, sel: Selection, tasks: pd.DataF
         uniq, inv = np.unique(model, return_inverse=True)
         exec_id = exec_id + np.array([int(exec_base.get(int(m), 0)) for m in uniq],
                                      np.int64)[inv]
-    spans = _spans(apis, me)
+    spans = _with_copies(apis, lvl, typ, _spans(apis, me))
     m_thread, m_begin, m_end, m_cid = spans
     chosen = np.ones(n, bool)
     if sel.model_id is not None:
@@ -153,9 +184,11 @@ def build_scope(data: ProfData, dev: DeviceData, sel: Selection, tasks: pd.DataF
     c_cid = m_cid[chosen]
     # the chosen executions by begin, then model (stable)
     o = np.lexsort((model[chosen], m_begin[chosen]))
+    me_b = apis["begin_local"].to_numpy(np.int64)[me]
+    me_e = apis["end_local"].to_numpy(np.int64)[me]
     execs = pd.DataFrame({"me_cid": c_cid[o], "model_id": model[chosen][o],
                           "exec_id": exec_id[chosen][o], "thread_id": m_thread[chosen][o],
-                          "begin_local": m_begin[chosen][o], "end_local": m_end[chosen][o]})
+                          "begin_local": me_b[chosen][o], "end_local": me_e[chosen][o]})
     ids = np.sort(c_cid)
     # every API -> its enclosing ModelExecute (a ModelExecute is its own)
     cid = apis["connection_id"].to_numpy(np.int64)
