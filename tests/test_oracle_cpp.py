@@ -7,8 +7,12 @@ second's MemoryAccess PMU tail is one the Python engine does not write).
 The C++ path prints differently from the Python path our layout follows (docs/export.md "The
 Atlas A2 (910B) data"): float64 local times, fixed decimals (the first Data Aug Bound
 `0.000`, not N/A), `host` as the device of api_statistic and fusion_op,
-another fusion_op order, a 4-point AI Core Freq lane, model id 4294967295 in each model's first
-iteration.  Those columns are left out; every other cell must agree (numbers as decimals
+another fusion_op order, a 4-point AI Core Freq lane.  Those columns are left out; every other
+cell must agree, the Model ID included: `fresh_a2_keras_bn` was collected with GE's InputCopy,
+ModelExecute and OutputCopy one after another (docs/formats/raw-format.md 4.12).
+`fresh_a2_memaccess` was collected before, with each ModelExecute sharing its begin with its
+InputCopy, which made the C++ path drop some ModelExecutes and give their steps' tasks model
+id 4294967295: its Model ID column is left out (numbers as decimals
 within 0.0015, as shared compare.py reads them), and the files and their rows must be the
 same."""
 from __future__ import annotations
@@ -26,7 +30,7 @@ HERE = Path(__file__).resolve().parent / "oracle"
 CASES = ("fresh_a2_keras_bn", "fresh_a2_memaccess")
 # columns the C++ path prints otherwise (module doc); fusion_op: rows in another order
 DIFFERENT = {
-    "op_summary": {"Task Start Time(us)", "Task Wait Time(us)", "Model ID"},
+    "op_summary": {"Task Start Time(us)", "Task Wait Time(us)"},
     "task_time": {"task_start(us)", "task_stop(us)"},
     "step_trace": {"FP Start(us)", "BP End(us)", "Iteration End(us)"},
     "api_statistic": {"Device_id"},
@@ -35,7 +39,9 @@ DIFFERENT = {
 }
 # cells: the first iteration's Data Aug Bound is 0.000 in C++, N/A in Python (and ours)
 KNOWN = {("step_trace", 0, "Data Aug Bound(us)")}
-UNORDERED = {"fusion_op": "Fusion Op"}  # rows in another order: compared sorted by the key
+UNORDERED = {"fusion_op": "Fusion Op"}
+# collected with InputCopy nested in ModelExecute (module doc): Model ID left out
+NESTED_COPIES = {"fresh_a2_memaccess"}  # rows in another order: compared sorted by the key
 
 
 ALIAS = {"Block Num": "Block Dim", "Mix Block Num": "Mix Block Dim"}  # our released names
@@ -90,7 +96,8 @@ def test_the_cpp_path_writes_the_same_summaries_with_the_same_rows(case: str,
         if name in UNORDERED:
             key = UNORDERED[name]
             r, o = sorted(r, key=lambda x: x[key]), sorted(o, key=lambda x: x[key])
-        skip = DIFFERENT.get(name, set())
+        skip = DIFFERENT.get(name, set()) | (
+            {"Model ID"} if case in NESTED_COPIES and name == "op_summary" else set())
         bad = [(i, c, x[c], y.get(c)) for i, (x, y) in enumerate(zip(r, o))
                for c in x if c not in skip and (name, i, c) not in KNOWN
                and not _same(x[c], y.get(c, ""))]

@@ -45,6 +45,9 @@ MODEL_EXECUTE = 1
 MODEL_LOAD = 2
 MODEL_INPUT_COPY = 3
 MODEL_OUTPUT_COPY = 4
+# the model-level APIs of one step, each carrying the model id: a task launched inside any of
+# them is the model's (GE reports them one after another, docs/formats/raw-format.md 4.12)
+MODEL_STEP_TYPES = (MODEL_EXECUTE, MODEL_INPUT_COPY, MODEL_OUTPUT_COPY)
 # node level types
 NODE_BASIC_INFO = 0
 NODE_TENSOR_INFO = 1

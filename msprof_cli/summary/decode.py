@@ -129,7 +129,7 @@ def launches(host: HostTables, nodes: Nodes) -> Launches:
     cols["launch"] = nodes.launch(cols["thread_id"], cols["ts_ns"])
     apis = host.apis
     models = apis[(apis["level"].to_numpy() == L.LEVEL_MODEL)
-                  & (apis["type"].to_numpy() == L.MODEL_EXECUTE)]
+                  & np.isin(apis["type"].to_numpy(), L.MODEL_STEP_TYPES)]
     row = Spans.of(models).find(cols["thread_id"], cols["ts_ns"])
     # the model id as launch_info's enclose gives it (through float64)
     mid = models["item_id"].to_numpy().astype(np.int64).astype(np.float64).astype(np.int64)

@@ -104,7 +104,7 @@ def launch_info(host: HostTables) -> pd.DataFrame:
     level = apis["level"].to_numpy()
     node_rows = np.flatnonzero(level == L.LEVEL_NODE)
     model_rows = np.flatnonzero((level == L.LEVEL_MODEL)
-                                & (apis["type"].to_numpy() == L.MODEL_EXECUTE))
+                                & np.isin(apis["type"].to_numpy(), L.MODEL_STEP_TYPES))
     nodes = _spans(apis, node_rows)
     span_cid = apis["connection_id"].to_numpy()[node_rows]
     thread = cols["thread_id"].astype(np.int64, copy=False)

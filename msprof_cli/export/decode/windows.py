@@ -369,8 +369,8 @@ def plan_windows(prof: Path, target: int | None = None, models: bool = False,
     aging = bool((a["_aging"] & (ab > hoff) & (ae != ab)).any())
     host_models = None
     if known is not None:  # the ModelExecute spans the decode keeps (host.decode_apis)
-        me = np.flatnonzero((a["level"] == L.LEVEL_MODEL) & (a["type"] == L.MODEL_EXECUTE)
-                            & (ab > hoff) & (ae != ab))
+        me = np.flatnonzero((a["level"] == L.LEVEL_MODEL)
+                            & np.isin(a["type"], L.MODEL_STEP_TYPES) & (ab > hoff) & (ae != ab))
         # thread and model of those records only (a few per step, not per API)
         mc = host_records(hd, "api_event", log, ["thread_id", "item_id"], select=me)
         host_models = host_models_of(*known, {
