@@ -54,7 +54,7 @@ STRING_KEYS = ("output", "storage_limit", "fp_point", "bp_point", "aic_metrics",
                "task_trace", "task_time", "llc_profiling", "host_sys", "host_sys_usage", "power")
 ALL_KEYS = frozenset(SWITCH_KEYS) | frozenset(STRING_KEYS) | frozenset(FREQ_KEYS)
 # keys accepted and validated, but whose data the emulator does not produce
-NOT_EMULATED_KEYS = ("sys_hardware_mem_freq", "llc_profiling", "sys_io_sampling_freq",
+NOT_EMULATED_KEYS = ("llc_profiling", "sys_io_sampling_freq",
                      "sys_interconnection_freq", "dvpp_freq", "host_sys", "host_sys_usage",
                      "host_sys_usage_freq", "power", "aiv_metrics")
 # switches that instr_profiling_freq excludes (docs/formats/options.md 4.1)
@@ -196,6 +196,11 @@ class ProfilingConfig:
     # 5/32 of its HBM; docs/device-model.md 12)
     graph_memory_max_size: int = 0
     variable_memory_max_size: int = 0
+    # device memory records (docs/formats/device-memory.md 1): npu_mem / npu_module_mem
+    # samples at this rate (Hz; 0 = off: `sys_hardware_mem_freq`, --sys-hardware-mem), and
+    # GE's static plan and allocations (--task-memory, the msprof CLI's only)
+    hardware_mem_freq: int = 0
+    task_memory: bool = False
     not_emulated: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
@@ -460,6 +465,7 @@ def validate_options(opts: Mapping[str, Any], *, cwd: str | None = None, source:
         raw_options=raw or json.dumps(dict(opts)),
         source=source,
         dropout=dropout_from_env(),
+        hardware_mem_freq=int(opts.get("sys_hardware_mem_freq", 0)),
         not_emulated=not_emulated,
         warnings=tuple(warnings),
     )

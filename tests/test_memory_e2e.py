@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from msprof_cli.raw import memory_plan as RM
@@ -142,3 +143,39 @@ def test_tf1_momentum_slots_from_the_apply_op(tmp_path) -> None:
     dm = RM.read(prof).devices[0]
     assert dm.weight == (64 * 32 + 32) * 4
     assert dm.optimizer == dm.weight  # one Momentum slot a variable
+
+
+def test_task_memory_and_hardware_mem_write_the_raw_records(runs, tmp_path) -> None:
+    from msprof_cli.raw import layouts as L
+    from msprof_cli.raw import memory_layouts as ML
+
+    prof, _ = collect(tmp_path, "mem_keras.py", "--task-memory", "on", "--sys-hardware-mem",
+                      "on", "--sys-hardware-mem-freq", "100", OPT="adam", BS="16")
+    facts = RM.read(prof)
+    host = prof / "host" / "data"
+    # GE's static plan: a TOTAL per model (op 0, whole life) of the planned block
+    static = np.fromfile(host / L.host_file_name("static_op_mem"), ML.STATIC_OP_MEM)
+    totals = static[static["op_name"] == 0]
+    assert sorted(totals["size"].tolist()) == sorted(
+        m.feature_map for m in facts.devices[0].models.values())
+    assert (totals["life_end"] == ML.LIFE_TO_THE_END).all()
+    blocks = static[static["op_name"] != 0]
+    assert (blocks["life_end"] >= blocks["life_start"]).all() and (blocks["size"] > 0).all()
+    # each model's block allocated at its load and freed when the collection ends
+    task = np.fromfile(host / L.host_file_name("task_memory_info", aging=True),
+                       ML.TASK_MEMORY_INFO)
+    assert (task["size"] > 0).sum() == (task["size"] < 0).sum() == len(totals)
+    assert task["size"].sum() == 0 and task["total_allocate"][-1] == 0
+    # the HBM samples: every 10 ms, the application's from 0 up to its predicted peak
+    data = prof / "device_0" / "data"
+    app = np.fromfile(data / L.device_file_name("npu_mem_app", 0), ML.NPU_MEM)
+    dev = np.fromfile(data / L.device_file_name("npu_mem", 0), ML.NPU_MEM)
+    assert len(app) == len(dev) > 2 and (app["event"] == 0).all() and (dev["event"] == 1).all()
+    assert np.all(np.diff(app["timestamp"]) == 10_000)  # µs
+    assert app["hbm"][0] == 0 and app["hbm"].max() == facts.devices[0].peak()
+    assert np.all(np.diff(app["hbm"].astype(np.int64)) >= 0)  # static graphs: steps up
+    assert np.all(dev["hbm"] - app["hbm"] == facts.reserved)
+    module = np.fromfile(data / L.device_file_name("npu_module_mem", 0), ML.NPU_MODULE_MEM)
+    assert (module["module_id"] == ML.MODULE_GE).all() and len(module) == len(app)
+    sample = json.loads((prof / "device_0" / "sample.json").read_text())
+    assert sample["hardware_mem"] == "on" and sample["hardware_mem_sampling_interval"] == 10

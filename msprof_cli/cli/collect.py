@@ -23,6 +23,12 @@ def flags_to_options(**flags: Any) -> dict[str, Any]:
         opts["aic_metrics"] = None  # removed below: PMU off
     else:
         opts["aic_metrics"] = flags.get("aic_metrics") or "PipeUtilization"
+    if flags.get("sys_hardware_mem") == "on":
+        opts["sys_hardware_mem_freq"] = flags.get("sys_hardware_mem_freq") or 50
+    elif flags.get("sys_hardware_mem_freq") is not None:
+        from msprof_cli.errors import UsageError
+
+        raise UsageError("--sys-hardware-mem-freq needs --sys-hardware-mem on.")
     for key in ("hccl", "aicpu", "l2", "runtime_api", "msproftx", "fp_point", "bp_point",
                 "storage_limit", "output"):
         value = flags.get(key)
@@ -52,6 +58,14 @@ def flags_to_options(**flags: Any) -> dict[str, Any]:
 @click.option("--hccl", type=ON_OFF, default=None,
               help="Collective communication data (multi-device). Default: off.")
 @click.option("--l2", type=ON_OFF, default=None, help="L2 cache hit/victim rates. Default: off.")
+@click.option("--sys-hardware-mem", type=ON_OFF, default=None,
+              help="Device memory samples (npu_mem: the application's and the device's HBM; "
+              "npu_module_mem). Default: off.")
+@click.option("--sys-hardware-mem-freq", type=click.IntRange(1, 100), default=None,
+              metavar="HZ", help="Sampling rate of --sys-hardware-mem, 1-100 Hz. Default: 50.")
+@click.option("--task-memory", type=ON_OFF, default=None,
+              help="GE's memory records: its static plan of each graph (static_op_mem) and "
+              "its allocations (operator_memory, memory_record). Default: off.")
 @click.option("--runtime-api", type=ON_OFF, default=None, help="Runtime API calls. Default: off.")
 @click.option("--msproftx", type=ON_OFF, default=None,
               help="User annotations (msproftx markers and tf.profiler Trace ranges).")
@@ -97,7 +111,7 @@ def flags_to_options(**flags: Any) -> dict[str, Any]:
 def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: bool,
             children: bool, precision_mode: str, dropout_mode: str | None,
             soc_version: str | None, graph_mem: str | None, var_mem: str | None,
-            **flags: Any) -> None:
+            task_memory: str | None, **flags: Any) -> None:
     """Run COMMAND with profiling on and write a PROF_* directory.
 
     \b
@@ -130,6 +144,7 @@ def collect(command: tuple[str, ...], aic_mode: str, ascendcl: str, full_trace: 
                                                              "--precision-mode"),
                      dropout=normalize_dropout(dropout_mode) if dropout_mode is not None
                      else dropout_from_env(),
+                     task_memory=task_memory == "on",
                      graph_memory_max_size=normalize_memory_size(
                          graph_mem, "--graph-memory-max-size") if graph_mem else 0,
                      variable_memory_max_size=normalize_memory_size(

@@ -38,6 +38,7 @@ from msprof_cli.device.chunk import ChunkCtx, DeviceDir
 from msprof_cli.device.cost_model import CostTable, evaluate
 from msprof_cli.device.dependencies import DependencyTables
 from msprof_cli.device.memory import MemoryModel
+from msprof_cli.device import memory_records as MR
 from msprof_cli.device.host_pass import HostPass
 from msprof_cli.device.host_records import HCCL_INFO_TYPE, RUNTIME_API_TYPES, launch_windows
 from msprof_cli.device.precision import PrecisionPass
@@ -80,6 +81,11 @@ class Device:
         self.memory = MemoryModel(self.prof_dir, self.chip)
         self.set_memory_pools(graph_memory_max_size=config.graph_memory_max_size,
                               variable_memory_max_size=config.variable_memory_max_size)
+        # the memory records --task-memory / --sys-hardware-mem collect (memory_records.py)
+        self.memrec = MR.MemoryRecords(
+            clock.mono_ns, 10**9 // config.hardware_mem_freq if config.hardware_mem_freq
+            else 0, config.task_memory, self.chip.hbm_reserved_bytes) \
+            if config.hardware_mem_freq or config.task_memory else None
         self.clock = clock
         self.pid = pid
         self.app = list(app)
@@ -228,6 +234,7 @@ class Device:
         # an element-wise chain); the models get GE's edges through the inserted nodes
         ops = self.trans.apply(ops, self.models, self.sigs, self.names)
         ops = self.fuser.apply(ops, self.models, self.sigs, self.names)
+        self.memory.pending = []
         self.memory.record(ops, iters, self.models, self.sigs, self.names, self.fuser,
                            self.name_classes)
         for dev_id in np.unique(ops.device_id).tolist():
@@ -265,6 +272,8 @@ class Device:
         host = self.host_pass.records(ctx)
         for dd in self.devices.values():
             self._device_pass(ctx, dd, host)
+        if self.memrec is not None:
+            MR.write_chunk(self, ctx, host)
         self.host_pass.write(host)
 
     def close(self, clock: ClockPair) -> None:
@@ -275,6 +284,8 @@ class Device:
         # the end of the collection on the emulated system's clock (time_model.TimeWarp)
         clock = ClockPair(wall_us=clock.wall_us + self.warp.delta // 1000,
                           mono_ns=clock.mono_ns + self.warp.delta)
+        if self.memrec is not None:  # the session's graphs freed; the last samples
+            MR.write_close(self, clock.mono_ns)
         control.write_end_info(self.host_path, clock, None)
         self.host.close()
         for dd in self.devices.values():

@@ -52,6 +52,9 @@ class MemoryModel:
         self._vars: dict[int, dict[str, VariableSpec]] = {}  # device -> name -> variable
         # per (model, device): each planned tensor as (op name, bytes, first node, last node)
         self.tensors: dict[tuple[int, int], list[tuple[str, int, int, int]]] = {}
+        # the models planned in the chunk being consumed: (model, device, iteration row of
+        # their first step), for the records of their load (memory_records.py)
+        self.pending: list[tuple[int, int, int]] = []
 
     def set_pools(self, graph: int = 0, variables: int = 0) -> str | None:
         """GE's pool sizes (0: keep); a warning when together they exceed what the chip's
@@ -90,6 +93,7 @@ class MemoryModel:
             rows = sel[ops.iter_row[sel] == first]
             dm.models[mid] = self._plan_model(mid, dev, model, rows, ops, sigs, names, fuser,
                                               classes, int(iters.start[first]))
+            self.pending.append((mid, dev, first))
             if model is not None:
                 self._add_variables(dev, model.variables, dm)
             changed = True
@@ -126,9 +130,12 @@ class MemoryModel:
         sig = ops.sig[launched]
         row_names = [names.items[i] for i in ops.name_idx[launched].tolist()]
         nbytes = sg["bytes_out"][sig].astype(np.int64)
-        in_place = np.array([op_map.is_optimizer_type(sigs.tf_type[s]) for s in sig.tolist()],
-                            bool)
-        nbytes[in_place] = 0  # an apply op's output is its variable
+        # an op that writes no tensor (AssignVariableOp: the cost model charges it a default
+        # size) or updates its variable in place (an optimizer's apply op) has no block
+        no_out = np.array([op_map.is_optimizer_type(sigs.tf_type[s]) or
+                           (bool(sigs.specs[s][0]) and not sigs.specs[s][1])
+                           for s in sig.tolist()], bool)
+        nbytes[no_out] = 0
         start = np.arange(len(launched), dtype=np.int64)
         end = start.copy()
         first_producer: dict[int, int] = {}  # GE-inserted conversion -> its input's task

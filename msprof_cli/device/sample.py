@@ -165,6 +165,12 @@ def sample_json(config: ProfilingConfig, *, result_dir: Path, device_id: int | N
         "app_parameters": " ".join(app[1:]),
         "msprofBinPid": pid,
         "host_sys_pid": pid,
+        # the device memory samples (docs/formats/device-memory.md 1; the collector's
+        # ProfileParams: the period in ms).  --task-memory has no key in this file's
+        # generation (the analysis reads none of them)
+        "hardware_mem": _on(config.hardware_mem_freq > 0),
+        "hardware_mem_sampling_interval": 1000 // config.hardware_mem_freq
+        if config.hardware_mem_freq else 20,
     })
     if chip.raw_layout == "stars":
         out.update(_stars_keys(config, chip, pmu, task_on))

@@ -14,6 +14,7 @@ import re
 
 import numpy as np
 
+from . import memory_layouts as ML
 from . import stars_layouts as SL
 
 # --- magic numbers, levels and fixed type ids (docs/formats/raw-format.md 4.1, 4.8)
@@ -433,6 +434,7 @@ HOST_FILES = {
     "fusion_op_info": "additional.fusion_op_info",
     "hccl_info": "additional.hccl_info",
     "msproftx": "additional.msproftx",
+    **ML.HOST_FILES,  # the device memory records (memory_layouts.py)
 }
 HOST_DTYPES = {
     "api_event": API_EVENT,
@@ -443,6 +445,7 @@ HOST_DTYPES = {
     "fusion_op_info": FUSION_OP_INFO,
     "hccl_info": HCCL_INFO,
     "msproftx": MSPROFTX,
+    **ML.HOST_DTYPES,
 }
 DEVICE_FILES = {
     "hwts": "hwts.data",
@@ -457,6 +460,7 @@ DEVICE_FILES = {
     "l2_cache": "l2_cache.data",
     # the Atlas A2 family's task log and per-task PMU (stars_layouts.py)
     **SL.DEVICE_FILES,
+    **ML.DEVICE_FILES,  # device memory samples (memory_layouts.py)
 }
 DEVICE_DTYPES = {
     "hwts": HWTS,
@@ -471,6 +475,7 @@ DEVICE_DTYPES = {
     "stars_soc": SL.ACSQ_LOG,
     "ffts_profile": SL.CONTEXT_PMU,
     "lpm_freq": SL.LPM_FREQ,
+    **ML.DEVICE_DTYPES,
 }
 
 
