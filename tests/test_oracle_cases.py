@@ -56,6 +56,9 @@ FRESH = ("fresh_eager", "fresh_keras_bn", "fresh_tf1_aicpu", "fresh_mirrored_hcc
 FRESH += ("fresh_a2_eager", "fresh_a2_keras_bn", "fresh_a2_tf1_aicpu", "fresh_a2_mirrored_hccl",
           "fresh_a2_keras_cnn_arith", "fresh_a2_keras_cnn_l0", "fresh_a2_mix",
           "fresh_a2_l2cache", "fresh_a2_freq_change")
+# tests/scripts/mem_keras.py with --task-memory on --sys-hardware-mem on, on each chip: the
+# device memory records (docs/formats/device-memory.md) and their five summaries and lane
+FRESH += ("fresh_memory", "fresh_a2_memory")
 CASES.update({c: (c, None) for c in FRESH})
 # the same raw dirs exported in windows of 300 device tasks (the windowed export of big PROF
 # dirs, export/decode/windows.py): the same files as the whole export's
@@ -64,7 +67,8 @@ WINDOWED = {"fresh_keras_bn_w300": "fresh_keras_bn",
             "fresh_tx_mlp_w300": "fresh_tx_mlp",
             "fresh_a2_keras_bn_w300": "fresh_a2_keras_bn",
             "fresh_a2_mirrored_hccl_w300": "fresh_a2_mirrored_hccl",
-            "fresh_a2_keras_cnn_arith_w300": "fresh_a2_keras_cnn_arith"}
+            "fresh_a2_keras_cnn_arith_w300": "fresh_a2_keras_cnn_arith",
+            "fresh_memory_w300": "fresh_memory"}
 CASES.update({c: (src, "w300") for c, src in WINDOWED.items()})
 
 # Exception 1 -- raw data of the frozen corpus, not the export: records the collector of

@@ -124,6 +124,10 @@ class Plan:
         rd = self.load(0).host.rd if self.windows is None else self.windows[0].host_rd
         return rd.app_pid if rd is not None else 0
 
+    def host_rd(self):
+        """The host dir's ResultDirInfo (None: a collection without one)."""
+        return self.load(0).host.rd if self.windows is None else self.windows[0].host_rd
+
     def has_apis(self) -> bool:
         """The collection has host API rows (the msprof json flows need them)."""
         if self.windows is not None:

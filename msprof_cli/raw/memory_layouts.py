@@ -23,6 +23,18 @@ import numpy as np
 
 NPU_MEM_APP, NPU_MEM_DEVICE = 0, 1  # npu_mem event
 MODULE_GE = 45  # the CANN ModuleName of GE (analysis/profiling_bean/prof_enum/data_tag.py)
+# the CANN ModuleName enum (the same file): npu_module_mem's Component; "other" for the rest
+MODULE_NAMES = {
+    0: "SLOG", 1: "IDEDD", 2: "SCC", 3: "HCCL", 4: "FMK", 5: "CCU", 6: "DVPP", 7: "RUNTIME",
+    8: "CCE", 9: "HDC", 10: "DRV", 11: "NET", 22: "DEVMM", 23: "KERNEL", 24: "LIBMEDIA",
+    25: "CCECPU", 27: "ROS", 28: "HCCP", 29: "ROCE", 30: "TEFUSION", 31: "PROFILING", 32: "DP",
+    33: "APP", 34: "TS", 35: "TSDUMP", 36: "AICPU", 37: "LP", 38: "TDT", 39: "FE", 40: "MD",
+    41: "MB", 42: "ME", 43: "IMU", 44: "IMP", 45: "GE", 47: "CAMERA", 48: "ASCENDCL",
+    49: "TEEOS", 50: "ISP", 51: "SIS", 52: "HSM", 53: "DSS", 54: "PROCMGR", 55: "BBOX",
+    56: "AIVECTOR", 57: "TBE", 58: "FV", 60: "TUNE", 61: "HSS", 62: "FFTS", 63: "OP", 64: "UDF",
+    65: "HICAID", 66: "TSYNC", 67: "AUDIO", 68: "TPRT", 69: "ASCENDCKERNEL", 70: "ASYS",
+    71: "ATRACE", 72: "RTC", 73: "SYSMONITOR", 74: "AML", 75: "ADETECT", 76: "MBUFF",
+    77: "CUSTOM"}
 TASK_MEMORY_TYPE = 6  # MSPROF_REPORT_NODE_TASK_MEMORY_TYPE
 STATIC_OP_MEM_TYPE = 11  # MSPROF_REPORT_NODE_STATIC_OP_MEM_TYPE
 TASK_MEMORY_DATA_LEN = 48  # sizeof(MsprofMemoryInfo)

@@ -28,6 +28,7 @@ from ..outputs import summaries as S
 from ..outputs import timeline as T
 from ..outputs import trace as TR
 from ..outputs.carry import WindowTimeline, slim_first, window_comm
+from ..outputs.memory_files import MemoryFiles, has_npu_mem
 from ..outputs.msprof_json import TIMELINE, MsprofJson, StepTraceJson, TxJson
 from ..outputs.readme import readme_text, summary_json_stem
 from ..outputs.tables import (ApiStatistic, CommunicationStatistic, FusionOp, L2Cache, MsprofTxCsv,
@@ -99,7 +100,10 @@ class MindstudioExport(Export):
         self.switches = TR.read_reports(reports)
         self.csv_slice_rows, self.json_slice_events = csv_slice_rows, json_slice_events
         self.use_flow = plan.has_apis()  # flows only with host API rows
-        sorts = OV.overlap_sorts(self.dev_ids)
+        # the devices with an NPU MEM lane -> its sort index (memory_files.py)
+        self.npu_mem_sorts = {f.rd.device_id or 0: 0 for f in plan.facts
+                              if has_npu_mem(f.rd)}
+        sorts = OV.overlap_sorts(self.dev_ids, self.npu_mem_sorts)
         self.overlap_sorts = [sorts[i] for i in self.dev_ids]
         self.sel = ALL
         self.rows_end: int | None = None
@@ -202,6 +206,7 @@ class MindstudioExport(Export):
             L2Cache(rows("l2_cache", S.L2_CACHE), n),
             CommunicationStatistic(n),
             MsprofTxCsv(merged=True),
+            MemoryFiles(),
         ]
 
     def finish(self) -> list[Path]:

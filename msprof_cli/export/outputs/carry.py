@@ -29,6 +29,7 @@ from ..sinks import writers as W
 from ..sinks.streams import JsonStream
 from . import comm_layer as CL
 from . import freq_layer as FQ
+from .memory_files import has_npu_mem, npu_mem_meta
 from . import overlap_layer as OV
 from . import summaries as S
 from . import timeline as T
@@ -234,7 +235,8 @@ def msprof_meta(app_pid: int, first: ProfData, switches: dict, threads: set[int]
                 stream_ids: list[set[int]], tx_layer: TR.Layer | None,
                 step_meta: list[list[str]], overlap: list[bool],
                 comm_meta: list[list[str] | None], overlap_sorts: list[int],
-                tx_last: bool = False) -> list[str]:
+                tx_last: bool = False, npu_mem_sorts: dict[int, int] | None = None
+                ) -> list[str]:
     """The msprof json metadata of the whole export: per device (its streams, step-trace
     metadata, whether it has an Overlap Analysis layer and its sort index, its
     Communication metadata or None) a block in trace.MSPROF_LAYER_ORDER, the CANN
@@ -257,6 +259,9 @@ def msprof_meta(app_pid: int, first: ProfData, switches: dict, threads: set[int]
                                                 set_order=tx_last)
         if TR.layer_on("freq", switches) and d.rd.stars:
             parts["freq"] = FQ.freq_meta(d.device_id, app_pid)
+        if TR.layer_on("npu_mem", switches) and has_npu_mem(d.rd):
+            parts["npu_mem"] = npu_mem_meta(d.device_id, app_pid,
+                                            (npu_mem_sorts or {}).get(d.device_id, 20))
         if TR.layer_on("comm", switches):
             parts["comm"] = list(comm_meta[j] or [])
         if TR.layer_on("overlap", switches) and overlap[j]:

@@ -28,6 +28,7 @@ from . import overlap_layer as OV
 from . import summaries as S
 from . import timeline as T
 from . import freq_layer as FQ
+from .memory_files import SORT_NPU_MEM, has_npu_mem, npu_mem_layer
 from . import trace as TR
 from .carry import WindowTimeline, msprof_meta, plus_margin, restrict_layer
 
@@ -121,6 +122,10 @@ class MsprofJson(TraceOutput):
             if TR.layer_on("freq", sw) and d.rd.stars:
                 layers[slot["freq"]] = restrict_layer(FQ.freq_layer(d, app_pid),
                                                       lo_key, hi_key)
+            if TR.layer_on("npu_mem", sw) and has_npu_mem(d.rd):
+                sort = getattr(run, "npu_mem_sorts", {}).get(d.device_id, SORT_NPU_MEM)
+                layers[slot["npu_mem"]] = restrict_layer(npu_mem_layer(d.rd, app_pid, sort),
+                                                         lo_key, hi_key)
             if TR.layer_on("flow", sw) and run.use_flow:
                 layers[slot["flow"]] = T.flow_layer(d, tasks, app_pid, run.analysis_memcpy)
             if dw.comm is not None and TR.layer_on("comm", sw):
@@ -174,7 +179,8 @@ class MsprofJson(TraceOutput):
             [self.any_op_rows[j] or self.any_comm_ops[j] for j in range(n)],
             [CL.comm_meta(run.dev_ids[j], run.app_pid, self.comm_lanes[j])
              if self.comm_lanes[j] is not None else None for j in range(n)],
-            run.overlap_sorts, tx_last=self.tx_out is not None)
+            run.overlap_sorts, tx_last=self.tx_out is not None,
+            npu_mem_sorts=getattr(run, "npu_mem_sorts", {}))
 
     def discard(self) -> None:
         for st in (self.out, *(tl.out for tl in self.timelines[1:]), self.tx_out):

@@ -102,15 +102,26 @@ def overlap_templates(pid: int) -> list[str]:
                                         "Communication(Not Overlapped)", "Free"))]
 
 
-def overlap_sorts(device_ids: list[int]) -> dict[int, int]:
+def overlap_sorts(device_ids: list[int], npu_mem: dict[int, int] | None = None
+                  ) -> dict[int, int]:
     """Process sort index of each device's Overlap Analysis layer.  The process is not in
     the analysis's LAYER_INFO_MAP: MsprofTimeline.get_layer_info gives it the next index
     from 19 on, and that counter lives in a singleton across the device dirs, which
     ExportCommand._process_sub_dirs visits in reverse name order (``device_1`` before
     ``device_0``).  So with one device 20; with several the last dir name gets 20, the one
-    before 21, ... (the sort index is also part of the pid)."""
+    before 21, ... (the sort index is also part of the pid).  A device's NPU MEM lane (no
+    fixed index either) takes the index before its Overlap Analysis: `npu_mem` (filled
+    here) gets those, for the devices whose dir has npu_mem data (its keys on entry)."""
     names = sorted((f"device_{d}", d) for d in device_ids)
-    return {d: SORT_OVERLAP + i for i, (_, d) in enumerate(reversed(names))}
+    out: dict[int, int] = {}
+    at = SORT_OVERLAP - 1
+    for _, d in reversed(names):
+        if npu_mem is not None and d in npu_mem:
+            at += 1
+            npu_mem[d] = at
+        at += 1
+        out[d] = at
+    return out
 
 
 def free_event(device_id: int, app_pid: int, begin: int, end: int,

@@ -20,7 +20,8 @@ from ..fmt import float_str
 SORT_CANN, SORT_HARDWARE, SORT_OVERLAP = 7, 14, 20
 HOST_SLOT = 31
 STEP_TID_BASE = 70000
-LAYERS = ("ascend", "cann", "step_trace", "overlap_analyse", "msproftx", "communication")
+LAYERS = ("ascend", "cann", "step_trace", "overlap_analyse", "msproftx", "communication",
+          "npu_mem")
 
 
 @dataclass
@@ -230,6 +231,7 @@ MSPROF_LAYER_ORDER: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
     ("hardware", True, ("ascend",)),
     ("flow", True, ("ascend", "cann")),
     ("comm", True, ("communication",)),
+    ("npu_mem", True, ("npu_mem",)),  # device memory samples (memory_files.py)
     ("freq", True, ("ascend",)),  # the Atlas A2's AI Core Freq lane (freq_layer.py)
     ("overlap", True, ("overlap_analyse",)),
     ("tx", False, ("msproftx",)),
