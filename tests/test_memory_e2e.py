@@ -179,3 +179,21 @@ def test_task_memory_and_hardware_mem_write_the_raw_records(runs, tmp_path) -> N
     assert (module["module_id"] == ML.MODULE_GE).all() and len(module) == len(app)
     sample = json.loads((prof / "device_0" / "sample.json").read_text())
     assert sample["hardware_mem"] == "on" and sample["hardware_mem_sampling_interval"] == 10
+    # both layouts export them: the legacy per-device files are the merged ones less Device_id
+    import shutil
+
+    legacy = Path(shutil.copytree(prof, tmp_path / "legacy" / prof.name))
+    merged = Path(shutil.copytree(prof, tmp_path / "merged" / prof.name))
+    msprof("export", "--output", str(legacy))
+    msprof("export", "--output", str(merged), "--layout", "mindstudio")
+    for stem in ("npu_mem", "npu_module_mem", "memory_record", "operator_memory",
+                 "static_op_mem"):
+        [ours] = (legacy / "device_0" / "summary").glob(f"{stem}_0_*.csv")
+        [real_like] = (merged / "mindstudio_profiler_output").glob(f"{stem}_*.csv")
+        cut = [ln.split(",", 1)[1] for ln in real_like.read_text().splitlines()]
+        assert ours.read_text().splitlines() == cut, stem
+    timeline = json.loads(next((legacy / "device_0" / "timeline").glob("msprof_*.json"))
+                          .read_text())
+    hbm = [e for e in timeline if e.get("name") == "APP/HBM"]
+    assert len(hbm) == len(app) and max(e["args"]["KB"] for e in hbm) * 1024 == \
+        facts.devices[0].peak()

@@ -130,10 +130,12 @@ class MemoryModel:
         sig = ops.sig[launched]
         row_names = [names.items[i] for i in ops.name_idx[launched].tolist()]
         nbytes = sg["bytes_out"][sig].astype(np.int64)
-        # an op that writes no tensor (AssignVariableOp: the cost model charges it a default
-        # size) or updates its variable in place (an optimizer's apply op) has no block
+        # an op that writes no tensor (AssignVariableOp; one captured without its output
+        # specs: the cost model charges both a default size) or updates its variable in
+        # place (an optimizer's apply op) has no block; a UB-fused kernel (no specs of its
+        # own) writes its chain's output
         no_out = np.array([op_map.is_optimizer_type(sigs.tf_type[s]) or
-                           (bool(sigs.specs[s][0]) and not sigs.specs[s][1])
+                           (not sigs.specs[s][1] and sigs.n_fused[s] == 0)
                            for s in sig.tolist()], bool)
         nbytes[no_out] = 0
         start = np.arange(len(launched), dtype=np.int64)

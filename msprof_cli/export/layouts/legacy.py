@@ -46,6 +46,7 @@ from ..outputs import trace as TR
 from ..outputs.carry import WindowTimeline, slim_first, window_comm
 from ..outputs.host_json import (HOST, TASK_JSON, AiStackTimeCsv, AiStackTimeJson, GeJson, HcclJson,
                                  RuntimeApiCsv, RuntimeApiJson, TaskTimeJson, ThreadGroupJson)
+from ..outputs.memory_files import MemoryFiles, has_npu_mem
 from ..outputs.msprof_json import TIMELINE, MsprofJson, StepTraceJson, TxJson
 from ..outputs.tables import Advice, FusionOp, L2Cache, MsprofTxCsv, ProfRule, StepTraceCsv
 from ..outputs.task_rows import OP_ROWS, TASK_ROWS, AicpuCsv, OpStatistic, OpSummaryCsv, TaskTimeCsv
@@ -137,7 +138,11 @@ class LegacyExport(Export):
                if i is not None] or [self.dev_id]
         # this device's Overlap Analysis sort index among the PROF's device dirs: its file
         # is the analysis's per-device file
-        self.overlap_sorts = [OV.overlap_sorts(ids).get(self.dev_id, TR.SORT_OVERLAP)]
+        # (a device dir with device memory samples has an NPU MEM lane before it)
+        self.npu_mem_sorts = {i: 0 for i in ids
+                              if has_npu_mem(plan.prof / f"device_{i}" / "data")}
+        self.overlap_sorts = [OV.overlap_sorts(ids, self.npu_mem_sorts).get(self.dev_id,
+                                                                           TR.SORT_OVERLAP)]
         self.sel: Selection | None = None  # resolved on the first window (_start)
         self.choice: ModelChoice | None = None  # what it is, for the console
         self.suffix = ""
@@ -267,6 +272,7 @@ class LegacyExport(Export):
             L2Cache(rows("l2_cache", S.L2_CACHE), 1, restrict=self.sel.start_ns is not None),
             MsprofTxCsv(),
             TaskTimeCsv(rows("task_time", S.TASK_TIME)),
+            MemoryFiles(merged=False),
             op_summary,
         ]
         if self.with_rule:

@@ -25,10 +25,11 @@ SORT_NPU_MEM = 20  # with one device (overlap_layer.overlap_sorts gives it per d
 NAME = "NPU MEM"
 
 
-def has_npu_mem(rd: ResultDirInfo) -> bool:
-    """The device dir holds npu_mem records."""
-    return any(rd.data_dir.glob(f"{L.DEVICE_FILES['npu_mem']}.*")) or any(
-        rd.data_dir.glob(f"{L.DEVICE_FILES['npu_mem_app']}.*"))
+def has_npu_mem(rd: ResultDirInfo | Path) -> bool:
+    """The device dir (its ResultDirInfo or its data dir) holds npu_mem records."""
+    data = rd if isinstance(rd, Path) else rd.data_dir
+    return any(data.glob(f"{L.DEVICE_FILES['npu_mem']}.*")) or any(
+        data.glob(f"{L.DEVICE_FILES['npu_mem_app']}.*"))
 
 
 def npu_mem_meta(device_id: int, app_pid: int, sort: int = SORT_NPU_MEM) -> list[str]:
@@ -48,7 +49,12 @@ def npu_mem_layer(rd: ResultDirInfo, app_pid: int, sort: int = SORT_NPU_MEM) -> 
 
 
 class MemoryFiles(Output):
-    """npu_mem, npu_module_mem, memory_record, operator_memory, static_op_mem."""
+    """npu_mem, npu_module_mem, memory_record, operator_memory, static_op_mem (`merged`: the
+    mindstudio layout's files, whose static_op_mem carries the host's `Device_id`; else the
+    legacy per-device files, without the column)."""
+
+    def __init__(self, merged: bool = True) -> None:
+        self.merged = merged
 
     def close(self, run: Export) -> list[Path]:
         out: list[Path] = []
@@ -65,8 +71,9 @@ class MemoryFiles(Output):
                             ("memory_record", D.memory_record(host, raw))):
             out += run.emit_host(stem, table)
         static = D.static_op_mem(host)
-        if static is not None:  # the host dir's rows (tables.with_device's column)
+        if static is not None and self.merged:  # the host dir's rows (with_device's column)
             header, df = static
             df.insert(0, "Device_id", "host")
-            out += run.emit("static_op_mem", (["Device_id"] + header, df))
+            static = (["Device_id"] + header, df)
+        out += run.emit("static_op_mem", static)
         return out
