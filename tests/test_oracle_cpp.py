@@ -102,3 +102,32 @@ def test_the_cpp_path_writes_the_same_summaries_with_the_same_rows(case: str,
                for c in x if c not in skip and (name, i, c) not in KNOWN
                and not _same(x[c], y.get(c, ""))]
         assert not bad, (name, len(bad), bad[:5])
+
+
+def test_the_memory_tables_of_the_db_are_the_cpp_paths(tmp_path: Path) -> None:
+    """NPU_MEM, NPU_MODULE_MEM and NPU_OP_MEM of our db of the `fresh_memory` raw dir against
+    what the C++ path's `export db` wrote from it (tests/oracle/cpp_memory_db.json: its rows
+    with the STRING_IDS texts in place of their ids)."""
+    import json
+    import sqlite3
+
+    from msprof_cli.export.api import run_export
+
+    with tarfile.open(HERE / "raw_fresh.tar.xz", "r:xz") as tar:
+        tar.extractall(tmp_path, members=[m for m in tar.getmembers()
+                                          if m.name.startswith("fresh_memory/")],
+                       filter="data")
+    [prof] = sorted((tmp_path / "fresh_memory").glob("PROF_*"))
+    run_export(prof, type_="db")
+    [db] = prof.glob("msprof_*.db")
+    conn = sqlite3.connect(db)
+    text = dict(conn.execute("SELECT id, value FROM STRING_IDS").fetchall())
+    expected = json.loads((HERE / "cpp_memory_db.json").read_text())
+    for table, want in expected.items():
+        assert conn.execute("SELECT sql FROM sqlite_master WHERE name = ?",
+                            (table,)).fetchone()[0] == want["sql"]
+        rows = [list(r) for r in conn.execute(f"SELECT * FROM {table}").fetchall()]
+        for r in rows:
+            for i in {"NPU_MEM": (0,), "NPU_OP_MEM": (0, 2, 8)}.get(table, ()):
+                r[i] = text[r[i]]
+        assert rows == want["rows"], table

@@ -205,3 +205,71 @@ def npu_mem_events(rd: ResultDirInfo, pid: int, begin_ns: int) -> list[str]:
         for kind, v in (("DDR", ddr), ("HBM", hbm), ("Memory", ddr + hbm)):
             out.append(tmpl % (e, kind, t, pid, json.dumps({"KB": v / 1024.0})))
     return out
+
+
+# the msprof db's memory tables (Ascend/msprof analysis/csrc/application/database/
+# msprof_db.cpp NPU_MEM / NPU_MODULE_MEM / NPU_OP_MEM, db_assembler.cpp Save*MemData)
+DB_SCHEMA = {
+    "NPU_MEM": [("type", "INTEGER"), ("ddr", "NUMERIC"), ("hbm", "NUMERIC"),
+                ("timestampNs", "INTEGER"), ("deviceId", "INTEGER")],
+    "NPU_MODULE_MEM": [("moduleId", "INTEGER"), ("timestampNs", "INTEGER"),
+                       ("totalReserved", "NUMERIC"), ("deviceId", "INTEGER")],
+    "NPU_OP_MEM": [("operatorName", "INTEGER"), ("addr", "INTEGER"), ("type", "INTEGER"),
+                   ("size", "INTEGER"), ("timestampNs", "INTEGER"), ("globalTid", "INTEGER"),
+                   ("totalAllocate", "NUMERIC"), ("totalReserve", "NUMERIC"),
+                   ("component", "INTEGER"), ("deviceId", "INTEGER")],
+}
+
+
+def _exact_offset(rd: ResultDirInfo) -> int:
+    """The C++ path's local offset: start_info's begin in ns less its monotonic ns."""
+    return int(rd.time_begin_us) * 1000 - int(rd.mono_begin_ns)
+
+
+def db_rows(devices: list[ResultDirInfo], host: ResultDirInfo | None, string_id,
+            pid: int) -> dict[str, list[np.ndarray]]:
+    """Columns of the memory tables that have rows (`string_id`: text -> STRING_IDS id).
+    As the C++ path: bytes, local ns, none before the collection began (its dir's start)."""
+    out: dict[str, list[list[np.ndarray]]] = {"NPU_MEM": [], "NPU_MODULE_MEM": []}
+    for rd in devices:
+        dev = rd.device_id or 0
+        df = npu_mem_samples(rd)
+        df = df[df["ns"].to_numpy() >= rd.begin_local_ns]
+        if len(df):
+            kind = df["event"].to_numpy()
+            ids = np.where(kind == ML.NPU_MEM_APP, string_id("app"),
+                           np.where(kind == ML.NPU_MEM_DEVICE, string_id("device"), -1))
+            out["NPU_MEM"].append([ids, df["ddr"].to_numpy(), df["hbm"].to_numpy(),
+                                   df["ns"].to_numpy(), np.full(len(df), dev)])
+        c = device_records(rd.data_dir, "npu_module_mem", DecodeLog(),
+                           ["module_id", "timestamp", "total_size"])
+        ts = c["timestamp"].astype(np.int64) + _exact_offset(rd)
+        keep = ts >= rd.begin_local_ns
+        if keep.any():
+            order = np.lexsort((ts[keep], c["module_id"][keep]))
+            out["NPU_MODULE_MEM"].append([c["module_id"][keep][order].astype(np.int64),
+                                          ts[keep][order],
+                                          c["total_size"][keep][order].astype(np.int64),
+                                          np.full(int(keep.sum()), dev)])
+    tables = {k: [np.concatenate(p) for p in zip(*v)] for k, v in out.items() if v}
+    if host is not None:
+        c = host_records(host.data_dir, "task_memory_info", DecodeLog(),
+                         ["timestamp", "thread_id", "addr", "size", "node_id",
+                          "total_allocate", "total_reserve", "device_id"])
+        ts = c["timestamp"].astype(np.int64) + _exact_offset(host)
+        keep = ts >= host.begin_local_ns
+        if keep.any():
+            names = hash_dict(host.data_dir)
+            size = c["size"][keep].astype(np.int64)
+            node = c["node_id"][keep].astype(np.uint64).tolist()
+            tables["NPU_OP_MEM"] = [
+                np.array([string_id(names.get(int(h), str(int(h)))) for h in node], np.int64),
+                c["addr"][keep].astype(np.int64),
+                np.where(size < 0, string_id("release"), string_id("allocate")),
+                np.abs(size), ts[keep],
+                (np.int64(pid) << np.int64(32)) | c["thread_id"][keep].astype(np.int64),
+                c["total_allocate"][keep].astype(np.int64),
+                c["total_reserve"][keep].astype(np.int64),
+                np.full(int(keep.sum()), string_id("GE")),
+                c["device_id"][keep].astype(np.int64)]
+    return tables

@@ -35,6 +35,7 @@ from msprof_cli.errors import ExportError
 
 from ..decode.data import ProfData
 from ..decode.host import NA
+from ..derive import memory as MEM
 from ..derive.selection import ALL
 from ..outputs import db_tables as DB
 from ..outputs.carry import slim_first, window_comm
@@ -250,6 +251,11 @@ class DbFile(Output):
             for table, rows in DB.ENUMS.items():
                 DB.create_table(conn, table, DB.ENUM_SCHEMA)
                 conn.executemany(f"INSERT INTO {table} VALUES (?, ?)", rows)
+            host = run.plan.host_rd()  # the device memory tables (derive/memory.py)
+            for table, cols in MEM.db_rows([f.rd for f in run.plan.facts], host, ids.one,
+                                           run.plan.app_pid()).items():
+                DB.create_table(conn, table, MEM.DB_SCHEMA[table])
+                DB.insert_rows(conn, table, cols)
             DB.create_table(conn, "STRING_IDS", DB.SCHEMA["STRING_IDS"])
             conn.executemany("INSERT INTO STRING_IDS VALUES (?, ?)", ids.rows())
             conn.execute("CREATE INDEX TaskIndex ON TASK (startNs, globalTaskId)")
