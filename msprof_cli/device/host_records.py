@@ -86,7 +86,7 @@ def api_records(level: int, type_id: int, thread: np.ndarray, begin: np.ndarray,
     return arr
 
 
-def _header(arr: np.ndarray, level: int, type_id: int, thread: np.ndarray, ts: np.ndarray,
+def record_header(arr: np.ndarray, level: int, type_id: int, thread: np.ndarray, ts: np.ndarray,
             data_len: int) -> None:
     arr["magic"] = L.MAGIC
     arr["level"] = level
@@ -104,7 +104,7 @@ def task_track_records(thread: np.ndarray, ts: np.ndarray, device_id: int,
     runtime task-type id in the taskType field; `ratio`: a MIX kernel's vector blocks per
     cube block (kernelInfo's 3-bit ratio: Mix Block Num = numBlocks x ratio)."""
     arr = np.zeros(len(ts), L.TASK_TRACK)
-    _header(arr, L.LEVEL_RUNTIME, L.RUNTIME_TASK_TRACK, thread, ts, L.COMPACT_DATA_LEN)
+    record_header(arr, L.LEVEL_RUNTIME, L.RUNTIME_TASK_TRACK, thread, ts, L.COMPACT_DATA_LEN)
     arr["device_id"] = device_id & 0x0FFF
     arr["stream_id"] = stream
     arr["task_id"] = task_id
@@ -122,7 +122,7 @@ def node_basic_records(thread: np.ndarray, ts: np.ndarray, op_name: np.ndarray,
                        ratio: np.ndarray | None = None) -> np.ndarray:
     """compact.node_basic_info; `ratio`: a MIX kernel's, in blockNum's high 16 bits."""
     arr = np.zeros(len(ts), L.NODE_BASIC)
-    _header(arr, L.LEVEL_NODE, L.NODE_BASIC_INFO, thread, ts, L.COMPACT_DATA_LEN)
+    record_header(arr, L.LEVEL_NODE, L.NODE_BASIC_INFO, thread, ts, L.COMPACT_DATA_LEN)
     arr["op_name"] = op_name
     arr["task_type"] = task_type
     arr["op_type"] = op_type
@@ -162,7 +162,7 @@ def tensor_info_records(thread: np.ndarray, ts: np.ndarray, op_name: np.ndarray,
     op_of_rec = np.repeat(np.arange(len(ts)), nrec_op)
     within = np.arange(len(op_of_rec)) - np.repeat(np.cumsum(nrec_op) - nrec_op, nrec_op)
     arr = flat[first[inv][op_of_rec] + within]
-    _header(arr, L.LEVEL_NODE, L.NODE_TENSOR_INFO, thread[op_of_rec], ts[op_of_rec],
+    record_header(arr, L.LEVEL_NODE, L.NODE_TENSOR_INFO, thread[op_of_rec], ts[op_of_rec],
             L.ADDITIONAL_DATA_LEN)
     arr["op_name"] = op_name[op_of_rec]
     return arr
@@ -171,7 +171,7 @@ def tensor_info_records(thread: np.ndarray, ts: np.ndarray, op_name: np.ndarray,
 def graph_id_map_records(thread: np.ndarray, ts: np.ndarray, model_name: np.ndarray,
                          model_id: np.ndarray) -> np.ndarray:
     arr = np.zeros(len(ts), L.GRAPH_ID_MAP)
-    _header(arr, L.LEVEL_MODEL, L.MODEL_GRAPH_ID_MAP, thread, ts, L.ADDITIONAL_DATA_LEN)
+    record_header(arr, L.LEVEL_MODEL, L.MODEL_GRAPH_ID_MAP, thread, ts, L.ADDITIONAL_DATA_LEN)
     arr["model_name"] = model_name
     arr["graph_id"] = model_id
     arr["model_id"] = model_id
@@ -182,7 +182,7 @@ def fusion_op_records(thread: np.ndarray, ts: np.ndarray, op_name: np.ndarray,
                       fused_ids: list[list[int]], bytes_in: np.ndarray, bytes_out: np.ndarray
                       ) -> np.ndarray:
     arr = np.zeros(len(ts), L.FUSION_OP_INFO)
-    _header(arr, L.LEVEL_NODE, L.NODE_FUSION_OP_INFO, thread, ts, L.ADDITIONAL_DATA_LEN)
+    record_header(arr, L.LEVEL_NODE, L.NODE_FUSION_OP_INFO, thread, ts, L.ADDITIONAL_DATA_LEN)
     arr["op_name"] = op_name
     arr["input_mem_size"] = bytes_in
     arr["output_mem_size"] = bytes_out
@@ -198,7 +198,7 @@ def msproftx_records(pid: int, thread: np.ndarray, start: np.ndarray, end: np.nd
                      category: np.ndarray, event_type: np.ndarray, mark_id: np.ndarray,
                      domain: np.ndarray, messages: list[bytes]) -> np.ndarray:
     arr = np.zeros(len(start), L.MSPROFTX)
-    _header(arr, L.LEVEL_TX, 0, thread, start, L.ADDITIONAL_DATA_LEN)
+    record_header(arr, L.LEVEL_TX, 0, thread, start, L.ADDITIONAL_DATA_LEN)
     arr["info_type"] = np.where(end > start, 1, 0)
     arr["tx_magic"] = L.MAGIC
     arr["data_tag"] = L.MSPROFTX_DATA_TAG
@@ -297,7 +297,7 @@ def hccl_info_records(thread: np.ndarray, ts: np.ndarray, dur_ns: np.ndarray,
     SDMA transport, plane 0); timestamp = step start (host monotonic ns).  Default: src role
     towards the next rank of the ring."""
     arr = np.zeros(len(ts), L.HCCL_INFO)
-    _header(arr, L.LEVEL_HCCL, HCCL_INFO_TYPE, thread, ts, L.ADDITIONAL_DATA_LEN)
+    record_header(arr, L.LEVEL_HCCL, HCCL_INFO_TYPE, thread, ts, L.ADDITIONAL_DATA_LEN)
     arr["item_id"] = task_name
     arr["ccl_tag"] = op_name
     arr["group_name"] = group

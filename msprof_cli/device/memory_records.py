@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from msprof_cli.device.host_records import record_header
 from msprof_cli.device.memory import MemoryModel
 from msprof_cli.device.memory_plan import ge_tensor_bytes
 from msprof_cli.raw import layouts as L
@@ -173,19 +174,11 @@ def _write_samples(device: Any, until_ns: int) -> None:
     device.memrec.advance(until_ns)
 
 
-def _header(arr: np.ndarray, typ: int, thread: int, ts: int, data_len: int) -> None:
-    arr["magic"] = L.MAGIC
-    arr["level"] = L.LEVEL_NODE
-    arr["type"] = typ
-    arr["thread_id"] = thread
-    arr["data_len"] = data_len
-    arr["timestamp"] = ts
-
-
 def _static_records(model_id: int, thread: int, ts: int,
                     tensors: list[tuple[str, int, int, int]], total: int) -> np.ndarray:
     arr = np.zeros(len(tensors) + 1, ML.STATIC_OP_MEM)
-    _header(arr, ML.STATIC_OP_MEM_TYPE, thread, ts, ML.STATIC_OP_MEM_DATA_LEN)
+    record_header(arr, L.LEVEL_NODE, ML.STATIC_OP_MEM_TYPE, thread, ts,
+                  ML.STATIC_OP_MEM_DATA_LEN)
     if tensors:
         names, nbytes, start, end = zip(*tensors)
         arr["size"][:-1] = ge_tensor_bytes(np.array(nbytes, np.int64))
@@ -202,7 +195,8 @@ def _static_records(model_id: int, thread: int, ts: int,
 def _task_memory(thread: int, ts: int, addr: int, size: int, node: int, total: int,
                  device_id: int) -> np.ndarray:
     arr = np.zeros(1, ML.TASK_MEMORY_INFO)
-    _header(arr, ML.TASK_MEMORY_TYPE, thread, ts, ML.TASK_MEMORY_DATA_LEN)
+    record_header(arr, L.LEVEL_NODE, ML.TASK_MEMORY_TYPE, thread, ts,
+                  ML.TASK_MEMORY_DATA_LEN)
     arr["addr"] = addr
     arr["size"] = size
     arr["node_id"] = node
