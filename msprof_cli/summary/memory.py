@@ -79,7 +79,8 @@ def advice(facts: RM.MemoryFacts, v: DeviceVerdict) -> str:
     """What dominates a device that does not fit, and what would help."""
     dm = facts.devices[v.device]
     share = v.parts.get(v.dominant, 0) / max(v.peak, 1)
-    text = f"{v.dominant} dominate ({size_text(v.parts.get(v.dominant, 0))}, {share:.0%})"
+    verb = "dominate" if v.dominant.endswith("s") else "dominates"
+    text = f"{v.dominant} {verb} ({size_text(v.parts.get(v.dominant, 0))}, {share:.0%})"
     if v.dominant == "activations" and v.top_model in dm.models:
         mm = dm.models[v.top_model]
         text += (f"; model {mm.name} plans {size_text(mm.feature_map)}: a smaller batch "
@@ -128,4 +129,4 @@ def device_summary(facts: RM.MemoryFacts, device: int) -> M.DeviceMemory | None:
                           fits=v.fits, parts=v.parts, problems=v.problems,
                           advice="" if v.fits else advice(facts, v), variables=dm.count,
                           variable_limit=facts.variable_limit, graph_limit=facts.graph_limit,
-                          models=rows)
+                          variable_bytes=dm.pool, graph_bytes=dm.feature_maps(), models=rows)

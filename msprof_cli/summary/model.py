@@ -219,6 +219,8 @@ class DeviceMemory:
     variables: int = 0  # how many variables
     variable_limit: int = 0  # GE's variable memory pool
     graph_limit: int = 0  # GE's graph memory pool
+    variable_bytes: int = 0  # what the variables take of it
+    graph_bytes: int = 0  # what the loaded graphs take of theirs
     models: list[ModelMemoryRow] = field(default_factory=list)
 
 

@@ -120,11 +120,12 @@ def memory_lines(mem: M.DeviceMemory, md: bool, top: int) -> list[str]:
     """The device memory section: the peak against the chip, its split, and per model the
     planned feature map with the tensors live at its peak."""
     out = heading("Device memory (emulated: GE's plan of the captured graphs)", 3, md)
-    verdict = "fits" if mem.fits else "DOES NOT FIT"
+    verdict = f"fits, {size_text(max(mem.usable - mem.peak, 0))} free" if mem.fits \
+        else "DOES NOT FIT"
     out.append(f"Predicted peak {size_text(mem.peak)} of {size_text(mem.usable)} usable "
-               f"({size_text(mem.capacity)} HBM): {verdict}, "
-               f"{size_text(max(mem.usable - mem.peak, 0))} free; GE's pools: variables "
-               f"{size_text(mem.variable_limit)}, graphs {size_text(mem.graph_limit)}.")
+               f"({size_text(mem.capacity)} HBM): {verdict}. GE's pools: variables "
+               f"{size_text(mem.variable_bytes)} of {size_text(mem.variable_limit)}, graphs "
+               f"{size_text(mem.graph_bytes)} of {size_text(mem.graph_limit)}.")
     for p in mem.problems:
         out.append(f"GE: {p}")
     if mem.advice:
