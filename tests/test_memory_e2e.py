@@ -197,3 +197,13 @@ def test_task_memory_and_hardware_mem_write_the_raw_records(runs, tmp_path) -> N
     hbm = [e for e in timeline if e.get("name") == "APP/HBM"]
     assert len(hbm) == len(app) and max(e["args"]["KB"] for e in hbm) * 1024 == \
         facts.devices[0].peak()
+    # a real collection (no emulated plan beside the raw data): summary shows the peak its
+    # own npu_mem samples measured
+    real = Path(shutil.copytree(prof, tmp_path / "real" / prof.name))
+    for name in ("msprof_cli_memory.json", "msprof_cli_run.json"):
+        (real / name).unlink()
+    doc = json.loads(msprof("summary", str(real), "--format", "json").stdout)
+    mem = doc["devices"][0]["memory"]
+    assert mem["measured"] and mem["peak"] == facts.devices[0].peak()
+    assert mem["samples"] == len(app) and mem["fits"]
+    assert "Device memory (measured: npu_mem samples)" in msprof("summary", str(real)).stdout

@@ -267,6 +267,15 @@ def _advice(acc: DeviceAcc, dev, data, prof: Path) -> None:
     acc.advice = AT.brief(state.rule_json(metrics), state)
 
 
+def _soc_of(prof: Path, rd) -> str | None:
+    """The CANN soc_version of a collection: the emulated one, or the 910's for a real
+    platform-1 collection (an Atlas A2's SKU is not in its raw data: None)."""
+    run = runinfo.read(prof)
+    soc = run.get("emulation", {}).get("soc_version") if isinstance(run, dict) else None
+    plat = str(rd.info.get("platform_version", "")) if rd is not None else ""
+    return soc or ("Ascend910A" if plat == "1" else None)
+
+
 def _collection(prof: Path, rd) -> M.Collection:
     run = runinfo.read(prof)
     opts = rd.sample.get("profiling_options", "") if rd is not None else ""
@@ -382,6 +391,9 @@ def build(path: Path, max_steps: int = M.MAX_STEPS, *, decode: str = "auto") -> 
             dev = assemble(accs[d], names, samp)
             if mem is not None:
                 dev.memory = device_memory.device_summary(mem, d)
+            else:  # a real collection: its own npu_mem samples, if any
+                dev.memory = device_memory.measured(prof / f"device_{d}",
+                                                    _soc_of(prof, rd0))
             summary.devices.append(dev)
         plan.release()
     if not summary.devices:

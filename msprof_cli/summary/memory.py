@@ -130,3 +130,42 @@ def device_summary(facts: RM.MemoryFacts, device: int) -> M.DeviceMemory | None:
                           advice="" if v.fits else advice(facts, v), variables=dm.count,
                           variable_limit=facts.variable_limit, graph_limit=facts.graph_limit,
                           variable_bytes=dm.pool, graph_bytes=dm.feature_maps(), models=rows)
+
+
+def measured(device_dir: Path, chip: str | None) -> M.DeviceMemory | None:
+    """The peak of a collection's own npu_mem samples (the application's HBM + DDR, event 0:
+    docs/formats/device-memory.md 1), for a PROF dir without an emulated plan (a real
+    CANN collection with --sys-hardware-mem); None without samples.  `chip`: a CANN
+    soc_version name whose HBM the verdict uses (None: no verdict)."""
+    import numpy as np
+
+    from msprof_cli.raw import memory_layouts as ML
+
+    files = sorted((device_dir / "data").glob("npu_mem.*.slice_*"))
+    parts = []
+    for f in files:
+        if f.name.endswith((".done", ".complete", ".zip")):
+            continue
+        raw = f.read_bytes()
+        parts.append(np.frombuffer(raw[:len(raw) // ML.NPU_MEM.itemsize
+                                       * ML.NPU_MEM.itemsize], ML.NPU_MEM))
+    arr = np.concatenate(parts) if parts else np.zeros(0, ML.NPU_MEM)
+    app = arr[arr["event"] == ML.NPU_MEM_APP]
+    if not len(app):
+        return None
+    peak = int((app["hbm"].astype(np.int64) + app["ddr"].astype(np.int64)).max())
+    capacity = usable = 0
+    if chip:
+        from msprof_cli.device.chip import get_chip
+        from msprof_cli.errors import OptionsError
+
+        try:
+            spec = get_chip(chip)
+            capacity, usable = spec.hbm_capacity_bytes, \
+                spec.hbm_capacity_bytes - spec.hbm_reserved_bytes
+        except OptionsError:
+            pass
+    return M.DeviceMemory(peak=peak, usable=usable, capacity=capacity,
+                          fits=not usable or peak <= usable,
+                          parts={"application (measured)": peak}, measured=True,
+                          samples=len(app))

@@ -221,6 +221,10 @@ class DeviceMemory:
     graph_limit: int = 0  # GE's graph memory pool
     variable_bytes: int = 0  # what the variables take of it
     graph_bytes: int = 0  # what the loaded graphs take of theirs
+    # a real collection's npu_mem samples (no emulated plan): the peak is measured, the
+    # split unknown; `usable` 0 when the chip's HBM is not known
+    measured: bool = False
+    samples: int = 0
     models: list[ModelMemoryRow] = field(default_factory=list)
 
 

@@ -119,6 +119,13 @@ def summary_lines(s: M.Summary, md: bool = False, top: int = TOP) -> list[str]:
 def memory_lines(mem: M.DeviceMemory, md: bool, top: int) -> list[str]:
     """The device memory section: the peak against the chip, its split, and per model the
     planned feature map with the tensors live at its peak."""
+    if mem.measured:
+        out = heading("Device memory (measured: npu_mem samples)", 3, md)
+        of = f" of {size_text(mem.usable)} usable ({size_text(mem.capacity)} HBM)" \
+            if mem.usable else ""
+        out.append(f"Peak {size_text(mem.peak)}{of}: the application's HBM and DDR, "
+                   f"{mem.samples} samples (what fills it is not in the samples).")
+        return out
     out = heading("Device memory (emulated: GE's plan of the captured graphs)", 3, md)
     verdict = f"fits, {size_text(max(mem.usable - mem.peak, 0))} free" if mem.fits \
         else "DOES NOT FIT"
