@@ -76,6 +76,8 @@ class MsprofJson(TraceOutput):
         self.any_op_rows = [False] * n  # Overlap Analysis' Computing
         self.any_comm_ops = [False] * n
         self.comm_lanes: list[tuple | None] = [None] * n  # the whole export's lanes
+        # per device (j): its NPU MEM lane, the whole collection's (memory_files.py)
+        self.npu_mem: dict[int, TR.Layer] | None = None
 
     def prepare(self, run: Export, w) -> None:
         end = run.rows_end
@@ -90,6 +92,12 @@ class MsprofJson(TraceOutput):
         apis = run.cann_apis(w)
         if len(apis):
             self.threads.update(int(x) for x in apis["thread_id"].unique())
+        if self.npu_mem is None:  # made once, in this process: the windows' jobs cut it
+            self.npu_mem = {}
+            for dw in w.devs:
+                if TR.layer_on("npu_mem", run.switches) and has_npu_mem(dw.d.rd):
+                    sort = getattr(run, "npu_mem_sorts", {}).get(dw.d.device_id, SORT_NPU_MEM)
+                    self.npu_mem[dw.j] = npu_mem_layer(dw.d.rd, run.app_pid, sort)
 
     def feed(self, run: Export, w) -> None:
         if run.one_window:  # every lane is known: the file is written in place
@@ -122,10 +130,8 @@ class MsprofJson(TraceOutput):
             if TR.layer_on("freq", sw) and d.rd.stars:
                 layers[slot["freq"]] = restrict_layer(FQ.freq_layer(d, app_pid),
                                                       lo_key, hi_key)
-            if TR.layer_on("npu_mem", sw) and has_npu_mem(d.rd):
-                sort = getattr(run, "npu_mem_sorts", {}).get(d.device_id, SORT_NPU_MEM)
-                layers[slot["npu_mem"]] = restrict_layer(npu_mem_layer(d.rd, app_pid, sort),
-                                                         lo_key, hi_key)
+            if self.npu_mem and j in self.npu_mem:
+                layers[slot["npu_mem"]] = restrict_layer(self.npu_mem[j], lo_key, hi_key)
             if TR.layer_on("flow", sw) and run.use_flow:
                 layers[slot["flow"]] = T.flow_layer(d, tasks, app_pid, run.analysis_memcpy)
             if dw.comm is not None and TR.layer_on("comm", sw):
