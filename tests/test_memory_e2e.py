@@ -171,7 +171,7 @@ def test_task_memory_and_hardware_mem_write_the_raw_records(runs, tmp_path) -> N
     app = np.fromfile(data / L.device_file_name("npu_mem_app", 0), ML.NPU_MEM)
     dev = np.fromfile(data / L.device_file_name("npu_mem", 0), ML.NPU_MEM)
     assert len(app) == len(dev) > 2 and (app["event"] == 0).all() and (dev["event"] == 1).all()
-    assert np.all(np.diff(app["timestamp"]) == 10_000)  # µs
+    assert np.all(np.diff(app["timestamp"]) == 10_000) and app["timestamp"][0] == 10_000
     assert app["hbm"][0] == 0 and app["hbm"].max() == facts.devices[0].peak()
     assert np.all(np.diff(app["hbm"].astype(np.int64)) >= 0)  # static graphs: steps up
     assert np.all(dev["hbm"] - app["hbm"] == facts.reserved)
@@ -207,3 +207,17 @@ def test_task_memory_and_hardware_mem_write_the_raw_records(runs, tmp_path) -> N
     assert mem["measured"] and mem["peak"] == facts.devices[0].peak()
     assert mem["samples"] == len(app) and mem["fits"]
     assert "Device memory (measured: npu_mem samples)" in msprof("summary", str(real)).stdout
+
+
+def test_a_device_that_runs_collectives_holds_hccls_buffers(tmp_path) -> None:
+    """MirroredStrategy over two (logical) devices: each replica's variables on its own
+    device, and the communicator's 2 x HCCL_BUFFSIZE of send and receive buffers."""
+    prof, _ = collect(tmp_path, "mirrored.py", HCCL_BUFFSIZE="16")
+    facts = RM.read(prof)
+    assert sorted(facts.devices) == [0, 1]
+    a, b = facts.devices[0], facts.devices[1]
+    assert a.weight == b.weight > 0 and a.optimizer == b.optimizer
+    assert a.hccl == b.hccl == 2 * 16 << 20
+    doc = json.loads(msprof("summary", str(prof), "--format", "json").stdout)
+    parts = doc["devices"][0]["memory"]["parts"]
+    assert parts["communication buffers"] == 32 << 20

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Sequence
@@ -37,7 +38,7 @@ from msprof_cli.device.chip import ChipSpec, get_chip
 from msprof_cli.device.chunk import ChunkCtx, DeviceDir
 from msprof_cli.device.cost_model import CostTable, evaluate
 from msprof_cli.device.dependencies import DependencyTables
-from msprof_cli.device.memory import MemoryModel
+from msprof_cli.device.memory import MemoryModel, hccl_buffer_from_env
 from msprof_cli.device import memory_records as MR
 from msprof_cli.device.host_pass import HostPass
 from msprof_cli.device.host_records import HCCL_INFO_TYPE, RUNTIME_API_TYPES, launch_windows
@@ -78,7 +79,7 @@ class Device:
         self.config = config
         self.chip: ChipSpec = get_chip(chip)
         # GE's variable memory and planned feature maps (memory.py)
-        self.memory = MemoryModel(self.prof_dir, self.chip)
+        self.memory = MemoryModel(self.prof_dir, self.chip, hccl_buffer_from_env(os.environ))
         self.set_memory_pools(graph_memory_max_size=config.graph_memory_max_size,
                               variable_memory_max_size=config.variable_memory_max_size)
         # the memory records --task-memory / --sys-hardware-mem collect (memory_records.py)

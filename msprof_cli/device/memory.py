@@ -11,7 +11,8 @@ device, from what the collector captured (docs/device-model.md 12).
   (fp16 where the precision mode makes the op fp16); it lives from its task's index in the
   step to its last consumer's (the data edges of the graph, looked through the ops without a
   task).  All outputs of one task are one tensor.
-* Buffers: the step's feeds and fetches (memcpy.py copies them).
+* Buffers: the step's feeds and fetches (memcpy.py copies them); on a device whose steps run
+  collectives, HCCL's send and receive buffers of its communicator (2 x HCCL_BUFFSIZE).
 
 What the device writes is `msprof_cli_memory.json` (raw/memory_plan.py).
 """
@@ -34,6 +35,21 @@ from msprof_cli.device.ub_fusion import UbFuser
 from msprof_cli.raw import memory_plan as RM
 
 
+# HCCL_BUFFSIZE's default: each communicator keeps 2 x this many bytes for sending and
+# receiving, exclusively (CANN env var reference: https://www.hiascend.com/document/detail/en/
+# canncommercial/800/apiref/envvar/envref_07_0080.html)
+HCCL_BUFFER = 200 << 20
+
+
+def hccl_buffer_from_env(env: dict[str, str]) -> int:
+    """HCCL_BUFFSIZE (MB, an integer >= 1) of the profiled process, else the default."""
+    try:
+        mb = int(env.get("HCCL_BUFFSIZE", ""))
+    except ValueError:
+        return HCCL_BUFFER
+    return mb << 20 if mb >= 1 else HCCL_BUFFER
+
+
 def spec_bytes(shape: tuple[int, ...], dtype: str) -> int:
     """Bytes of a tensor (an unknown dimension counts as 1)."""
     n = 1
@@ -45,7 +61,7 @@ def spec_bytes(shape: tuple[int, ...], dtype: str) -> int:
 class MemoryModel:
     """The facts of one PROF dir's device memory, updated per chunk (module doc)."""
 
-    def __init__(self, prof_dir: Path, chip: ChipSpec) -> None:
+    def __init__(self, prof_dir: Path, chip: ChipSpec, hccl_buffer: int = HCCL_BUFFER) -> None:
         self.prof_dir = Path(prof_dir)
         self.facts = RM.MemoryFacts(chip.name, chip.hbm_capacity_bytes, chip.hbm_reserved_bytes,
                                     chip.ge_variable_limit, chip.ge_graph_limit)
@@ -55,6 +71,7 @@ class MemoryModel:
         # the models planned in the chunk being consumed: (model, device, iteration row of
         # their first step), for the records of their load (memory_records.py)
         self.pending: list[tuple[int, int, int]] = []
+        self.hccl_buffer = hccl_buffer
 
     def set_pools(self, graph: int = 0, variables: int = 0) -> str | None:
         """GE's pool sizes (0: keep); a warning when together they exceed what the chip's
@@ -96,6 +113,10 @@ class MemoryModel:
             self.pending.append((mid, dev, first))
             if model is not None:
                 self._add_variables(dev, model.variables, dm)
+            kinds = sigs.arrays()["kind"][ops.sig[rows]]
+            if not dm.hccl and (kinds == op_map.KIND_HCCL).any():
+                # the device's communicator: HCCL's send and receive buffers
+                dm.hccl = 2 * self.hccl_buffer
             changed = True
         if changed:
             RM.write(self.prof_dir, self.facts)

@@ -9,11 +9,12 @@ on` and `--sys-hardware-mem on` collect (docs/formats/device-memory.md 1, 6).
   each model allocates when it loads, named after the model, and its free when the
   collection ends (GE frees a session's graphs then), with the pool's totals after each.
 * `npu_mem` / `npu_module_mem` (device, `--sys-hardware-mem`): the application's and the
-  device's HBM every 1000/freq ms from the sync point to the end of the emulated timeline:
+  device's HBM every 1000/freq ms after the sync point to the end of the emulated timeline:
   the variables from the first model load on, each model's block from its own load on (a
   static graph's memory is a step at load and flat while it runs); the device's = the
   application's + what the chip's system keeps; DDR 0.  npu_module_mem: GE's reserved
-  memory (module 45) at the same instants.
+  memory (module 45) at the same instants, and HCCL's buffers (module 3) on a device that
+  runs collectives.
 """
 from __future__ import annotations
 
@@ -51,7 +52,10 @@ class MemoryRecords:
     task_memory: bool
     reserved: int  # bytes the chip's system keeps
     loads: list[Load] = field(default_factory=list)
-    _next_sample: int = 0  # index of the next npu_mem sample
+    # index of the next npu_mem sample: the first is one period after the sync point (a
+    # sample at it could land before the collection's begin in the analysis's float time,
+    # which leaves such samples out of the timeline)
+    _next_sample: int = 1
     _allocated: int = 0
     _var_at: dict[int, int] = field(default_factory=dict)  # device -> ns of its first load
 
@@ -108,13 +112,16 @@ class MemoryRecords:
         if not len(k):
             return empty
         t = self.sync_ns + k * self.period_ns
-        app = np.zeros(len(t), np.int64)
+        ge = np.zeros(len(t), np.int64)  # GE's: variables and the loaded graphs
+        hccl = np.zeros(len(t), np.int64)  # HCCL's buffers
         dm = memory.facts.devices.get(device_id)
-        if dm is not None and device_id in self._var_at:
-            app += np.where(t >= self._var_at[device_id], dm.pool, 0)
+        if dm is not None and device_id in self._var_at:  # the session's from its start
+            ge += np.where(t >= self._var_at[device_id], dm.pool, 0)
+            hccl += np.where(t >= self._var_at[device_id], dm.hccl, 0)
         for ld in self.loads:
             if ld.device_id == device_id:
-                app += np.where(t >= ld.ns, ld.block, 0)
+                ge += np.where(t >= ld.ns, ld.block, 0)
+        app = ge + hccl
         us = (t - self.sync_ns) // 1000
         out = []
         for event, hbm in ((ML.NPU_MEM_APP, app), (ML.NPU_MEM_DEVICE, app + self.reserved)):
@@ -124,10 +131,13 @@ class MemoryRecords:
             arr["event"] = event
             arr["hbm"] = hbm
             out.append(arr)
-        mod = np.zeros(len(t), ML.NPU_MODULE_MEM)
-        mod["module_id"] = ML.MODULE_GE
-        mod["timestamp"] = t
-        mod["total_size"] = app
+        modules = [(ML.MODULE_GE, ge)] + ([(ML.MODULE_HCCL, hccl)] if hccl.any() else [])
+        mod = np.zeros(len(t) * len(modules), ML.NPU_MODULE_MEM)
+        for i, (module, size) in enumerate(modules):
+            part = mod[i * len(t):(i + 1) * len(t)]
+            part["module_id"] = module
+            part["timestamp"] = t
+            part["total_size"] = size
         return out[0], out[1], mod
 
     def advance(self, until_ns: int) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 NPU_MEM_APP, NPU_MEM_DEVICE = 0, 1  # npu_mem event
+MODULE_HCCL = 3  # the CANN ModuleName of HCCL
 MODULE_GE = 45  # the CANN ModuleName of GE (analysis/profiling_bean/prof_enum/data_tag.py)
 # the CANN ModuleName enum (the same file): npu_module_mem's Component; "other" for the rest
 MODULE_NAMES = {

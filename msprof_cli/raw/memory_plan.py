@@ -10,6 +10,7 @@ read it.  The real analysis ignores the file.  Standard library only.
      "variable_limit": bytes, "graph_limit": bytes,
      "devices": {"0": {
         "variables": {"weight": b, "optimizer": b, "state": b, "count": n, "pool": b},
+        "hccl": b,
         "models": {"1": {"name": s, "feature_map": b, "live_peak": b, "peak_node": i,
                          "tensors": n, "io": b, "activations": b, "gradients": b,
                          "updates": b, "load_ns": host ns, "top": [[op, bytes, first node,
@@ -59,6 +60,7 @@ class DeviceMemory:
     count: int = 0
     pool: int = 0  # the variable memory with GE's alignment
     models: dict[int, ModelMemory] = field(default_factory=dict)
+    hccl: int = 0  # HCCL's send and receive buffers of the device's communicator
 
     def feature_maps(self) -> int:
         """What the loaded graphs hold (GE's default static memory policy keeps each
@@ -67,8 +69,8 @@ class DeviceMemory:
 
     def peak(self) -> int:
         """The device's predicted peak HBM use of the application: variables + every
-        loaded graph's feature map and buffers."""
-        return self.pool + self.feature_maps()
+        loaded graph's feature map and buffers + HCCL's buffers."""
+        return self.pool + self.feature_maps() + self.hccl
 
 
 @dataclass
@@ -94,6 +96,7 @@ def write(prof_dir: Path, facts: MemoryFacts) -> None:
            "devices": {str(d): {
                "variables": {"weight": dm.weight, "optimizer": dm.optimizer,
                              "state": dm.state, "count": dm.count, "pool": dm.pool},
+               "hccl": dm.hccl,
                "models": {str(m): vars(mm) for m, mm in sorted(dm.models.items())}}
                for d, dm in sorted(facts.devices.items())}}
     write_json_line(prof_dir / FILE_NAME, doc)
@@ -110,7 +113,7 @@ def read(prof_dir: Path) -> MemoryFacts | None:
             v = dev.get("variables", {})
             dm = DeviceMemory(int(v.get("weight", 0)), int(v.get("optimizer", 0)),
                               int(v.get("state", 0)), int(v.get("count", 0)),
-                              int(v.get("pool", 0)))
+                              int(v.get("pool", 0)), hccl=int(dev.get("hccl", 0)))
             for m, mm in dev.get("models", {}).items():
                 dm.models[int(m)] = ModelMemory(**mm)
             facts.devices[int(d)] = dm

@@ -42,7 +42,8 @@ class DeviceVerdict:
 
 
 def categories(dm: RM.DeviceMemory) -> dict[str, int]:
-    """The device's peak split: weights / optimizer state / activations / workspace / other.
+    """The device's peak split: weights / optimizer state / activations / workspace /
+    communication buffers (HCCL's, 2 x HCCL_BUFFSIZE on a device that runs collectives) / other.
     Activations = every loaded graph's feature map (what its steps keep for backward, the
     gradients and temporaries: the planned block); workspace = the kernels' own scratch
     memory (not modelled, docs/device-model.md 12); other = the variables' other state and
@@ -50,6 +51,7 @@ def categories(dm: RM.DeviceMemory) -> dict[str, int]:
     return {"weights": dm.weight, "optimizer state": dm.optimizer,
             "activations": sum(m.feature_map for m in dm.models.values()),
             "workspace": 0,
+            "communication buffers": dm.hccl,
             "other": dm.pool - dm.weight - dm.optimizer + sum(m.io for m in dm.models.values())}
 
 
