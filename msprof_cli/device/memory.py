@@ -36,8 +36,7 @@ from msprof_cli.raw import memory_plan as RM
 
 
 # HCCL_BUFFSIZE's default: each communicator keeps 2 x this many bytes for sending and
-# receiving, exclusively (CANN env var reference: https://www.hiascend.com/document/detail/en/
-# canncommercial/800/apiref/envvar/envref_07_0080.html)
+# receiving, exclusively (docs/formats/device-memory.md 6, from CANN's environment variables)
 HCCL_BUFFER = 200 << 20
 
 

@@ -141,19 +141,15 @@ def measured(device_dir: Path, chip: str | None) -> M.DeviceMemory | None:
     soc_version name whose HBM the verdict uses (None: no verdict)."""
     import numpy as np
 
+    from msprof_cli.export.decode.rawread import DecodeLog, device_records
     from msprof_cli.raw import memory_layouts as ML
 
-    files = sorted((device_dir / "data").glob("npu_mem.*.slice_*"))
-    parts = []
-    for f in files:
-        if f.name.endswith((".done", ".complete", ".zip")):
-            continue
-        raw = f.read_bytes()
-        parts.append(np.frombuffer(raw[:len(raw) // ML.NPU_MEM.itemsize
-                                       * ML.NPU_MEM.itemsize], ML.NPU_MEM))
-    arr = np.concatenate(parts) if parts else np.zeros(0, ML.NPU_MEM)
-    app = arr[arr["event"] == ML.NPU_MEM_APP]
-    if not len(app):
+    parts = [device_records(device_dir / "data", kind, DecodeLog(), ["event", "ddr", "hbm"])
+             for kind in ("npu_mem", "npu_mem_app")]
+    app = {k: np.concatenate([p[k] for p in parts]) for k in ("event", "ddr", "hbm")}
+    mine = app["event"] == ML.NPU_MEM_APP
+    app = {k: v[mine] for k, v in app.items()}
+    if not len(app["event"]):
         return None
     peak = int((app["hbm"].astype(np.int64) + app["ddr"].astype(np.int64)).max())
     capacity = usable = 0
@@ -170,4 +166,4 @@ def measured(device_dir: Path, chip: str | None) -> M.DeviceMemory | None:
     return M.DeviceMemory(peak=peak, usable=usable, capacity=capacity,
                           fits=not usable or peak <= usable,
                           parts={"application (measured)": peak}, measured=True,
-                          samples=len(app))
+                          samples=len(app["event"]))
