@@ -41,7 +41,7 @@ from msprof_cli.device.dependencies import DependencyTables
 from msprof_cli.device.memory import MemoryModel, hccl_buffer_from_env
 from msprof_cli.device import memory_records as MR
 from msprof_cli.device.host_pass import HostPass
-from msprof_cli.device.host_records import HCCL_INFO_TYPE, RUNTIME_API_TYPES, launch_windows
+from msprof_cli.device.host_records import launch_windows, type_info_lines
 from msprof_cli.device.precision import PrecisionPass
 from msprof_cli.device.op_table import Interner, IterTable, OpTable, SignatureRegistry, build_tables
 from msprof_cli.device.replay_columns import ReplayColumns
@@ -55,7 +55,6 @@ from msprof_cli.device.ub_fusion import UbFuser
 from msprof_cli.device.writer import DataDir, RawStorage
 from msprof_cli.options import ProfilingConfig, normalize_precision_mode
 from msprof_cli.raw import control
-from msprof_cli.raw import enums as EN
 from msprof_cli.raw import layouts as L
 from msprof_cli.raw import stars_layouts as SL
 from msprof_cli.raw.control import ClockPair
@@ -155,15 +154,9 @@ class Device:
         control.write_start_info(result_dir, self.clock, device_id)
 
     def _write_type_info(self) -> None:
-        lines = [f"{L.LEVEL_RUNTIME}_{tid}:{name}" for tid, name in
-                 sorted(EN.RUNTIME_TASK_TYPES.items())]
-        lines += [f"{lvl}_{tid}:{name}" for (lvl, tid), name in EN.TYPE_INFO_NAMES.items()]
-        # runtime_api / hccl_info ids (docs/device-model.md 6.1)
-        lines += [f"{L.LEVEL_RUNTIME}_{tid}:{name}" for tid, name in RUNTIME_API_TYPES.items()]
-        lines.append(f"{L.LEVEL_HCCL}_{HCCL_INFO_TYPE}:hccl_info")
         f = self.host.file("type_info_dic",
                            lambda i: L.host_file_name("type_info_dic", i))
-        f.write_lines(lines)
+        f.write_lines(type_info_lines())
         f.sync()
 
     def _device(self, dev_id: int) -> DeviceDir:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from msprof_cli.raw import enums as EN
 from msprof_cli.raw import layouts as L
 
 MIN_WINDOW_NS = 4
@@ -84,6 +85,17 @@ def api_records(level: int, type_id: int, thread: np.ndarray, begin: np.ndarray,
     arr["end_time"] = end
     arr["item_id"] = item
     return arr
+
+
+def type_info_lines() -> list[str]:
+    """type_info_dic: the names of the record type ids the host records use (runtime task
+    types, the additional records, the runtime APIs and hccl_info: docs/device-model.md 6.1)."""
+    lines = [f"{L.LEVEL_RUNTIME}_{tid}:{name}" for tid, name in
+             sorted(EN.RUNTIME_TASK_TYPES.items())]
+    lines += [f"{lvl}_{tid}:{name}" for (lvl, tid), name in EN.TYPE_INFO_NAMES.items()]
+    lines += [f"{L.LEVEL_RUNTIME}_{tid}:{name}" for tid, name in RUNTIME_API_TYPES.items()]
+    lines.append(f"{L.LEVEL_HCCL}_{HCCL_INFO_TYPE}:hccl_info")
+    return lines
 
 
 def record_header(arr: np.ndarray, level: int, type_id: int, thread: np.ndarray, ts: np.ndarray,
