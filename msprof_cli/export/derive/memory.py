@@ -19,7 +19,6 @@ records of raw/memory_layouts.py, as the real analysis prints them (Ascend/mspro
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -171,9 +170,14 @@ def static_op_mem(host: ResultDirInfo) -> Table | None:
         return None
     names = hash_dict(host.data_dir)
 
-    def name(h: int) -> str:
-        text = names.get(h, str(h))
-        return "TOTAL" if text == "0" else text
+    def resolved(hashes: np.ndarray, total: bool) -> np.ndarray:
+        """The names of hashes (an unknown one as its decimal; "0" = TOTAL where `total`),
+        looked up once per distinct hash."""
+        uniq, inv = np.unique(hashes.astype(np.uint64), return_inverse=True)
+        text = [names.get(int(h), str(int(h))) for h in uniq.tolist()]
+        if total:
+            text = ["TOTAL" if t == "0" else t for t in text]
+        return np.array(text, dtype=object)[inv]
 
     end = c["life_end"].astype(np.int64)
     end = np.where(end == 0xFFFFFFFE, ML.LIFE_TO_THE_END, end)
@@ -181,30 +185,32 @@ def static_op_mem(host: ResultDirInfo) -> Table | None:
     whole = kb == np.floor(kb)
     size = np.where(whole, int_str(np.where(whole, kb, 0)), float_str(kb)).astype(object)
     return STATIC_OP_MEM, pd.DataFrame({
-        "Op Name": [name(int(h)) for h in c["op_name"].tolist()],
-        "Model Name": [names.get(int(h), str(int(h))) for h in c["dyn_op_name"].tolist()],
+        "Op Name": resolved(c["op_name"], True),
+        "Model Name": resolved(c["dyn_op_name"], False),
         "Graph ID": int_str(c["graph_id"]),
         "Node Index Start": int_str(c["life_start"]),
         "Node Index End": int_str(end),
         "Size(KB)": size})
 
 
-def npu_mem_events(rd: ResultDirInfo, pid: int, begin_ns: int) -> list[str]:
-    """The NPU MEM counters of a device (three a sample: DDR, HBM, Memory), the samples
-    before the collection began left out (the analysis's timeline keeps none)."""
+def npu_mem_events(rd: ResultDirInfo, pid: int, begin_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """The NPU MEM counters of a device (three a sample: DDR, HBM, Memory) and their µs keys,
+    the samples before the collection began left out (the analysis's timeline keeps none).
+    Built on object columns (the text of each distinct KB value once: fmt.float_str)."""
     df = npu_mem_samples(rd)
     df = df[df["ns"].to_numpy() >= begin_ns]
     if not len(df):
-        return []
-    times = us_list(df["ns"].to_numpy())
-    out = []
-    tmpl = '{"name": "%s/%s", "ts": "%s", "pid": %d, "tid": 0, "args": %s, "ph": "C"}'
-    for ev, ddr, hbm, t in zip(df["event"].tolist(), df["ddr"].tolist(), df["hbm"].tolist(),
-                               times):
-        e = EVENTS.get(int(ev), "None")
-        for kind, v in (("DDR", ddr), ("HBM", hbm), ("Memory", ddr + hbm)):
-            out.append(tmpl % (e, kind, t, pid, json.dumps({"KB": v / 1024.0})))
-    return out
+        return np.zeros(0, dtype=object), np.zeros(0, np.float64)
+    times = np.array(us_list(df["ns"].to_numpy()), dtype=object)
+    names = df["event"].map(lambda e: EVENTS.get(int(e), "None")).to_numpy(object)
+    ddr, hbm = df["ddr"].to_numpy(np.int64), df["hbm"].to_numpy(np.int64)
+    head = '", "ts": "' + times + '", "pid": ' + str(pid) + ', "tid": 0, "args": {"KB": '
+    parts = [('{"name": "' + names + "/" + kind + head + float_str(v / 1024.0)
+              + '}, "ph": "C"}') for kind, v in (("DDR", ddr), ("HBM", hbm),
+                                                  ("Memory", ddr + hbm))]
+    events = np.stack(parts, axis=1).reshape(-1)  # per sample: DDR, HBM, Memory
+    keys = np.repeat(times.astype(np.float64), 3)
+    return events, keys
 
 
 # the msprof db's memory tables (Ascend/msprof analysis/csrc/application/database/

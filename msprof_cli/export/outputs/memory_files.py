@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 
 from msprof_cli.raw import layouts as L
 
@@ -41,11 +40,8 @@ def npu_mem_layer(rd: ResultDirInfo, app_pid: int, sort: int = SORT_NPU_MEM) -> 
     if not has_npu_mem(rd):
         return Layer()
     device_id = rd.device_id or 0
-    events = D.npu_mem_events(rd, pid_of(app_pid, sort, device_id), rd.begin_local_ns)
-    keys = np.array([float(e.split('"ts": "', 1)[1].split('"', 1)[0]) for e in events],
-                    np.float64)
-    return Layer(npu_mem_meta(device_id, app_pid, sort), events=np.array(events, dtype=object),
-                 keys=keys)
+    events, keys = D.npu_mem_events(rd, pid_of(app_pid, sort, device_id), rd.begin_local_ns)
+    return Layer(npu_mem_meta(device_id, app_pid, sort), events=events, keys=keys)
 
 
 class MemoryFiles(Output):
