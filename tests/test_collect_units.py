@@ -562,3 +562,30 @@ def test_tracer_dropped_recognises_a_sample_missing_its_cheap_kernels():
     assert not tracer_dropped([op(f"n{i}") for i in range(19)], full)  # 5 % gone: a branch
     assert not tracer_dropped([op("n1"), op("other")], full)  # other code ran
     assert not tracer_dropped([op("n1")], None) and not tracer_dropped([], full)
+
+
+def test_a_signal_in_a_finalizer_is_delivered_again_outside_it() -> None:
+    """Python drops an exception raised in a weakref callback or __del__ ("Exception ignored
+    in ..."): the exit signal handler recognises such a frame (and re-delivers the signal
+    a moment later, collect/agent.py) instead of raising there."""
+    import sys
+    import weakref
+
+    from msprof_cli.collect.agent import _in_finalizer
+
+    seen = []
+
+    class Owner:
+        def __del__(self) -> None:
+            seen.append(_in_finalizer(sys._getframe()))
+
+    class Target:
+        pass
+
+    target = Target()
+    ref = weakref.WeakValueDictionary({"k": target})  # its callback runs in weakref.py
+    del target
+    Owner()  # collected at once: __del__ runs
+    assert seen == [True]
+    assert not _in_finalizer(sys._getframe())
+    assert len(ref) == 0

@@ -17,6 +17,7 @@ exit path: atexit, SIGTERM / SIGINT (acted on at a step boundary), excepthook an
 """
 from __future__ import annotations
 
+import _thread
 import atexit
 import os
 import signal
@@ -444,6 +445,15 @@ def _on_exit_signal(signum: int, frame: Any) -> None:
     again = _exit_requested == signum
     _exit_requested = signum
     if AGENT.main_steps == 0:
+        if _in_finalizer(frame):
+            # an exception raised in a weakref callback or __del__ is printed and dropped
+            # ("Exception ignored in ..."): the signal is delivered again a moment later,
+            # where the main thread runs ordinary code, as the first one
+            _exit_requested = None
+            timer = threading.Timer(0.01, _thread.interrupt_main, args=(signum,))
+            timer.daemon = True
+            timer.start()
+            return
         _raise_exit(signum)
     if again:
         if signum == signal.SIGTERM:
@@ -456,6 +466,17 @@ def _on_exit_signal(signum: int, frame: Any) -> None:
 
 
 _SIGTERM_GRACE_S = 60.0
+
+
+def _in_finalizer(frame: Any) -> bool:
+    """The interrupted code is a finalizer (a weakref callback, a __del__), where Python
+    ignores an exception instead of propagating it."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "__del__" or code.co_filename.endswith("weakref.py"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _raise_exit(signum: int) -> None:
