@@ -251,6 +251,32 @@ def testdecomposed_batchnorm_is_said_with_its_tasks_and_time() -> None:
     assert decomposed_batchnorm(fused) == ""
 
 
+def test_decomposed_layer_norms_are_said_apart_from_batchnorm() -> None:
+    """Layer norms have moments too: Keras' `layer_normalization` and BERT's `LayerNorm`
+    scopes (forward and `gradient_tape/` ops) make a LayerNorm line, not a BatchNorm one;
+    2 layers of 13 ops over 2 steps against GE's 3 fused tasks a layer."""
+    import pandas as pd
+
+    from msprof_cli.export.derive.advice_text import decomposed_batchnorm, decomposed_layernorm
+
+    names = []
+    for layer in ("model/layer_normalization", "bert/encoder/attention/output/LayerNorm"):
+        names += [f"{layer}/moments/mean", f"{layer}/moments/variance", f"{layer}/Rsqrt"]
+        names += [f"{layer}/op_{k}" for k in range(5)]
+        names += [f"gradient_tape/{layer}/moments/op_{k}" for k in range(5)]
+    names.append("model/dense/MatMul")
+    st = pd.DataFrame({"_n": [2] * len(names), "_dur": [2_000.0] * (len(names) - 1) + [52_000.0]},
+                      index=names)
+    line = decomposed_layernorm(st)
+    assert line.startswith("LayerNorm: 2 layer norms run as their moments and element-wise ops: "
+                           "13 tasks a layer a step, 26 us a step (50 % of the task time)"), line
+    assert "3 tasks a layer" in line and "tf.gradients" in line
+    assert decomposed_batchnorm(st) == ""  # not BatchNorm layers
+    few = pd.DataFrame({"_n": [2, 2], "_dur": [1.0, 1.0]},
+                       index=["m/layer_normalization/LayerNorm", "m/dense/MatMul"])
+    assert decomposed_layernorm(few) == ""
+
+
 def test_ge_conversion_tasks_are_said_with_their_count_and_time() -> None:
     """GE's trans_Cast / trans_TransData nodes (a Cast also heading a UB-fused chain's name)
     over 2 steps; below 3 % of the task time nothing is said."""

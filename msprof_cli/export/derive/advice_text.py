@@ -106,7 +106,7 @@ def brief(rule_json: dict, state: RuleState, max_ops: int = 3) -> list[str]:
                 elif isinstance(data, dict):
                     text += " (" + ", ".join(f"{k} {num_text(v)}" for k, v in data.items()) + ")"
                 lines.append(text)
-    for extra in (decomposed_batchnorm(st), boundary_tasks(st)):
+    for extra in (decomposed_batchnorm(st), decomposed_layernorm(st), boundary_tasks(st)):
         if extra:
             lines.append(extra)
     return lines
@@ -154,6 +154,30 @@ def boundary_tasks(st: pd.DataFrame | None) -> str:
 # BNTrainingReduce / BNTrainingUpdate and their gradients: 4 tasks a layer a training step
 _BN_PART = re.compile(r"([^/]+)/(?:moments|batchnorm)/")
 FUSED_BN_TASKS = 4
+# A layer norm's ops sit under its layer's scope (Keras `layer_normalization`, BERT's
+# `LayerNorm`, `..._layer_norm`); its moments look like a BatchNorm's, so it is told apart
+# by the scope.  Fused, GE runs LayerNorm + LayerNormGrad, the gradient split into
+# LayerNormXBackpropV2 + LayerNormBetaGammaBackpropV2: 3 tasks a layer (docs/device-model.md 9)
+_LN_SCOPE = re.compile(r"^(.*?layer_?norm[^/]*)/", re.IGNORECASE)
+FUSED_LN_TASKS = 3
+
+
+def _layer_of(st: pd.DataFrame, pattern: re.Pattern) -> pd.Series:
+    """The layer each op row belongs to, forward and gradient ops together (NaN: none)."""
+    names = pd.Series(st.index.astype(str), index=st.index).str.replace(
+        "gradient_tape/", "", n=1, regex=False)
+    return names.str.extract(pattern, expand=False)
+
+
+def _per_layer(st: pd.DataFrame, layer: pd.Series) -> tuple[int, float, float, float]:
+    """(layers, tasks a layer a step, us a step, share of the task time) of the marked rows."""
+    mine = layer.notna().to_numpy()
+    n = st["_n"].to_numpy(np.int64)[mine]
+    steps = int(pd.Series(n).mode().iloc[0]) or 1  # every op of a layer runs once a step
+    layers = int(layer[mine].nunique())
+    spent = float(st["_dur"].to_numpy(np.float64)[mine].sum()) / 1000
+    total = float(st["_dur"].to_numpy(np.float64).sum()) / 1000 or 1.0
+    return layers, int(n.sum()) / steps / layers, spent / steps, spent / total
 
 
 def decomposed_batchnorm(st: pd.DataFrame | None) -> str:
@@ -162,27 +186,41 @@ def decomposed_batchnorm(st: pd.DataFrame | None) -> str:
     (docs/device-model.md 9)."""
     if st is None or "_n" not in st or "_dur" not in st or not len(st):
         return ""
-    names = pd.Series(st.index.astype(str), index=st.index)
-    layer = names.str.extract(_BN_PART, expand=False)
-    mine = layer.notna().to_numpy()
-    if not mine.any():
+    layer = _layer_of(st, _BN_PART).where(_layer_of(st, _LN_SCOPE).isna())
+    if not layer.notna().any():
         return ""
-    n = st["_n"].to_numpy(np.int64)[mine]
-    steps = int(pd.Series(n).mode().iloc[0]) or 1  # every op of a layer runs once a step
-    layers = int(layer[mine].nunique())
-    tasks = int(n.sum())
-    spent = float(st["_dur"].to_numpy(np.float64)[mine].sum()) / 1000
-    total = float(st["_dur"].to_numpy(np.float64).sum()) / 1000 or 1.0
-    per_layer = tasks / steps / layers
+    layers, per_layer, spent, share = _per_layer(st, layer)
     if per_layer <= FUSED_BN_TASKS:
         return ""
     return (f"BatchNorm: {layers} BatchNormalization layers run decomposed into moments and "
             f"element-wise ops (Keras 3): {per_layer:.0f} tasks a layer a step, "
-            f"{num_text(spent / steps)} us a step ({100 * spent / total:.0f} % of the task "
+            f"{num_text(spent)} us a step ({100 * share:.0f} % of the task "
             f"time). TensorFlow's fused kernel (tf_keras / Keras 2 `fused=True`) is "
             f"{FUSED_BN_TASKS} tasks a layer (GE's BNTrainingReduce / BNTrainingUpdate and "
             "their gradients), each reading the feature map once or twice: "
             "run the model with tf_keras (TF_USE_LEGACY_KERAS=1) to compare")
+
+
+def decomposed_layernorm(st: pd.DataFrame | None) -> str:
+    """An advice line when the model's layer norms run as their ops: how many layers, tasks
+    a layer a step and time, against GE's fused kernels, and when GE fuses them
+    (docs/device-model.md 9)."""
+    if st is None or "_n" not in st or "_dur" not in st or not len(st):
+        return ""
+    layer = _layer_of(st, _LN_SCOPE)
+    if not layer.notna().any():
+        return ""
+    layers, per_layer, spent, share = _per_layer(st, layer)
+    if per_layer <= FUSED_LN_TASKS:
+        return ""
+    return (f"LayerNorm: {layers} layer norms run as their moments and element-wise ops: "
+            f"{per_layer:.0f} tasks a layer a step, {num_text(spent)} us a step "
+            f"({100 * share:.0f} % of the task time). GE's fused kernels are "
+            f"{FUSED_LN_TASKS} tasks a layer (LayerNorm, LayerNormXBackpropV2, "
+            "LayerNormBetaGammaBackpropV2), but its LayerNormTrainingFusionPass matches only "
+            "tf.nn.moments + tf.nn.batch_normalization differentiated by TF1's tf.gradients "
+            "(a TF 1 graph); a TF 2 training step (GradientTape, Keras) keeps the ops "
+            "(docs/device-model.md 9)")
 
 
 def _dropout_text(st: pd.DataFrame | None, names: list) -> str:
