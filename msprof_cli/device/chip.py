@@ -56,6 +56,9 @@ class ChipSpec:
     # the share of the cube's nominal rate it sustains (a measured peak over the nominal one;
     # docs/device-model.md 1)
     cube_efficiency: float = 216.0 / 262.144
+    # the same for the vector unit: 3,390 GFLOPS fp16 measured on a 910 against the nominal
+    # 32 cores x 128 lanes x 1 GHz (docs/device-model.md 1)
+    vector_efficiency: float = 3390.0 / 4096.0
     # the device raw data it writes: "hwts" (hwts.data / aicore.data, the 910) or "stars"
     # (stars_soc.data / ffts_profile.data, the Atlas A2 family: docs/formats/ascend910b.md)
     raw_layout: str = "hwts"
@@ -194,7 +197,9 @@ def _atlas_a2(name: str, cube_cores: int, mhz: int, hbm_gib: int, l2_mib: int,
         metric_units={"MemoryAccess": {0x32: 256}},
         # a measured 328 TFLOPS bf16 matmul on a 910B against the 353.9 derived for 24 cores
         # at 1.8 GHz (secondary source: docs/formats/ascend910b.md 4.2)
-        cube_efficiency=328.0 / 353.9)
+        cube_efficiency=328.0 / 353.9,
+        # no measured vector peak of an Atlas A2 was found: the nominal rate
+        vector_efficiency=1.0)
 
 
 ASCEND910B = (_atlas_a2("Ascend910B1", 24, 1850, 64, 192, 1.6),

@@ -98,7 +98,7 @@ def evaluate(sig: dict[str, np.ndarray], chip: ChipSpec, rank_size: int = 1) -> 
                                                  np.where(dclass == DT_INT8, 1.0, 4.0)))
     lanes = chip.vector_bytes_per_cycle / np.maximum(lane_bytes, 1.0)
     lanes = np.minimum(lanes, 128.0)
-    vec = sig["vec_elems"] / (lanes * block) * tail
+    vec = sig["vec_elems"] / (lanes * chip.vector_efficiency * block) * tail
     working = bytes_in + bytes_out
     fits = working <= chip.l2_bytes
     # the traffic the PMU model reports (pmu.py: L2 reads = bytes x hit, main memory = the
