@@ -1,7 +1,8 @@
-"""End-to-end: a Keras model's layer norms run as their moments and element-wise ops on the
-emulated 910 (GE fuses them only in TF 1 graphs: docs/device-model.md 9), and the advice says
-so with their tasks and time, apart from BatchNorm.  tests/scripts/layer_norm.py through
-`msprof collect` and `msprof export`."""
+"""End-to-end: layer norms on the emulated 910 (docs/device-model.md 9).  A Keras model's
+layer norms run as their moments and element-wise ops (GE's LayerNorm fusion does not match a
+TF 2 step) and the advice says so with their tasks and time, apart from BatchNorm; a TF 1
+layer norm differentiated by tf.gradients runs as GE's three fused kernels.
+tests/scripts/layer_norm.py and tf1_layer_norm.py through `msprof collect` and `msprof export`."""
 from __future__ import annotations
 
 import csv
@@ -12,27 +13,47 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.e2e
-SCRIPT = Path(__file__).resolve().parent / "scripts" / "layer_norm.py"
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
 MSPROF = [sys.executable, "-m", "msprof_cli"]
 
 
-def test_layer_norms_run_as_their_ops_and_the_advice_counts_them(tmp_path: Path) -> None:
-    proc = subprocess.run([*MSPROF, "collect", "--output", str(tmp_path / "out"), "--",
-                           sys.executable, str(SCRIPT)], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=300)
+def collect(tmp: Path, script: str) -> tuple[list[dict[str, str]], str]:
+    proc = subprocess.run([*MSPROF, "collect", "--output", str(tmp / "out"), "--",
+                           sys.executable, str(SCRIPTS / script)], capture_output=True,
+                          text=True, cwd=tmp, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "layer norm done" in proc.stdout
-    [prof] = sorted((tmp_path / "out").glob("PROF_*"))
+    assert "layer norm" in proc.stdout
+    [prof] = sorted((tmp / "out").glob("PROF_*"))
     exp = subprocess.run([*MSPROF, "export", str(prof)], capture_output=True, text=True,
                          timeout=300)
     assert exp.returncode == 0, exp.stderr[-3000:]
     [path] = sorted((prof / "device_0" / "summary").glob("op_summary_0*.csv"))
     with open(path, newline="") as fh:
-        types = {r["OP Type"] for r in csv.DictReader(fh)
-                 if "layer_normalization" in r["Op Name"]}
+        return list(csv.DictReader(fh)), exp.stdout + exp.stderr
+
+
+def test_keras_layer_norms_run_as_their_ops_and_the_advice_counts_them(tmp_path: Path) -> None:
+    rows, said = collect(tmp_path, "layer_norm.py")
+    types = {r["OP Type"] for r in rows if "layer_normalization" in r["Op Name"]}
     assert {"ReduceMeanD", "SquaredDifference", "RsqrtGrad"} <= types, types
     assert "LayerNorm" not in types
-    said = exp.stdout + exp.stderr
     line = next(ln for ln in said.splitlines() if "LayerNorm: " in ln)
     assert "2 layer norms run as their moments and element-wise ops" in line, line
     assert "BatchNorm: " not in said
+
+
+def test_a_tf1_layer_norm_runs_as_ge_fused_kernels(tmp_path: Path) -> None:
+    rows, said = collect(tmp_path, "tf1_layer_norm.py")
+    steps = {r["Op Name"]: 0 for r in rows}
+    for r in rows:
+        steps[r["Op Name"]] += 1
+    fused = {r["OP Type"]: r for r in rows
+             if r["OP Type"] in ("LayerNorm", "LayerNormXBackpropV2",
+                                 "LayerNormBetaGammaBackpropV2")}
+    assert set(fused) == {"LayerNorm", "LayerNormXBackpropV2", "LayerNormBetaGammaBackpropV2"}
+    assert {steps[r["Op Name"]] for r in fused.values()} == {3}  # once a training step
+    assert fused["LayerNorm"]["Input Shapes"] == '"16,32,64;64;64"'
+    assert fused["LayerNorm"]["Output Shapes"] == '"16,32,64;16,32,1;16,32,1"'
+    assert not [r for r in rows if r["OP Type"] in ("SquaredDifference", "RsqrtGrad", "TileD")
+                and "LayerNorm" in r["Op Name"]]
+    assert "LayerNorm: " not in said  # nothing to advise: GE fused them

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from msprof_cli.capture import DTYPE_BYTES, ModelInfo, OpRun, TensorSpec
 from msprof_cli.collect.converter_state import ConverterState
-from msprof_cli.collect.tf_graphs import DATA_SOURCES, StaticGraph, replica_of_name, resolve
+from msprof_cli.collect.tf_graphs import (DATA_SOURCES, PASS_THROUGH, StaticGraph, data_edges,
+                                         lowered_name, replica_of_name, resolve)
 
 
 def attach_shapes(op: OpRun, static: StaticGraph | None, state: ConverterState,
@@ -25,6 +26,13 @@ def attach_shapes(op: OpRun, static: StaticGraph | None, state: ConverterState,
         from msprof_cli.device.npu_dropout import migrated_type
 
         op.tf_type = migrated_type(op.name, op.tf_type)
+    if static is not None:
+        fused = layer_norm_plan(static)
+        rewrite = fused.get(op.name) or fused.get(lowered_name(op.name)) if fused else None
+        if rewrite is not None:  # GE's LayerNorm fusion (docs/device-model.md 9)
+            op.tf_type = rewrite.tf_type
+            if rewrite.inputs or rewrite.outputs:
+                op.inputs, op.outputs, op.fused_ops = rewrite.inputs, rewrite.outputs, ()
     if static is not None and op.name in static.host_pinned():
         # pinned to the CPU by the script: the TF adapter runs it on the host
         op.tf_type = host_pinned_type(op.tf_type)
@@ -33,6 +41,24 @@ def attach_shapes(op: OpRun, static: StaticGraph | None, state: ConverterState,
     if dev < 0:
         dev = replica_of_name(op.name)
     op.device_id = max(dev, 0)
+
+
+def layer_norm_plan(static: StaticGraph) -> dict:
+    """What GE's LayerNorm training fusion makes of the graph's ops (op name -> Rewrite,
+    device/layer_norm_fusion.py), cached on the graph per version."""
+    cached = getattr(static, "_layer_norm", None)
+    if cached is not None and cached[0] == static.version:
+        return cached[1]
+    from msprof_cli.device.layer_norm_fusion import plan
+
+    ops = static.ops
+    # the edges GE sees: no pass-through node (one the runtime graph bypassed stays in the
+    # walked graph as a consumer of its source)
+    edges = {n: p for n, p in data_edges(static).items() if ops[n].type not in PASS_THROUGH}
+    got = plan({n: o.type for n, o in ops.items()}, edges,
+               {n: o.inputs for n, o in ops.items()}, {n: o.outputs for n, o in ops.items()})
+    static._layer_norm = (static.version, got)  # type: ignore[attr-defined]
+    return got
 
 
 def host_pinned_type(tf_type: str) -> str:

@@ -91,6 +91,12 @@ AI_CORE_OPS: dict[str, tuple[str, int, float]] = {
     # 4 vector element-ops per element, an assumption) and its application
     "DropOutGenMask": ("DropOutGenMask", COST_VECTOR, 4.0),
     "DropOutDoMask": ("DropOutDoMask", COST_VECTOR, 1.0),
+    # GE's fused layer norm (layer_norm_fusion.py): the full-size vector operations of the TBE
+    # kernels' compute (canndev ops/built-in/tbe/impl/layer_norm.py,
+    # layer_norm_x_backprop_v2.py, layer_norm_beta_gamma_backprop_v2.py), broadcasts included
+    "LayerNorm": ("LayerNorm", COST_VECTOR, 12.0),
+    "LayerNormXBackpropV2": ("LayerNormXBackpropV2", COST_VECTOR, 14.0),
+    "LayerNormBetaGammaBackpropV2": ("LayerNormBetaGammaBackpropV2", COST_VECTOR, 3.0),
     # GE's format conversion, inserted where a tensor changes layout (trans_ops.py): a
     # transposition in the Unified Buffer, one vector pass per element
     "TransData": ("TransData", COST_VECTOR, 1.0),

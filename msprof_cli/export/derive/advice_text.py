@@ -158,14 +158,16 @@ FUSED_BN_TASKS = 4
 # `LayerNorm`, `..._layer_norm`); its moments look like a BatchNorm's, so it is told apart
 # by the scope.  Fused, GE runs LayerNorm + LayerNormGrad, the gradient split into
 # LayerNormXBackpropV2 + LayerNormBetaGammaBackpropV2: 3 tasks a layer (docs/device-model.md 9)
-_LN_SCOPE = re.compile(r"^(.*?layer_?norm[^/]*)/", re.IGNORECASE)
+_LN_SCOPE = re.compile(r"^(.*?(?:^|/)(?!update_)[^/]*layer_?norm[^/]*)/", re.IGNORECASE)
 FUSED_LN_TASKS = 3
 
 
 def _layer_of(st: pd.DataFrame, pattern: re.Pattern) -> pd.Series:
     """The layer each op row belongs to, forward and gradient ops together (NaN: none)."""
+    # gradients sit under `gradient_tape/` (TF 2) or `gradients/` (TF 1's tf.gradients); an
+    # optimizer's `update_<variable>` scopes are not layers
     names = pd.Series(st.index.astype(str), index=st.index).str.replace(
-        "gradient_tape/", "", n=1, regex=False)
+        r"(^|/)(?:gradient_tape|gradients)/", r"\1", n=1, regex=True)
     return names.str.extract(pattern, expand=False)
 
 
