@@ -1,6 +1,6 @@
-"""End-to-end: layer norms on the emulated 910 (docs/device-model.md 9).  A Keras model's
-layer norms run as their moments and element-wise ops (GE's LayerNorm fusion does not match a
-TF 2 step) and the advice says so with their tasks and time, apart from BatchNorm; a TF 1
+"""End-to-end: layer norms on the emulated 910 (docs/device-model.md 3.5).  A Keras model's
+layer norms run as their moments and element-wise ops (GE's LayerNorm fusion does not match
+Keras 3's arithmetic) and the advice says so with their tasks and time, apart from BatchNorm; a TF 1
 layer norm differentiated by tf.gradients runs as GE's three fused kernels.
 tests/scripts/layer_norm.py and tf1_layer_norm.py through `msprof collect` and `msprof export`."""
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""GE's LayerNormTrainingFusionPass on real TensorFlow graphs (docs/device-model.md 9): a
+"""GE's LayerNormTrainingFusionPass on real TensorFlow graphs (docs/device-model.md 3.5): a
 TF 1 layer norm (tf.nn.moments + tf.nn.batch_normalization, differentiated by tf.gradients)
 becomes LayerNorm + LayerNormXBackpropV2 + LayerNormBetaGammaBackpropV2 with the rest folded;
-the same layer norm under TF 2's GradientTape, and Keras 3's LayerNormalization, do not match."""
+the GradientTape's own graph of the same layer norm (its AddN in another order, which Grappler
+rebuilds before GE sees it) and Keras 3's LayerNormalization do not match."""
 from __future__ import annotations
 
 import pytest
@@ -60,7 +61,7 @@ def test_a_tf1_layer_norm_and_its_tf_gradients_fuse_into_three_kernels() -> None
     assert "Tensordot/MatMul" not in got
 
 
-def test_tf2_gradient_tape_and_keras3_layer_norms_do_not_match() -> None:
+def test_a_tf2_tape_order_and_keras3_layer_norms_do_not_match() -> None:
     x = tf.random.normal((4, 8, 32))
     gamma, beta = tf.Variable(tf.ones(32)), tf.Variable(tf.zeros(32))
 

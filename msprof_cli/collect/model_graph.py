@@ -46,7 +46,10 @@ def learn_model(model: ModelInfo, ops: list[OpRun], static: StaticGraph | None,
         if cands:
             model.fp_op = min(cands, key=lambda o: order.get(static_name[o.name], big)).name
     if not bp_point:
-        grads = [o for o in ops if ("gradient" in o.name) and static_name[o.name] in order]
+        # a gradient op that launches a task (one GE folds into a fused kernel, such as a
+        # layer norm's, launches none: docs/device-model.md 3.5)
+        grads = [o for o in ops if ("gradient" in o.name) and static_name[o.name] in order
+                 and _launches(o.tf_type)]
         if grads:
             model.bp_op = max(grads, key=lambda o: order[static_name[o.name]]).name
 
@@ -77,6 +80,13 @@ def _transfers(model: ModelInfo, static: StaticGraph) -> None:
 
 # data-handling ops that read the input but launch no device task (FP must be a compute op)
 _HOST_DATA_OPS = frozenset({"Identity", "Shape", "ShapeN", "Size", "Rank", "StridedSlice"})
+
+
+def _launches(tf_type: str) -> bool:
+    """Whether an op of this type launches a device task (op_map)."""
+    from msprof_cli.device import op_map
+
+    return op_map.map_op(tf_type).kind != op_map.KIND_NONE
 
 
 def _host_only(tf_type: str) -> bool:

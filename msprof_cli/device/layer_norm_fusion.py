@@ -14,8 +14,10 @@ its tensors) or `FOLDED` (no task).  The checks are the pass's: the forward arit
 (ReduceMean, SquaredDifference, ReduceMean, Add, Rsqrt, Mul x3, Sub, Add; keep_dims over the
 last axis), RsqrtGrad consuming the Rsqrt, the gradient's Sub consuming the mean and its Mul
 feeding the AddN into x, and that AddN's inputs in TF 1's order (the x*inv term third from
-last, the SquaredDifference term second from last).  TF 2's GradientTape orders that AddN
-differently and Keras 3 writes the arithmetic differently, so neither matches, as on a 910.
+last, the SquaredDifference term second from last).  TF 2's GradientTape builds another
+order, but GE receives the graph after Grappler, whose AddOpsRewrite rebuilds the AddN: in
+the graphs collected from `model.fit` tf_keras' LayerNormalization matches.  Keras 3 writes the
+arithmetic differently and never matches.
 """
 from __future__ import annotations
 
@@ -151,31 +153,43 @@ _EFFECT_PREFIXES = ("Apply", "ResourceApply", "SparseApply", "ResourceSparseAppl
 _FETCH = frozenset({"_Retval", "_DeviceRetval"})
 
 
-def _fruitless(g: _Graph, node: str, memo: dict[str, bool]) -> bool:
+def _fruitless(g: _Graph, node: str, memo: dict[str, bool | None]) -> bool:
     """Whether nothing that needs `node` has an effect or is returned: a gradient branch TF
     builds for a constant or a stop_gradient (ending in `tuple/control_dependency` identities
     nothing reads), which the session prunes before GE sees the graph.  A loop counts as
     needed; so would a tf.identity the script fetches inside a layer norm's gradient, which
-    this cannot tell from a pruned branch."""
-    hit = memo.get(node)
-    if hit is not None:
-        return hit
-    memo[node] = False  # while visiting: a loop back edge is needed
-    t = g.type(node)
-    users = g.consumers.get(node, ())
-    if t.startswith(_EFFECT_PREFIXES) or (not users and t in _FETCH):
-        return False
-    memo[node] = all(_fruitless(g, c, memo) for c in users)
-    return memo[node]
+    this cannot tell from a pruned branch.  Iterative (graphs have 100k nodes), memoised
+    across calls (None: being visited)."""
+    stack = [node]
+    while stack:
+        n = stack[-1]
+        if memo.get(n) is not None:
+            stack.pop()
+            continue
+        users = g.consumers.get(n, ())
+        if n not in memo:
+            memo[n] = None
+            t = g.type(n)
+            if t.startswith(_EFFECT_PREFIXES) or (not users and t in _FETCH):
+                memo[n] = False
+                stack.pop()
+                continue
+            pending = [c for c in users if c not in memo]
+            if pending:
+                stack.extend(pending)
+                continue
+        memo[n] = all(memo.get(c) is True for c in users)
+        stack.pop()
+    return bool(memo[node])
 
 
-def _dead(g: _Graph, outputs: list[str], boundary: set[str]) -> set[str]:
+def _dead(g: _Graph, outputs: list[str], boundary: set[str],
+          memo: dict[str, bool | None]) -> set[str]:
     """The nodes GE removes once the fused gradient replaces `outputs`: every producer of a
     removed node that nothing else (needed) consumes, up to the fused node's inputs
     (`boundary`)."""
     dead = set(outputs)
     todo = list(outputs)
-    memo: dict[str, bool] = {}
     while todo:
         node = todo.pop()
         for p in g.prods(node):
@@ -200,6 +214,7 @@ def plan(types: Mapping[str, str], producers: Mapping[str, tuple[str, ...]],
     `types` are TensorFlow op types, `producers` the looked-through data edges."""
     g = _Graph(types, producers, inputs, outputs)
     out: dict[str, Rewrite] = {}
+    memo: dict[str, bool | None] = {}
     for add2 in sorted(n for n, t in types.items() if t in _ADD):
         if add2 in out:
             continue
@@ -226,7 +241,7 @@ def plan(types: Mapping[str, str], producers: Mapping[str, tuple[str, ...]],
                          b["dbeta"]]
         else:
             grad_outs = [b["add_n"], b["dgamma"], b["dbeta"]]
-        backward = _dead(g, grad_outs, boundary)
+        backward = _dead(g, grad_outs, boundary, memo)
         if any(n in out for n in backward) or f["add2"] in backward:
             continue
         for n in forward:

@@ -157,7 +157,7 @@ FUSED_BN_TASKS = 4
 # A layer norm's ops sit under its layer's scope (Keras `layer_normalization`, BERT's
 # `LayerNorm`, `..._layer_norm`); its moments look like a BatchNorm's, so it is told apart
 # by the scope.  Fused, GE runs LayerNorm + LayerNormGrad, the gradient split into
-# LayerNormXBackpropV2 + LayerNormBetaGammaBackpropV2: 3 tasks a layer (docs/device-model.md 9)
+# LayerNormXBackpropV2 + LayerNormBetaGammaBackpropV2: 3 tasks a layer (docs/device-model.md 3.5)
 _LN_SCOPE = re.compile(r"^(.*?(?:^|/)(?!update_)[^/]*layer_?norm[^/]*)/", re.IGNORECASE)
 FUSED_LN_TASKS = 3
 
@@ -206,7 +206,7 @@ def decomposed_batchnorm(st: pd.DataFrame | None) -> str:
 def decomposed_layernorm(st: pd.DataFrame | None) -> str:
     """An advice line when the model's layer norms run as their ops: how many layers, tasks
     a layer a step and time, against GE's fused kernels, and when GE fuses them
-    (docs/device-model.md 9)."""
+    (docs/device-model.md 3.5)."""
     if st is None or "_n" not in st or "_dur" not in st or not len(st):
         return ""
     layer = _layer_of(st, _LN_SCOPE)
@@ -220,9 +220,10 @@ def decomposed_layernorm(st: pd.DataFrame | None) -> str:
             f"({100 * share:.0f} % of the task time). GE's fused kernels are "
             f"{FUSED_LN_TASKS} tasks a layer (LayerNorm, LayerNormXBackpropV2, "
             "LayerNormBetaGammaBackpropV2), but its LayerNormTrainingFusionPass matches only "
-            "tf.nn.moments + tf.nn.batch_normalization differentiated by TF1's tf.gradients "
-            "(a TF 1 graph); a TF 2 training step (GradientTape, Keras) keeps the ops "
-            "(docs/device-model.md 9)")
+            "tf.nn.moments + tf.nn.batch_normalization (tf_keras' LayerNormalization with a "
+            "small epsilon, tf.contrib's layer_norm) whose gradient sums its terms in the order "
+            "TF 1's tf.gradients does; Keras 3's LayerNormalization never matches: run the "
+            "model with tf_keras (TF_USE_LEGACY_KERAS=1) to compare (docs/device-model.md 3.5)")
 
 
 def _dropout_text(st: pd.DataFrame | None, names: list) -> str:
