@@ -4,6 +4,8 @@ one statement naming each op's bottleneck pipe) and the real tool's Performance 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import re
 
 import numpy as np
@@ -171,29 +173,36 @@ def _layer_of(st: pd.DataFrame, pattern: re.Pattern) -> pd.Series:
     return names.str.extract(pattern, expand=False)
 
 
-def _per_layer(st: pd.DataFrame, layer: pd.Series) -> tuple[int, float, float, float]:
-    """(layers, tasks a layer a step, us a step, share of the task time) of the marked rows."""
-    mine = layer.notna().to_numpy()
+def _decomposed(st: pd.DataFrame | None, layer: Callable[[pd.DataFrame], pd.Series],
+                fused_tasks: int) -> tuple[int, float, float, float] | None:
+    """(layers, tasks a layer a step, us a step, share of the task time) of the op rows
+    `layer` assigns to a layer, when a layer runs more tasks than `fused_tasks`."""
+    if st is None or "_n" not in st or "_dur" not in st or not len(st):
+        return None
+    of = layer(st)
+    mine = of.notna().to_numpy()
+    if not mine.any():
+        return None
     n = st["_n"].to_numpy(np.int64)[mine]
     steps = int(pd.Series(n).mode().iloc[0]) or 1  # every op of a layer runs once a step
-    layers = int(layer[mine].nunique())
+    layers = int(of[mine].nunique())
     spent = float(st["_dur"].to_numpy(np.float64)[mine].sum()) / 1000
     total = float(st["_dur"].to_numpy(np.float64).sum()) / 1000 or 1.0
-    return layers, int(n.sum()) / steps / layers, spent / steps, spent / total
+    per_layer = int(n.sum()) / steps / layers
+    if per_layer <= fused_tasks:
+        return None
+    return layers, per_layer, spent / steps, spent / total
 
 
 def decomposed_batchnorm(st: pd.DataFrame | None) -> str:
     """An advice line when the model's BatchNormalization layers run decomposed: how many
     layers, tasks a layer a step and time, against the fused kernels' tasks
     (docs/device-model.md 9)."""
-    if st is None or "_n" not in st or "_dur" not in st or not len(st):
+    got = _decomposed(st, lambda t: _layer_of(t, _BN_PART).where(_layer_of(t, _LN_SCOPE).isna()),
+                      FUSED_BN_TASKS)
+    if got is None:
         return ""
-    layer = _layer_of(st, _BN_PART).where(_layer_of(st, _LN_SCOPE).isna())
-    if not layer.notna().any():
-        return ""
-    layers, per_layer, spent, share = _per_layer(st, layer)
-    if per_layer <= FUSED_BN_TASKS:
-        return ""
+    layers, per_layer, spent, share = got
     return (f"BatchNorm: {layers} BatchNormalization layers run decomposed into moments and "
             f"element-wise ops (Keras 3): {per_layer:.0f} tasks a layer a step, "
             f"{num_text(spent)} us a step ({100 * share:.0f} % of the task "
@@ -207,14 +216,10 @@ def decomposed_layernorm(st: pd.DataFrame | None) -> str:
     """An advice line when the model's layer norms run as their ops: how many layers, tasks
     a layer a step and time, against GE's fused kernels, and when GE fuses them
     (docs/device-model.md 3.5)."""
-    if st is None or "_n" not in st or "_dur" not in st or not len(st):
+    got = _decomposed(st, lambda t: _layer_of(t, _LN_SCOPE), FUSED_LN_TASKS)
+    if got is None:
         return ""
-    layer = _layer_of(st, _LN_SCOPE)
-    if not layer.notna().any():
-        return ""
-    layers, per_layer, spent, share = _per_layer(st, layer)
-    if per_layer <= FUSED_LN_TASKS:
-        return ""
+    layers, per_layer, spent, share = got
     return (f"LayerNorm: {layers} layer norms run as their moments and element-wise ops: "
             f"{per_layer:.0f} tasks a layer a step, {num_text(spent)} us a step "
             f"({100 * share:.0f} % of the task time). GE's fused kernels are "
