@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from msprof_cli.capture import DTYPE_BYTES, ModelInfo, OpRun, TensorSpec
 from msprof_cli.collect.converter_state import ConverterState
+# at import, not at first use: the first use can be the exit flush after a Ctrl-C, where a
+# module's dataclasses (exec'd source) reset CPython's unhandled-KeyboardInterrupt flag and
+# the script exits 1 instead of 130
+from msprof_cli.device.layer_norm_fusion import plan
 from msprof_cli.collect.tf_graphs import (DATA_SOURCES, PASS_THROUGH, StaticGraph, data_edges,
                                          lowered_name, replica_of_name, resolve)
 
@@ -29,7 +33,7 @@ def attach_shapes(op: OpRun, static: StaticGraph | None, state: ConverterState,
     if static is not None:
         fused = layer_norm_plan(static)
         rewrite = fused.get(op.name) or fused.get(lowered_name(op.name)) if fused else None
-        if rewrite is not None:  # GE's LayerNorm fusion (docs/device-model.md 9)
+        if rewrite is not None:  # GE's LayerNorm fusion (docs/device-model.md 3.5)
             op.tf_type = rewrite.tf_type
             if rewrite.inputs or rewrite.outputs:
                 op.inputs, op.outputs, op.fused_ops = rewrite.inputs, rewrite.outputs, ()
@@ -49,8 +53,6 @@ def layer_norm_plan(static: StaticGraph) -> dict:
     cached = getattr(static, "_layer_norm", None)
     if cached is not None and cached[0] == static.version:
         return cached[1]
-    from msprof_cli.device.layer_norm_fusion import plan
-
     ops = static.ops
     # the edges GE sees: no pass-through node (one the runtime graph bypassed stays in the
     # walked graph as a consumer of its source)
