@@ -404,3 +404,23 @@ def test_atlas_a2_runs_cube_work_on_cube_cores_and_vector_work_on_vector_cores()
     add_a = on_a.dur_ticks[1] * a.tick_ns
     assert on_b3.l2_hit[1] > 4 * on_a.l2_hit[1]
     assert add_a / add_b3 > 1.5
+
+
+def test_the_vector_unit_runs_at_its_measured_share_of_the_nominal_rate():
+    """A vector-bound kernel (the fused LayerNorm: 12 vector element-ops per element over an
+    L2-resident tensor) takes 1 / 0.828 of the time the nominal lanes would give (AIBench's
+    3,390 of 4,096 GFLOPS on a 910, docs/device-model.md 1); a memory-bound one (a ReLU over
+    128 MiB) does not change."""
+    from dataclasses import replace
+
+    x = T((512, 1024), "float16")
+    reg = SignatureRegistry()
+    reg.intern("LayerNorm", (x, T((1024,), "float16"), T((1024,), "float16")),
+               (x, T((512, 1), "float16"), T((512, 1), "float16")), 0)
+    reg.intern("Relu", (T((64 << 20,), "float16"),), (T((64 << 20,), "float16"),), 0)
+    nominal = replace(ASCEND910, vector_efficiency=1.0)
+    measured, ideal = evaluate(reg.arrays(), ASCEND910), evaluate(reg.arrays(), nominal)
+    assert ASCEND910.vector_efficiency == pytest.approx(3390 / 4096)
+    assert measured.vec[0] / ideal.vec[0] == pytest.approx(4096 / 3390)
+    assert 1.1 < measured.dur_ticks[0] / ideal.dur_ticks[0] <= 4096 / 3390 + 0.01
+    assert measured.dur_ticks[1] == pytest.approx(ideal.dur_ticks[1], rel=0.02)
