@@ -8,6 +8,7 @@ from __future__ import annotations
 from msprof_cli.capture import CaptureChunk, ModelInfo, OpRun
 from msprof_cli.collect.tf_graphs import (CALL_OPS, CONTROL_FLOW_OPS, DATA_SOURCES,
                                           StaticGraph, data_edges, lowered_name)
+from msprof_cli.device import op_map
 
 
 def learn_model(model: ModelInfo, ops: list[OpRun], static: StaticGraph | None,
@@ -84,8 +85,6 @@ _HOST_DATA_OPS = frozenset({"Identity", "Shape", "ShapeN", "Size", "Rank", "Stri
 
 def _launches(tf_type: str) -> bool:
     """Whether an op of this type launches a device task (op_map)."""
-    from msprof_cli.device import op_map
-
     return op_map.map_op(tf_type).kind != op_map.KIND_NONE
 
 

@@ -1,4 +1,4 @@
-"""GE's LayerNorm training fusion (docs/device-model.md 9).
+"""GE's LayerNorm training fusion (docs/device-model.md 3.5).
 
 CANN's graph pass `LayerNormTrainingFusionPass` (canndev `ops/built-in/fusion_pass/graph_fusion/
 ai_core/layernorm_training_fusion_pass.cc`) turns a layer norm written as `tf.nn.moments` +
@@ -30,7 +30,6 @@ LAYER_NORM = "LayerNorm"
 X_BACKPROP = "LayerNormXBackpropV2"
 BETA_GAMMA_BACKPROP = "LayerNormBetaGammaBackpropV2"
 FOLDED = "NoOp"  # runs inside the fused kernels: no task of its own
-GE_TYPES = (LAYER_NORM, X_BACKPROP, BETA_GAMMA_BACKPROP)
 
 _ADD = frozenset({"Add", "AddV2"})
 _SUM = frozenset({"Sum"})
