@@ -589,3 +589,25 @@ def test_a_signal_in_a_finalizer_is_delivered_again_outside_it() -> None:
     assert seen == [True]
     assert not _in_finalizer(sys._getframe())
     assert len(ref) == 0
+
+
+def test_a_signal_inside_framework_code_is_delivered_again_outside_it(tmp_path: Path) -> None:
+    """An exit signal that interrupts TensorFlow's or Keras' own code outside a step (a
+    tf.function being traced, a C++ error being wrapped) is not raised there: the handler
+    recognises such a frame by its file (collect/agent.py) and re-delivers the signal."""
+    import importlib.util
+    import sys
+
+    from msprof_cli.collect.agent import _in_framework
+
+    pkg = tmp_path / "framework"
+    pkg.mkdir()
+    (pkg / "inner.py").write_text("import sys\n\ndef where():\n    return sys._getframe()\n")
+    spec = importlib.util.spec_from_file_location("framework_inner", pkg / "inner.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    dirs = (str(pkg) + "/",)
+    assert _in_framework(module.where(), dirs)
+    assert not _in_framework(sys._getframe(), dirs)
+    assert not _in_framework(None, dirs)
+    assert not _in_framework(module.where(), ())  # no framework imported

@@ -445,14 +445,22 @@ def _on_exit_signal(signum: int, frame: Any) -> None:
     again = _exit_requested == signum
     _exit_requested = signum
     if AGENT.main_steps == 0:
-        if _in_finalizer(frame):
+        if _in_finalizer(frame) or _in_framework(frame):
             # an exception raised in a weakref callback or __del__ is printed and dropped
-            # ("Exception ignored in ..."): the signal is delivered again a moment later,
-            # where the main thread runs ordinary code, as the first one
+            # ("Exception ignored in ..."), and one raised inside TensorFlow / Keras (a
+            # tf.function being traced, a C++ error being wrapped) can become another error
+            # (pybind11's "MISMATCH of original and normalized active exception types": rc 1,
+            # seen in CI): the signal is delivered again a moment later, where the main thread
+            # runs the script's or our code, as the first one
             _exit_requested = None
             timer = threading.Timer(0.01, _thread.interrupt_main, args=(signum,))
             timer.daemon = True
             timer.start()
+            if signum == signal.SIGTERM and not _grace[0]:
+                _grace[0] = True  # a script that never leaves the framework still ends
+                grace = threading.Timer(_SIGTERM_GRACE_S, _die_by_default, args=(signum,))
+                grace.daemon = True
+                grace.start()
             return
         _raise_exit(signum)
     if again:
@@ -466,6 +474,21 @@ def _on_exit_signal(signum: int, frame: Any) -> None:
 
 
 _SIGTERM_GRACE_S = 60.0
+_grace = [False]  # the grace timer of a deferred SIGTERM is running
+# the packages whose code an exit signal is not raised in (their directories, once imported)
+_FRAMEWORKS = ("tensorflow", "keras", "tf_keras")
+
+
+def _in_framework(frame: Any, dirs: tuple[str, ...] | None = None) -> bool:
+    """The interrupted code is TensorFlow's or Keras' own (the innermost frame's file lies in
+    one of their package directories, `dirs` for a test)."""
+    if frame is None:
+        return False
+    if dirs is None:
+        dirs = tuple(os.path.dirname(m.__file__) + os.sep for m in
+                     (sys.modules.get(n) for n in _FRAMEWORKS)
+                     if m is not None and getattr(m, "__file__", None))
+    return bool(dirs) and frame.f_code.co_filename.startswith(dirs)
 
 
 def _in_finalizer(frame: Any) -> bool:
