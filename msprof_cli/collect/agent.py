@@ -441,7 +441,7 @@ def _on_exit_signal(signum: int, frame: Any) -> None:
     # a library swallow it.  A second signal acts at once (Ctrl-C twice); a SIGTERM'd step
     # that does not return within _SIGTERM_GRACE_S ends the process the default way (the
     # data up to the last flush is on disk, as after SIGKILL).
-    global _exit_requested
+    global _exit_requested, _grace_started
     again = _exit_requested == signum
     _exit_requested = signum
     if AGENT.main_steps == 0:
@@ -456,8 +456,8 @@ def _on_exit_signal(signum: int, frame: Any) -> None:
             timer = threading.Timer(0.01, _thread.interrupt_main, args=(signum,))
             timer.daemon = True
             timer.start()
-            if signum == signal.SIGTERM and not _grace[0]:
-                _grace[0] = True  # a script that never leaves the framework still ends
+            if signum == signal.SIGTERM and not _grace_started:
+                _grace_started = True  # a script that never leaves the framework still ends
                 grace = threading.Timer(_SIGTERM_GRACE_S, _die_by_default, args=(signum,))
                 grace.daemon = True
                 grace.start()
@@ -474,7 +474,7 @@ def _on_exit_signal(signum: int, frame: Any) -> None:
 
 
 _SIGTERM_GRACE_S = 60.0
-_grace = [False]  # the grace timer of a deferred SIGTERM is running
+_grace_started = False  # the grace timer of a deferred SIGTERM is running
 # the packages whose code an exit signal is not raised in (their directories, once imported)
 _FRAMEWORKS = ("tensorflow", "keras", "tf_keras")
 

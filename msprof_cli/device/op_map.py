@@ -92,8 +92,8 @@ AI_CORE_OPS: dict[str, tuple[str, int, float]] = {
     "DropOutGenMask": ("DropOutGenMask", COST_VECTOR, 4.0),
     "DropOutDoMask": ("DropOutDoMask", COST_VECTOR, 1.0),
     # GE's fused layer norm (layer_norm_fusion.py): the full-size vector operations of the TBE
-    # kernels' compute (canndev ops/built-in/tbe/impl/layer_norm.py,
-    # layer_norm_x_backprop_v2.py, layer_norm_beta_gamma_backprop_v2.py), broadcasts included
+    # kernels' compute, broadcasts included (docs/device-model.md 3.5 names the kernel sources
+    # and their public mirror)
     "LayerNorm": ("LayerNorm", COST_VECTOR, 12.0),
     "LayerNormXBackpropV2": ("LayerNormXBackpropV2", COST_VECTOR, 14.0),
     "LayerNormBetaGammaBackpropV2": ("LayerNormBetaGammaBackpropV2", COST_VECTOR, 3.0),
