@@ -182,6 +182,9 @@ class ModelInfo:
     producers: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # the variables the graph reads or updates (collect/tf_variables.py); empty = unknown
     variables: tuple[VariableSpec, ...] = ()
+    # the graph's constants a device task reads (Const op name -> bytes of its value): GE
+    # copies them to the device when the model loads (docs/device-model.md 12)
+    constants: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass

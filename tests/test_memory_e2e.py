@@ -145,6 +145,23 @@ def test_tf1_momentum_slots_from_the_apply_op(tmp_path) -> None:
     assert dm.optimizer == dm.weight  # one Momentum slot a variable
 
 
+def test_constants_a_task_reads_are_in_the_models_allocation(tmp_path) -> None:
+    """A 256 x 256 fp32 constant the step multiplies by is copied to the device with the
+    model (GE's tensor size rule); the reshape's shape constant is folded away; the summary
+    counts constants as their own category."""
+    prof, _ = collect(tmp_path, "mem_const.py")
+    facts = RM.read(prof)
+    mm = train_model(facts)
+    table = (256 * 256 * 4 + 2 * 32 - 1) // 32 * 32
+    table = (table + 511) // 512 * 512
+    assert table <= mm.constants < table + 16 * 512  # and the optimizer's few scalars
+    dm = facts.devices[0]
+    assert dm.peak() == dm.pool + sum(m.feature_map + m.io + m.constants
+                                      for m in dm.models.values()) + dm.hccl
+    text = msprof("summary", str(prof)).stdout
+    assert "constants" in text
+
+
 def test_task_memory_and_hardware_mem_write_the_raw_records(runs, tmp_path) -> None:
     from msprof_cli.raw import layouts as L
     from msprof_cli.raw import memory_layouts as ML

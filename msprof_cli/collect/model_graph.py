@@ -5,7 +5,7 @@ transfers of a step, feeds and fetches (docs/device-model.md 5.1).
 """
 from __future__ import annotations
 
-from msprof_cli.capture import CaptureChunk, ModelInfo, OpRun
+from msprof_cli.capture import DTYPE_BYTES, CaptureChunk, ModelInfo, OpRun, TensorSpec
 from msprof_cli.collect.tf_graphs import (CALL_OPS, CONTROL_FLOW_OPS, DATA_SOURCES,
                                           StaticGraph, data_edges, lowered_name)
 from msprof_cli.device import op_map
@@ -20,6 +20,8 @@ def learn_model(model: ModelInfo, ops: list[OpRun], static: StaticGraph | None,
         model.op_order = dict(static.order)
         model.producers = data_edges(static)
         model.variables = static.variables
+        ran = {lowered_name(o.name) for o in ops} | {f for o in ops for f in o.fused_ops}
+        model.constants = _device_constants(static, model.producers, ran)
     names = {o.name for o in ops}
     if fp_point:
         if fp_point in names or any(fp_point in o.fused_ops for o in ops):
@@ -81,6 +83,40 @@ def _transfers(model: ModelInfo, static: StaticGraph) -> None:
 
 # data-handling ops that read the input but launch no device task (FP must be a compute op)
 _HOST_DATA_OPS = frozenset({"Identity", "Shape", "ShapeN", "Size", "Rank", "StridedSlice"})
+
+
+def _device_constants(static: StaticGraph, producers: dict[str, tuple[str, ...]],
+                      ran: set[str]) -> dict[str, int]:
+    """The Const ops whose value a device task of the step (`ran`: the static names of its
+    ops) reads, through the nodes GE turns into no-ops, with their bytes: GE copies them into
+    the model's weight memory at load (davinci_model.cc, docs/formats/device-memory.md 3).
+    A constant only shape arithmetic reads is folded away; one of another fetch of the same
+    TF1 graph is not this model's."""
+    out: dict[str, int] = {}
+    for name, prods in producers.items():
+        op = static.ops.get(name)
+        if op is None or name not in ran or not _launches(op.type):
+            continue
+        for p in prods:
+            c = static.ops.get(p)
+            if c is not None and c.type in _CONST_OPS and p not in out:
+                out[p] = sum(_nbytes(t) for t in c.outputs)
+    return out
+
+
+_CONST_OPS = frozenset({"Const", "HostConst"})
+_NO_DEVICE_VALUE = frozenset({"string", "resource", "variant"})
+
+
+def _nbytes(t: TensorSpec) -> int:
+    """Bytes of a constant's value (an unknown dimension counts as 1; no device tensor for a
+    string)."""
+    if t.dtype not in DTYPE_BYTES or t.dtype in _NO_DEVICE_VALUE:
+        return 0
+    n = 1
+    for d in t.shape:
+        n *= max(int(d), 1)
+    return n * DTYPE_BYTES[t.dtype]
 
 
 def _launches(tf_type: str) -> bool:

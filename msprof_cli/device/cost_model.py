@@ -3,7 +3,8 @@
 Input: signature feature columns (op_table.SignatureRegistry.arrays()); output: per signature
 block dim, duration in hwts ticks and per-core pipe cycles, all computed with numpy over whole
 columns.  Nothing depends on the host machine or on measured host times, so the same op shapes
-give the same durations on every run.
+(and, for the reads' L2 hits, the same place in the same graph: l2_residency.py) give the same
+durations on every run.
 """
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ class CostTable:
     mte3: np.ndarray
     total_cycles: np.ndarray  # u8 PMU totalCycles (docs/formats/raw-format.md 5.2 convention)
     l2_hit: np.ndarray  # f8 L2 hit rate of the task's reads
+    l2_hit_out: np.ndarray  # f8 ... and of its writes
     ai_core: np.ndarray  # bool
     # an AI Core kernel that runs on the AI Vector cores (a chip with them, vector work only):
     # the Atlas A2's AI_VECTOR_CORE tasks (docs/formats/ascend910b.md 1.5)
@@ -103,14 +105,18 @@ def evaluate(sig: dict[str, np.ndarray], chip: ChipSpec, rank_size: int = 1) -> 
     fits = working <= chip.l2_bytes
     # the traffic the PMU model reports (pmu.py: L2 reads = bytes x hit, main memory = the
     # rest) also sets the bandwidth: hits at L2 speed, misses at HBM speed -- no cliff when
-    # the working set outgrows L2
-    l2_hit = np.where(fits, L2_HIT_IN_L2,
-                      L2_HIT_IN_L2 * chip.l2_bytes / np.maximum(working, 1.0))
-    chip_bw = 1.0 / (l2_hit / chip.l2_bytes_per_s + (1.0 - l2_hit) / chip.hbm_bytes_per_s) \
-        / (chip.aic_mhz * 1e6)
-    core_bw = np.minimum(float(chip.mte_bytes_per_cycle_per_core), chip_bw / block)
-    mte2 = bytes_in / block / core_bw * tail
-    mte3 = bytes_out / block / core_bw * tail
+    # the working set outgrows L2.  Writes land in L2 at the working-set rule; reads find
+    # the share of their bytes the graph left in L2 (l2_residency.py), or the same rule for
+    # a task whose graph is unknown
+    l2_hit_out = np.where(fits, L2_HIT_IN_L2,
+                          L2_HIT_IN_L2 * chip.l2_bytes / np.maximum(working, 1.0))
+    resident = sig.get("l2_resident", np.full(n, np.nan))
+    l2_hit = np.where(np.isnan(resident), l2_hit_out, L2_HIT_IN_L2 * resident)
+    bw_in = _chip_bandwidth(l2_hit, chip)
+    bw_out = _chip_bandwidth(l2_hit_out, chip)
+    mte = float(chip.mte_bytes_per_cycle_per_core)
+    mte2 = bytes_in / block / np.minimum(mte, bw_in / block) * tail
+    mte3 = bytes_out / block / np.minimum(mte, bw_out / block) * tail
     mte1 = np.where(is_cube, MTE1_PER_CUBE * cube, 0.0)
     pipes = np.stack([cube, vec, mte1, mte2, mte3])
     pmax = pipes.max(axis=0)
@@ -119,7 +125,7 @@ def evaluate(sig: dict[str, np.ndarray], chip: ChipSpec, rank_size: int = 1) -> 
     # MTE2 (reads) and MTE3 (writes) are separate engines in each core, but they share the
     # chip's memory system: the op's whole traffic cannot move faster than chip_bw
     # (reads and writes each at the full bandwidth moved e.g. 2 TB/s against 1.2 TB/s HBM)
-    shared = (bytes_in + bytes_out) / chip_bw
+    shared = bytes_in / bw_in + bytes_out / bw_out
     core = HEAD_CYCLES + np.maximum(pmax + OVERLAP_LOSS * (psum - pmax), shared)
 
     # --- durations ---------------------------------------------------------------------------
@@ -145,11 +151,18 @@ def evaluate(sig: dict[str, np.ndarray], chip: ChipSpec, rank_size: int = 1) -> 
         scalar=np.where(aic, scalar, zero), mte1=np.where(aic, mte1, zero),
         mte2=np.where(aic, mte2, zero), mte3=np.where(aic, mte3, zero),
         total_cycles=total.astype(np.uint64),
-        l2_hit=l2_hit,
+        l2_hit=l2_hit, l2_hit_out=l2_hit_out,
         ai_core=aic,
         vector_core=aic & ~is_cube & (chip.aiv_num > 0),
         mix_ratio=np.where(aic & _mix_matmul(sig, chip), MIX_RATIO, 0).astype(np.uint8),
     )
+
+
+def _chip_bandwidth(hit: np.ndarray, chip: ChipSpec) -> np.ndarray:
+    """Bytes a cycle of the chip's memory system at L2 hit rate `hit`: hits at L2 speed,
+    misses at HBM speed."""
+    return 1.0 / (hit / chip.l2_bytes_per_s + (1.0 - hit) / chip.hbm_bytes_per_s) \
+        / (chip.aic_mhz * 1e6)
 
 
 def _mix_matmul(sig: dict[str, np.ndarray], chip: ChipSpec) -> np.ndarray:

@@ -38,6 +38,7 @@ from msprof_cli.device.chip import ChipSpec, get_chip
 from msprof_cli.device.chunk import ChunkCtx, DeviceDir
 from msprof_cli.device.cost_model import CostTable, evaluate
 from msprof_cli.device.dependencies import DependencyTables
+from msprof_cli.device.l2_residency import L2Pass
 from msprof_cli.device.memory import MemoryModel, hccl_buffer_from_env
 from msprof_cli.device import memory_records as MR
 from msprof_cli.device.host_pass import HostPass
@@ -98,6 +99,8 @@ class Device:
         self.sync_ns = clock.mono_ns
         self.sigs = SignatureRegistry()
         self.fuser = UbFuser(enabled=ub_fusion)  # GE's UB fusion of element-wise chains
+        # the L2 residency of each graph task's reads (l2_residency.py)
+        self.l2 = L2Pass(float(self.chip.l2_bytes))
         # GE's TransData / Cast tasks at layout and precision boundaries (trans_ops.py)
         self.trans = TransPass(enabled=boundary_tasks)
         # GE's precision_mode: which ops run in fp16 (precision.py)
@@ -228,6 +231,8 @@ class Device:
         # an element-wise chain); the models get GE's edges through the inserted nodes
         ops = self.trans.apply(ops, self.models, self.sigs, self.names)
         ops = self.fuser.apply(ops, self.models, self.sigs, self.names)
+        # after every pass that changes the tasks: what each one reads and from where
+        ops = self.l2.apply(ops, self.models, self.sigs, self.names, self.fuser)
         self.memory.pending = []
         self.memory.record(ops, iters, self.models, self.sigs, self.names, self.fuser,
                            self.name_classes)

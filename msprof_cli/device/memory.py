@@ -18,7 +18,6 @@ What the device writes is `msprof_cli_memory.json` (raw/memory_plan.py).
 """
 from __future__ import annotations
 
-import bisect
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +27,7 @@ from msprof_cli.capture import (DTYPE_BYTES, VAR_OPTIMIZER, VAR_WEIGHT, ModelInf
 from msprof_cli.device import memory_plan as MP
 from msprof_cli.device import op_map
 from msprof_cli.device.chip import ChipSpec
-from msprof_cli.device.dependencies import launched_producers
+from msprof_cli.device import step_graph as SG
 from msprof_cli.device.op_table import Interner, IterTable, OpTable, SignatureRegistry
 from msprof_cli.device.step_trace import NameClasses
 from msprof_cli.device.ub_fusion import UbFuser
@@ -143,10 +142,7 @@ class MemoryModel:
                     ops: OpTable, sigs: SignatureRegistry, names: Interner, fuser: UbFuser,
                     classes: NameClasses, load_ns: int) -> RM.ModelMemory:
         sg = sigs.arrays()
-        sig = ops.sig[rows]
-        launched = rows[sg["kind"][sig] != op_map.KIND_NONE]
-        if model is not None and model.op_order:
-            launched = launched[_node_order(model.op_order, launched, ops, names)]
+        launched = SG.launched_rows(model, rows, ops, sigs, names)
         sig = ops.sig[launched]
         row_names = [names.items[i] for i in ops.name_idx[launched].tolist()]
         nbytes = sg["bytes_out"][sig].astype(np.int64)
@@ -161,8 +157,14 @@ class MemoryModel:
         start = np.arange(len(launched), dtype=np.int64)
         end = start.copy()
         first_producer: dict[int, int] = {}  # GE-inserted conversion -> its input's task
-        if model is not None and model.producers:
-            self._lifetimes(mid, model, row_names, end, names, fuser, first_producer)
+        if model is not None:
+            # a tensor lives until its last consumer; GE's conversions (`trans_*`,
+            # trans_ops.py) take the kind of their first input's task
+            src, dst = SG.step_edges(mid, model, row_names, names, fuser)
+            np.maximum.at(end, src, dst)
+            for k, i in zip(src.tolist(), dst.tolist()):
+                if row_names[i].startswith("trans_"):
+                    first_producer.setdefault(i, k)
         plan = MP.plan(nbytes, start, end)
         _, backward = classes.of(names.items)
         grad = backward[ops.name_idx[launched]].copy()
@@ -178,57 +180,21 @@ class MemoryModel:
         self.tensors[(mid, dev)] = [(row_names[i], int(nbytes[i]), int(start[i]), int(end[i]))
                                     for i in np.flatnonzero(plan.size > 0).tolist()]
         curve = _live_curve(plan.size, start, end, kind)
-        io = 0
+        io = consts = 0
         if model is not None:
             io = int(MP.ge_tensor_bytes(np.array(
                 [_spec_nbytes(t) for t in (*model.feeds, *model.fetches)] or [0])).sum())
+            consts = int(MP.ge_tensor_bytes(np.array(list(model.constants.values()) or [0],
+                                                     np.int64)).sum())
         return RM.ModelMemory(
             name=model.name if model is not None else f"model {mid}",
             feature_map=plan.total, live_peak=plan.live_peak, peak_node=p,
-            tensors=int((plan.size > 0).sum()), io=io,
+            tensors=int((plan.size > 0).sum()), io=io, constants=consts,
             activations=int(plan.size[live & (kind == "activation")].sum()),
             gradients=int(plan.size[live & grad].sum()), load_ns=load_ns,
             updates=int(plan.size[live & update].sum()),
             top=[[row_names[i], int(plan.size[i]), int(start[i]), int(end[i]), str(kind[i])]
                  for i in top.tolist()], curve=curve)
-
-    @staticmethod
-    def _lifetimes(mid: int, model: ModelInfo, row_names: list[str], end: np.ndarray,
-                   names: Interner, fuser: UbFuser, first_producer: dict[int, int]) -> None:
-        """Extend each tensor's `end` to its last consumer's index (in place); note the
-        producer of each GE-inserted conversion (`trans_*`, trans_ops.py)."""
-        prods = model.producers
-        launched = set(row_names)
-        alias: dict[str, str] = {}
-        chains = fuser.chains_of(mid)
-        if chains:
-            # a fused kernel consumes what its members take from outside the chain
-            prods = dict(prods)
-            for f, mem in chains.items():
-                m_names = [names.items[i] for i in mem]
-                inside = set(m_names)
-                prods[names.items[f]] = tuple(q for m in m_names for q in prods.get(m, ())
-                                              if q not in inside)
-                launched.add(names.items[f])
-                launched.update(m_names)
-                alias.update({m: names.items[f] for m in m_names})
-        table = launched_producers(prods, launched, model.op_order)
-        positions: dict[str, list[int]] = {}
-        for i, n in enumerate(row_names):
-            positions.setdefault(n, []).append(i)
-        for i, n in enumerate(row_names):
-            for q in table.get(n, ()):
-                at = positions.get(q)
-                if at is None:
-                    at = positions.get(alias.get(q, ""))
-                    if at is None:
-                        continue
-                k = bisect.bisect_left(at, i) - 1  # the producer's latest run before i
-                if k >= 0 and end[at[k]] < i:
-                    end[at[k]] = i
-                if k >= 0 and n.startswith("trans_"):
-                    first_producer.setdefault(i, at[k])
-
 
 KINDS = ("activation", "gradient", "update")
 CURVE_POINTS = 400  # the memory-over-the-step curve keeps at most this many node indices
@@ -248,21 +214,6 @@ def _live_curve(size: np.ndarray, start: np.ndarray, end: np.ndarray, kind: np.n
         bins = np.array_split(nodes, CURVE_POINTS)
         nodes = np.array([b[int(total[b].argmax())] for b in bins])
     return {"node": nodes.tolist(), **{k: v[nodes].tolist() for k, v in parts.items()}}
-
-
-def _node_order(order: dict[str, int], rows: np.ndarray, ops: OpTable,
-                names: Interner) -> np.ndarray:
-    """`rows` in GE's node order (the graph's topological ids, with GE's inserted and fused
-    nodes in their places), not in the order the host happened to run them: the plan of a
-    graph is the same whatever the threads did.  A row of no known node keeps its place after
-    the row before it; repeated runs of one node (a loop body) keep their order."""
-    key = np.array([order.get(names.items[i], np.nan) for i in ops.name_idx[rows].tolist()],
-                   np.float64)
-    known = ~np.isnan(key)
-    if not known.all():
-        last = np.maximum.accumulate(np.where(known, np.arange(len(key)), -1))
-        key = np.where(last >= 0, key[np.maximum(last, 0)], -np.inf)
-    return np.argsort(key, kind="stable")
 
 
 def _spec_nbytes(t: TensorSpec) -> int:

@@ -71,7 +71,7 @@ class MemoryRecords:
             mm = dm.models[mid]
             ts = int(me_begin[row]) - 1
             thr = int(thread[row])
-            block = mm.feature_map + mm.io
+            block = mm.allocation()
             load = Load(mid, dev, ts, thr, block, ADDR_BASE + self._allocated)
             self.loads.append(load)
             self._var_at.setdefault(dev, ts)

@@ -17,6 +17,7 @@ import numpy as np
 
 from msprof_cli.capture import DTYPE_BYTES, SINGLE_OP_MODEL_ID, CaptureChunk, OpRun, TensorSpec
 from msprof_cli.device import fractal as FR
+from msprof_cli.device.cube_shapes import DEFAULT_DIM, cube_flops, device_elems, dims_elems
 from msprof_cli.device import op_map
 from msprof_cli.device.npu_dropout import DO_MASK, GEN_MASK
 from msprof_cli.device.replay_columns import ReplayColumns, replayed_rows
@@ -24,7 +25,6 @@ from msprof_cli.device.sparse_access import sparse_traffic
 from msprof_cli.raw import enums as EN
 from msprof_cli.raw import layouts as L
 
-DEFAULT_DIM = 32  # a dimension captured as -1 (unknown) counts as 32 elements in the cost model
 DEFAULT_TENSOR_ELEMS = 1024  # an op captured without any tensor spec counts as 1024 elements
 
 # TF dtype name -> (GE data type id, bytes per element)
@@ -64,14 +64,6 @@ def _moved_bytes(dtype: str, as_fp16: bool) -> int:
     return 2 if as_fp16 and dtype in FP32_NAMES else b
 
 
-def dims_elems(shape: Sequence[int]) -> int:
-    """Element count with unknown (-1 / None) dims replaced by DEFAULT_DIM; scalar = 1."""
-    n = 1
-    for d in shape:
-        n *= DEFAULT_DIM if d is None or d < 0 else d
-    return n
-
-
 def _dim(shape: Sequence[int], i: int, default: int = 1) -> int:
     try:
         d = shape[i]
@@ -109,8 +101,12 @@ class SignatureRegistry:
     # (trans_ops.py)
     specs: list[tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]] = \
         field(default_factory=list)
+    # share of the bytes the task reads that are still in L2 when it starts, from where it
+    # sits in its graph (l2_residency.py); NaN: unknown, the working-set rule (cost_model)
+    l2_resident: list[float] = field(default_factory=list)
     _index: dict[tuple, int] = field(default_factory=dict)
     _half_sig: dict[int, int] = field(default_factory=dict)
+    _resident_sig: dict[tuple[int, int], int] = field(default_factory=dict)
     _by_id: dict[tuple, tuple] = field(default_factory=dict)
     _arrays: dict[str, np.ndarray] | None = None
 
@@ -160,8 +156,30 @@ class SignatureRegistry:
         self.in_bytes.append(tuple(float(b) for b in in_bytes))
         self.half.append(None)
         self.specs.append(((), ()))
+        self.l2_resident.append(float("nan"))
         self._arrays = None
         return len(self.tf_type) - 1
+
+    def with_residency(self, s: int, level: int, levels: int) -> int:
+        """Signature `s` whose reads find `level / levels` of their bytes in L2 (the same
+        op, shapes and dtypes; l2_residency.py).  Created once per (s, level)."""
+        key = (s, level)
+        hit = self._resident_sig.get(key)
+        if hit is not None:
+            return hit
+        idx = self.add_features(
+            tf_type=self.tf_type[s], ge_type=self.ge_type[s], kind=self.kind[s],
+            cost=self.cost[s], flops=self.flops[s], vec_elems=self.vec_elems[s],
+            bytes_in=self.bytes_in[s], bytes_out=self.bytes_out[s],
+            max_elems=self.max_elems[s], dtype_class=self.dtype_class[s],
+            dtype_bytes=self.dtype_bytes[s], n_fused=self.n_fused[s],
+            allreduce=self.allreduce[s], tensors=self.tensors[s],
+            host_work=self.host_work[s], in_bytes=self.in_bytes[s])
+        self.specs[idx] = self.specs[s]
+        self.l2_resident[idx] = level / levels
+        self._half_sig[idx] = idx  # already in its precision (the pass runs after it)
+        self._resident_sig[key] = idx
+        return idx
 
     def reduced(self, s: int) -> int:
         """The signature of op `s` run in fp16 (precision_mode reduced it, precision.py): its
@@ -200,7 +218,7 @@ class SignatureRegistry:
         dbytes = main[1]
         # a cube task's operands in the cube's blocked layouts (fractal.py): the elements
         # they occupy, padding included, are the ones moved
-        in_elems, out_elems = _device_elems(cost, tf_type, inputs, outputs)
+        in_elems, out_elems = device_elems(cost, tf_type, inputs, outputs)
         if not inputs and not outputs:
             in_elems, out_elems = [DEFAULT_TENSOR_ELEMS], [DEFAULT_TENSOR_ELEMS]
         cube = cost in CUBE_COSTS
@@ -237,7 +255,7 @@ class SignatureRegistry:
                 rest = bits / max(len(in_b) - 1, 1)
                 in_b = (out_total * dbytes,) + tuple(rest for _ in in_b[1:])
             bytes_in = float(sum(in_b))
-        flops = _cube_flops(cost, tf_type, inputs, outputs, out_total,
+        flops = cube_flops(cost, tf_type, inputs, outputs, out_total,
                             FR.C0_INT8 if dclass == DT_INT8 else FR.C0)
         if cost in (op_map.COST_VECTOR,):
             vec = m.vec_factor * max(max(in_elems, default=0), out_total) + n_fused * out_total
@@ -276,87 +294,13 @@ class SignatureRegistry:
                 "dtype_bytes": np.array(self.dtype_bytes, np.float64),
                 "n_fused": np.array(self.n_fused, np.int32),
                 "n_tensors": np.array([len(t) for t in self.tensors], np.int64),
+                "l2_resident": np.array(self.l2_resident, np.float64),
                 # a matmul's inner axis (cost_model: the Atlas A2's MIX matmuls)
                 "mm_k": np.array([FR.matmul_k(sp[0][0].shape, sp[1][0].shape, DEFAULT_DIM)
                                   if c == op_map.COST_MATMUL and sp[0] and sp[1] else 0.0
                                   for c, sp in zip(self.cost, self.specs)], np.float64),
             }
         return self._arrays
-
-
-CONV_COSTS = (op_map.COST_CONV, op_map.COST_CONV_BP_INPUT, op_map.COST_CONV_BP_FILTER,
-              op_map.COST_DEPTHWISE)
-
-
-def _filter_index(cost: int, tf_type: str) -> tuple[str, int]:
-    """Where a convolution's filter is: ("in", i) or ("out", 0); the others are feature maps
-    (TF: Conv2D(x, filter), Conv2DBackpropInput(sizes, filter, dy), Conv2DBackpropFilter(x,
-    sizes, dy) -> dW, and the same for the depthwise ones)."""
-    if cost == op_map.COST_CONV_BP_FILTER or (cost == op_map.COST_DEPTHWISE
-                                              and "BackpropFilter" in tf_type):
-        return ("out", 0)
-    return ("in", 1)
-
-
-def _device_elems(cost: int, tf_type: str, inputs: tuple[TensorSpec, ...],
-                  outputs: tuple[TensorSpec, ...]) -> tuple[list[int], list[int]]:
-    """Elements of each input and output as the device holds them: a convolution's 4-D
-    feature maps in NC1HWC0 and its filter in FRACTAL_Z, a matmul's operands in FRACTAL_NZ
-    (fractal.py); every other tensor as TF shapes it."""
-    if cost in CONV_COSTS:
-        where = _filter_index(cost, tf_type)
-        depthwise = cost == op_map.COST_DEPTHWISE
-
-        def conv(t: TensorSpec, role: tuple[str, int]) -> int:
-            if len(t.shape) != 4:
-                return dims_elems(t.shape)
-            is_filter = role == where
-            return int(FR.padded_elems(t.shape, DEFAULT_DIM, filt=is_filter,
-                                       depthwise_filter=is_filter and depthwise))
-        return ([conv(t, ("in", i)) for i, t in enumerate(inputs)],
-                [conv(t, ("out", i)) for i, t in enumerate(outputs)])
-    if cost == op_map.COST_MATMUL:
-        def nz(t: TensorSpec) -> int:
-            if len(t.shape) < 2:
-                return dims_elems(t.shape)
-            d = [DEFAULT_DIM if x is None or x < 0 else x for x in t.shape]
-            lead = 1
-            for x in d[:-2]:
-                lead *= x
-            return int(lead * FR.pad(d[-2]) * FR.pad(d[-1]))
-        return [nz(t) for t in inputs], [nz(t) for t in outputs]
-    return [dims_elems(t.shape) for t in inputs], [dims_elems(t.shape) for t in outputs]
-
-
-def _cube_flops(cost: int, tf_type: str, inputs: tuple[TensorSpec, ...],
-                outputs: tuple[TensorSpec, ...], out_total: float, k_block: int) -> float:
-    """FLOPs (2 per multiply-add) of cube ops as the cube runs them: on padded fractals
-    (fractal.py), a depthwise convolution C0 multiply-adds per useful one; independent of
-    transpose / data-format attributes (channels last)."""
-    out = outputs[0].shape if outputs else ()
-    if cost == op_map.COST_MATMUL:
-        if not inputs or not outputs:
-            return 2.0 * out_total * DEFAULT_DIM
-        return 2.0 * FR.matmul_macs(inputs[0].shape, out, DEFAULT_DIM, k_block)
-    if cost not in CONV_COSTS:
-        return 0.0
-    where = _filter_index(cost, tf_type)
-    specs = inputs if where[0] == "in" else outputs
-    filt = specs[where[1]].shape if len(specs) > where[1] else ()
-    if len(filt) != 4:  # no filter shape: a 3x3 convolution over DEFAULT_DIM channels
-        return 2.0 * out_total * 9 * DEFAULT_DIM
-    kh, kw, c_in, c_mult = (DEFAULT_DIM if d is None or d < 0 else d for d in filt)
-    # the feature map that spans the cube's M side: the output of a forward conv or of a
-    # backprop-input (dx: stride > 1 dilates dy to dx's size), dy of a backprop-filter
-    if where[0] == "out":
-        fmap = inputs[2].shape if len(inputs) >= 3 else out
-    else:
-        fmap = out
-    m = FR.positions(fmap, DEFAULT_DIM)
-    if cost == op_map.COST_DEPTHWISE:
-        # [C1, kh, kw, Co = 16, C0] blocks: K = kh x kw x C0 for each padded channel
-        return 2.0 * m * kh * kw * FR.C0 * FR.pad(c_in * c_mult)
-    return 2.0 * FR.conv_macs(m, (kh, kw), c_in, c_mult, k_block)
 
 
 def tensor_records(inputs: Iterable[TensorSpec], outputs: Iterable[TensorSpec]) -> np.ndarray:

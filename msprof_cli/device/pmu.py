@@ -58,7 +58,8 @@ def _sig_event_counters(cost: CostTable, task_sig: np.ndarray, sig: dict[str, np
     dbytes = np.maximum(sig["dtype_bytes"][task_sig], 1.0)
     bytes_in = sig["bytes_in"][task_sig]
     bytes_out = sig["bytes_out"][task_sig]
-    hit = cost.l2_hit[task_sig]
+    hit = cost.l2_hit[task_sig]  # of the reads
+    hit_w = cost.l2_hit_out[task_sig]  # of the writes
     # cycles summed over all cores, as the counters count them
     vec_c = ratio["vec"] * total
     cube_c = ratio["cube"] * total
@@ -85,15 +86,16 @@ def _sig_event_counters(cost: CostTable, task_sig: np.ndarray, sig: dict[str, np
         0x417: np.where(dclass == DT_INT8, cube_c, 0.0),
         0x302: mte1_c, 0x303: np.where(cube_c > 0, ratio["mte3"] * total, 0.0),
         # the A2's L2Cache group (requests of L2_LINE_BYTES): writes of the output and reads
-        # of the inputs (two read ports, r0 / r1, half each), hits at the task's L2 hit rate
-        0x500: bytes_out / L2_LINE_BYTES * hit, 0x502: bytes_out / L2_LINE_BYTES * (1.0 - hit),
+        # of the inputs (two read ports, r0 / r1, half each), hits at the task's L2 hit rates
+        0x500: bytes_out / L2_LINE_BYTES * hit_w,
+        0x502: bytes_out / L2_LINE_BYTES * (1.0 - hit_w),
         0x504: bytes_in / L2_LINE_BYTES / 2 * hit,
         0x506: bytes_in / L2_LINE_BYTES / 2 * (1.0 - hit),
         0x508: bytes_in / L2_LINE_BYTES / 2 * hit,
         0x50A: bytes_in / L2_LINE_BYTES / 2 * (1.0 - hit),
         # the A2's MemoryAccess group (byte counts; BYTES_PER_COUNT): main-memory writes and
         # reads (two counters, half each), the cube's results to GM, none from L0C to L1
-        0x50C: bytes_out * (1.0 - hit), 0x50D: bytes_in * (1.0 - hit) / 2,
+        0x50C: bytes_out * (1.0 - hit_w), 0x50D: bytes_in * (1.0 - hit) / 2,
         0x50E: bytes_in * (1.0 - hit) / 2,
         0x20C: np.where(cube_c > 0, bytes_out, 0.0), 0x206: np.zeros(n),
         # ArithmeticUtilization
@@ -115,7 +117,7 @@ def _sig_event_counters(cost: CostTable, task_sig: np.ndarray, sig: dict[str, np
         0xF: bytes_in * hit,  # L2 read
         0x10: bytes_out,  # L2 write
         0x12: bytes_in * (1.0 - hit),  # main memory read
-        0x13: bytes_out * (1.0 - hit),  # main memory write-back
+        0x13: bytes_out * (1.0 - hit_w),  # main memory write-back
         0x1B: cube_c * MTE1_BYTES_PER_CYCLE / 2,  # L0A read by the cube
         0x1C: mte1_c * MTE1_BYTES_PER_CYCLE / 2,  # L0A write by MTE1
         0x21: cube_c * MTE1_BYTES_PER_CYCLE / 2,
@@ -157,11 +159,10 @@ def _sig_l2_counters(cost: CostTable, task_sig: np.ndarray, sig: dict[str, np.nd
                      line_bytes: int, events: Sequence[int]) -> np.ndarray:
     bytes_in = sig["bytes_in"][task_sig]
     bytes_out = sig["bytes_out"][task_sig]
-    hit_rate = cost.l2_hit[task_sig]
     rd = np.ceil(bytes_in / line_bytes)
     wr = np.ceil(bytes_out / line_bytes)
     req = rd + wr
-    hit = np.rint(req * hit_rate)
+    hit = np.rint(rd * cost.l2_hit[task_sig] + wr * cost.l2_hit_out[task_sig])
     miss = req - hit
     victim = np.rint(miss * 0.5)
     known = {0x59: req, 0x5B: hit, 0x5C: victim, 0x7D: rd, 0x7E: wr, 0x71: np.rint(hit * 0.9),

@@ -12,7 +12,8 @@ read it.  The real analysis ignores the file.  Standard library only.
         "variables": {"weight": b, "optimizer": b, "state": b, "count": n, "pool": b},
         "hccl": b,
         "models": {"1": {"name": s, "feature_map": b, "live_peak": b, "peak_node": i,
-                         "tensors": n, "io": b, "activations": b, "gradients": b,
+                         "tensors": n, "io": b, "constants": b, "activations": b,
+                         "gradients": b,
                          "updates": b, "load_ns": host ns, "top": [[op, bytes, first node,
                          last node, "activation" | "gradient" | "update"], ...],
                          "curve": {"node": [...], "activation": [...], ...}}}}}}
@@ -46,10 +47,18 @@ class ModelMemory:
     gradients: int  # live at the peak, produced by backward ops
     load_ns: int  # host ns of the model's first step (when GE loads it)
     updates: int = 0  # live at the peak, produced by the optimizer's ops
+    # the graph's constants a task reads, copied into the model's allocation at load (GE's
+    # tensor size rule each)
+    constants: int = 0
     top: list[list[Any]] = field(default_factory=list)
     # bytes live over the step: {"node": [...], "activation": [...], "gradient": [...],
     # "update": [...]} (at most device/memory.py's CURVE_POINTS node indices)
     curve: dict[str, list[int]] = field(default_factory=dict)
+
+    def allocation(self) -> int:
+        """What the model allocates when it loads: its feature map, its step's buffers and
+        its constants."""
+        return self.feature_map + self.io + self.constants
 
 
 @dataclass
@@ -65,11 +74,11 @@ class DeviceMemory:
     def feature_maps(self) -> int:
         """What the loaded graphs hold (GE's default static memory policy keeps each
         graph's block: docs/formats/device-memory.md 3)."""
-        return sum(m.feature_map + m.io for m in self.models.values())
+        return sum(m.allocation() for m in self.models.values())
 
     def peak(self) -> int:
         """The device's predicted peak HBM use of the application: variables + every
-        loaded graph's feature map and buffers + HCCL's buffers."""
+        loaded graph's feature map, buffers and constants + HCCL's buffers."""
         return self.pool + self.feature_maps() + self.hccl
 
 

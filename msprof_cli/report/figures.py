@@ -23,7 +23,7 @@ COLORS = {"fp_bp": "#1f77b4", "refresh": "#17becf", "data_aug_bound": "#ff7f0e",
           # device memory: torch's memory timeline colours for the same categories
           "weights": "#006400", "optimizer state": "#daa520", "activations": "#d62728",
           "activation": "#d62728", "gradient": "#4169e1", "update": "#daa520",
-          "workspace": "#9370db", "free": "#e8e8e8"}
+          "constants": "#2e8b57", "workspace": "#9370db", "free": "#e8e8e8"}
 Fig = tuple[str, go.Figure]
 
 

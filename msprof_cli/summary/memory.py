@@ -42,14 +42,16 @@ class DeviceVerdict:
 
 
 def categories(dm: RM.DeviceMemory) -> dict[str, int]:
-    """The device's peak split: weights / optimizer state / activations / workspace /
-    communication buffers (HCCL's, 2 x HCCL_BUFFSIZE on a device that runs collectives) / other.
-    Activations = every loaded graph's feature map (what its steps keep for backward, the
-    gradients and temporaries: the planned block); workspace = the kernels' own scratch
-    memory (not modelled, docs/device-model.md 12); other = the variables' other state and
-    the steps' input/output buffers."""
+    """The device's peak split: weights / optimizer state / activations / constants /
+    workspace / communication buffers (HCCL's, 2 x HCCL_BUFFSIZE on a device that runs
+    collectives) / other.  Activations = every loaded graph's feature map (what its steps
+    keep for backward, the gradients and temporaries: the planned block); constants = the
+    graphs' Const values their tasks read; workspace = the kernels' own scratch memory (not
+    modelled, docs/device-model.md 12); other = the variables' other state and the steps'
+    input/output buffers."""
     return {"weights": dm.weight, "optimizer state": dm.optimizer,
             "activations": sum(m.feature_map for m in dm.models.values()),
+            "constants": sum(m.constants for m in dm.models.values()),
             "workspace": 0,
             "communication buffers": dm.hccl,
             "other": dm.pool - dm.weight - dm.optimizer + sum(m.io for m in dm.models.values())}
@@ -123,7 +125,7 @@ def device_summary(facts: RM.MemoryFacts, device: int) -> M.DeviceMemory | None:
     v = next(x for x in verdict(facts) if x.device == device)
     rows = [M.ModelMemoryRow(
         model_id=mid, name=mm.name, feature_map=mm.feature_map, live_peak=mm.live_peak,
-        io=mm.io, activations=mm.activations, gradients=mm.gradients, updates=mm.updates,
+        io=mm.io, constants=mm.constants, activations=mm.activations, gradients=mm.gradients, updates=mm.updates,
         top=[M.TensorRow(op, int(b), int(s), int(e), str(k)) for op, b, s, e, k in mm.top],
         curve=mm.curve)
         for mid, mm in sorted(dm.models.items())]

@@ -200,6 +200,7 @@ class ModelMemoryRow:
     activations: int  # at the peak: forward outputs (kept for backward)
     gradients: int  # at the peak: backward outputs
     updates: int = 0  # at the peak: the optimizer's temporaries
+    constants: int = 0  # the graph's Const values its tasks read (copied at load)
     top: list[TensorRow] = field(default_factory=list)
     # bytes live over the step by kind ({"node": [...], "activation": [...], ...})
     curve: dict[str, list[int]] = field(default_factory=dict)

@@ -146,7 +146,7 @@ def memory_lines(mem: M.DeviceMemory, md: bool, top: int) -> list[str]:
                    f"planned (live peak {size_text(mm.live_peak)}; at it activations "
                    f"{size_text(mm.activations)}, gradients {size_text(mm.gradients)}, "
                    f"optimizer temporaries {size_text(mm.updates)}); buffers "
-                   f"{size_text(mm.io)}.")
+                   f"{size_text(mm.io)}; constants {size_text(mm.constants)}.")
         if mm.top:
             rows = [[shorten(t.op), size_text(t.bytes), t.kind,
                      f"{t.first_node}-{t.last_node}"] for t in mm.top[:top]]
