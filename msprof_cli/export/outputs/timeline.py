@@ -438,9 +438,13 @@ def step_layer(dev: DeviceData, its: pd.DataFrame, app_pid: int,
                + ', "BP End": ' + bp_s + ', "Iteration End": ' + end_s
                + ', "Iteration Refresh(us)": ' + dur_json(end - bp)
                + '}, "cat": "Iteration Refresh", "ph": "X"}')
+    # an iteration without its FP Start or its BP End gets its Iteration event only: no FP_BP,
+    # no Iteration Refresh, no Data_aug flow (the real analysis,
+    # analysis/viewer/training/step_trace_viewer.py `__format_trace_json`)
+    both = has_fp & has_bp
     x_cols, x_keys, x_oks = [obj_array(it), obj_array(fpbp), obj_array(refresh)], \
         [ts_sort_key(start), ts_sort_key(np.maximum(fp, 0)), ts_sort_key(np.maximum(bp, 0))], \
-        [np.ones(len(its), bool), has_fp & has_bp, has_bp]
+        [np.ones(len(its), bool), both, both]
     # Reduce_{i}_{k}: the k-th AllReduce (tags 10000+2k / 10001+2k, k from 0) of iteration i,
     # only when both of its markers are in the iteration (docs/formats/step-trace-and-advice.md 3)
     for k in sorted(int(c.rsplit("_", 1)[1]) for c in its.columns
@@ -473,7 +477,7 @@ def step_layer(dev: DeviceData, its: pd.DataFrame, app_pid: int,
             + ', "id": ' + flow_id + ', "args": {"Data_aug Bound(us)": ' + aug_v + '}}')
     f_ev = np.stack([obj_array(t_ev), obj_array(s_ev)], axis=1)
     f_key = np.stack([ts_sort_key(np.maximum(fp, 0)), ts_sort_key(np.maximum(mid, 0))], axis=1)
-    f_ok = np.stack([has_fp, has_bp], axis=1)
+    f_ok = np.stack([both, both], axis=1)
     ev = np.concatenate([x_ev[x_ok], f_ev[f_ok]])
     keys = np.concatenate([x_key[x_ok], f_key[f_ok]])
     return Layer(m, ev, keys)
