@@ -219,6 +219,25 @@ def test_a_training_batchnorm_not_fed_by_a_convolution_runs_as_two_kernels():
     assert "bn1" in plan(producers, order, nodes).splits
 
 
+def test_a_batchnorm_after_a_depthwise_convolution_runs_as_two_kernels():
+    """TbeConvBnreduceFusionPass matches the "Convolution" op pattern; TBE gives a depthwise
+    convolution "DepthwiseConvolution", so the reduce after it does not fold (MobileNets)."""
+    nodes = {
+        "dw": node("DepthwiseConv2dNative", "DepthwiseConv2D", [X, T((3, 3, 16, 1), F)], [Y],
+                   half=True),
+        "bn": node("FusedBatchNormV3", "BatchNorm", [Y] + [T((16,), F)] * 4, [Y], half=True),
+        "bn_grad": node("FusedBatchNormGradV3", "BatchNormGrad", [Y, Y] + [T((16,), F)] * 4,
+                        [Y] + [T((16,), F)] * 2, half=True),
+    }
+    producers = {"dw": ("x", "w"), "bn": ("dw", "g", "b", "m", "v"),
+                 "bn_grad": ("dy", "dw", "g", "m", "v", "r")}
+    order = {n: i for i, n in enumerate(producers)}
+    assert plan(producers, order, nodes).splits == {"bn": "BNTrainingReduce",
+                                                    "bn_grad": "BNTrainingUpdateGrad"}
+    nodes["dw"] = node("Conv2D", "Conv2D", [X, W], [Y], half=True)
+    assert plan(producers, order, nodes).splits == {}
+
+
 def test_the_device_runs_a_split_batchnorm_as_two_tasks(tmp_path):
     from msprof_cli.device import readback as R
 

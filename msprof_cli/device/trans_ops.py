@@ -52,13 +52,15 @@ FILTER_GRAD_TYPES = frozenset({"Conv2DBackpropFilter", "DepthwiseConv2DBackpropF
 # and BNTrainingUpdateGrad + BNTrainingReduceGrad for its gradient.  After a convolution the
 # 910's fusion passes fold the reduce into the convolution's epilogue (tbe_conv_bnreduce_fusion
 # _pass: Conv2D + BNTrainingReduce), which leaves one kernel: the BatchNorm task of the op map
-# (docs/device-model.md 2).  Fed by anything else (a concatenation, an add, a Cast) the two
-# kernels run, each reading the feature map.
+# (docs/device-model.md 2).  The pass matches the "Convolution" op pattern only, which a
+# depthwise convolution does not have (TBE gives it "DepthwiseConvolution"): fed by one, or
+# by anything else (a concatenation, an add, a Cast), the two kernels run, each reading the
+# feature map.
 BN, BN_GRAD = "BatchNorm", "BatchNormGrad"
 BN_X_INPUT = {BN: 0, BN_GRAD: 1}  # FusedBatchNormV3 (x, ...), its grad (dy, x, ...)
 BN_PARTNER = {BN: "BNTrainingReduce", BN_GRAD: "BNTrainingUpdateGrad"}
 BN_RETYPE = {BN: "BNTrainingUpdate", BN_GRAD: "BNTrainingReduceGrad"}
-CONV_FORWARD_TYPES = frozenset({"Conv2D", "DepthwiseConv2D"})
+CONV_FORWARD_TYPES = frozenset({"Conv2D"})
 # kernels whose operands are FRACTAL_NZ (TBE matmul / batch_matmul on the cube)
 NZ_TYPES = frozenset({"MatMulV2", "BatchMatMul", "BatchMatMulV2"})
 # graph inputs the host feeds: ND (the layout TensorFlow hands over)
