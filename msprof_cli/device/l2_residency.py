@@ -74,7 +74,6 @@ class L2Pass:
     """Per device: each graph's tasks on signatures with their reads' L2 residency."""
 
     capacity: float
-    enabled: bool = True
     # (model, device) -> (name idx of the graph's tasks, their residency level)
     plans: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
@@ -82,7 +81,7 @@ class L2Pass:
               names: Interner, fuser: UbFuser) -> OpTable:
         """`ops` with each graph step's tasks on their residency signatures (a new table;
         eager ops and graphs without data edges keep theirs)."""
-        if not self.enabled or not len(ops):
+        if not len(ops):
             return ops
         eager = ops.eager if ops.eager is not None else np.zeros(len(ops), bool)
         graph = ~eager & (ops.iter_row >= 0)
