@@ -5,10 +5,11 @@ transfers of a step, feeds and fetches (docs/device-model.md 5.1).
 """
 from __future__ import annotations
 
-from msprof_cli.capture import DTYPE_BYTES, CaptureChunk, ModelInfo, OpRun, TensorSpec
+from msprof_cli.capture import CaptureChunk, ModelInfo, OpRun, TensorSpec
 from msprof_cli.collect.tf_graphs import (CALL_OPS, CONTROL_FLOW_OPS, DATA_SOURCES,
                                           StaticGraph, data_edges, lowered_name)
 from msprof_cli.device import op_map
+from msprof_cli.device.memory import spec_bytes
 
 
 def learn_model(model: ModelInfo, ops: list[OpRun], static: StaticGraph | None,
@@ -109,14 +110,8 @@ _NO_DEVICE_VALUE = frozenset({"string", "resource", "variant"})
 
 
 def _nbytes(t: TensorSpec) -> int:
-    """Bytes of a constant's value (an unknown dimension counts as 1; no device tensor for a
-    string)."""
-    if t.dtype not in DTYPE_BYTES or t.dtype in _NO_DEVICE_VALUE:
-        return 0
-    n = 1
-    for d in t.shape:
-        n *= max(int(d), 1)
-    return n * DTYPE_BYTES[t.dtype]
+    """Bytes of a constant's value (no device tensor for a string, a handle or a variant)."""
+    return 0 if t.dtype in _NO_DEVICE_VALUE else spec_bytes(t.shape, t.dtype)
 
 
 def _launches(tf_type: str) -> bool:

@@ -26,8 +26,8 @@ from msprof_cli.capture import (DTYPE_BYTES, VAR_OPTIMIZER, VAR_WEIGHT, ModelInf
                                 TensorSpec, VariableSpec, in_optimizer_scope)
 from msprof_cli.device import memory_plan as MP
 from msprof_cli.device import op_map
-from msprof_cli.device.chip import ChipSpec
 from msprof_cli.device import step_graph as SG
+from msprof_cli.device.chip import ChipSpec
 from msprof_cli.device.op_table import Interner, IterTable, OpTable, SignatureRegistry
 from msprof_cli.device.step_trace import NameClasses
 from msprof_cli.device.ub_fusion import UbFuser
