@@ -149,9 +149,11 @@ def test_device_writes_shorter_tasks_and_the_same_records(tmp_path):
                    - hw["syscnt"][kind == 0].astype(np.int64).sum())
 
     # the two memory-bound gray ops are shorter, by what the cost model says, each iteration
+    # (to a few ticks: in the device the mean's read of the ReLU's output finds the share of
+    # it the graph left in L2, which follows the ReLU's bytes, docs/device-model.md 3.6)
     base, mix = durations("allow_fp32_to_fp16"), durations("allow_mix_precision")
     saved = sum(base[op] - mix[op] for op in ("conv/BiasAdd", "relu/Relu"))
-    assert saved > 0 and busy(hw0) - busy(hw1) == 2 * saved
+    assert saved > 0 and busy(hw0) - busy(hw1) == pytest.approx(2 * saved, rel=1e-3)
 
 
 def test_session_config_precision_mode_is_read():

@@ -134,8 +134,9 @@ def test_keras_fit_costs_the_real_batch(tmp_path: Path) -> None:
     assert set(t64) == set(t128) and len(t64) >= 3, (t64, t128)
     conv = [n for n in t64 if "conv2d" in n.lower()]
     ratios = {n: t128[n] / t64[n] for n in conv}
-    # (a fixed per-task prologue keeps small tasks below 2x, docs/device-model.md 3)
-    assert conv and all(1.5 <= r <= 2.4 for r in ratios.values()), ratios
+    # (a kernel's fixed start-up, ~3.7 us on 32 cores, keeps small tasks below 2x,
+    # docs/device-model.md 3)
+    assert conv and all(1.35 <= r <= 2.4 for r in ratios.values()), ratios
     for r in rows(profs[32], "op_summary"):
         assert "4294967295" not in r["Input Shapes"] + r["Output Shapes"], r
 

@@ -49,10 +49,16 @@ class ChipSpec:
     mte_bytes_per_cycle_per_core: int = 128  # max GM<->L1/UB per core (assumption)
     hccs_bytes_per_s: float = 30e9  # one HCCS link (inter-chip), assumption for HCCL tasks
     l2_line_bytes: int = 128
-    # the task scheduler's dispatch of an AI Core kernel after its predecessor on the stream
-    # ended (docs/device-model.md 5: derived from a published batch sweep, not fitted to a
-    # calibration model)
-    kernel_dispatch_ns: int = 7_500
+    # the task scheduler's gap between an AI Core kernel's end and the next one's start on a
+    # stream, and a kernel's floor: its start-up, which grows with the cores it starts
+    # (head_ns + head_ns_per_core x (block dim - 1)).  Measured on a 910A in the real tool's
+    # own output of three real collections (docs/device-model.md 5, "Per-task overheads")
+    kernel_dispatch_ns: int = 120
+    task_head_ns: float = 1130.0
+    task_head_ns_per_core: float = 82.7
+    # the share of the HBM's nominal bandwidth a streaming kernel sustains: 965 GB/s measured
+    # (the same 910A data: ApplyMomentum on two weight shapes) over the nominal 1.2 TB/s
+    hbm_efficiency: float = 965.0 / 1200.0
     # the share of the cube's nominal rate it sustains (a measured peak over the nominal one;
     # docs/device-model.md 1)
     cube_efficiency: float = 216.0 / 262.144
@@ -198,8 +204,9 @@ def _atlas_a2(name: str, cube_cores: int, mhz: int, hbm_gib: int, l2_mib: int,
         # a measured 328 TFLOPS bf16 matmul on a 910B against the 353.9 derived for 24 cores
         # at 1.8 GHz (secondary source: docs/formats/ascend910b.md 4.2)
         cube_efficiency=328.0 / 353.9,
-        # no measured vector peak of an Atlas A2 was found: the nominal rate
-        vector_efficiency=1.0)
+        # no measured vector peak or streaming bandwidth of an Atlas A2 was found: the
+        # nominal rates (its task floor and gap are the 910A's, docs/device-model.md 11)
+        vector_efficiency=1.0, hbm_efficiency=1.0)
 
 
 ASCEND910B = (_atlas_a2("Ascend910B1", 24, 1850, 64, 192, 1.6),

@@ -16,7 +16,6 @@ from msprof_cli.device import op_map
 from msprof_cli.device.chip import ChipSpec
 from msprof_cli.device.op_table import DT_FP16, DT_INT8
 
-HEAD_CYCLES = 1500.0  # kernel prologue per core: scalar arg load, tiling, pipe barriers
 OVERLAP_LOSS = 0.15  # share of the non-critical pipes that double buffering fails to hide
 SCALAR_SHARE = 0.05  # scalar issue cycles per pipe cycle
 MTE1_PER_CUBE = 0.5  # L1->L0A/L0B feed time relative to cube time (double buffered)
@@ -121,12 +120,16 @@ def evaluate(sig: dict[str, np.ndarray], chip: ChipSpec, rank_size: int = 1) -> 
     pipes = np.stack([cube, vec, mte1, mte2, mte3])
     pmax = pipes.max(axis=0)
     psum = pipes.sum(axis=0)
-    scalar = HEAD_CYCLES + SCALAR_SHARE * psum
+    # the kernel's start-up (core start, argument and tiling loads: the "header overhead"
+    # of CANN's Ascend C best practices), which grows with the cores started (chip.py)
+    head = (chip.task_head_ns + chip.task_head_ns_per_core * (block - 1.0)) \
+        * chip.aic_mhz / 1000.0
+    scalar = head + SCALAR_SHARE * psum
     # MTE2 (reads) and MTE3 (writes) are separate engines in each core, but they share the
     # chip's memory system: the op's whole traffic cannot move faster than chip_bw
     # (reads and writes each at the full bandwidth moved e.g. 2 TB/s against 1.2 TB/s HBM)
     shared = bytes_in / bw_in + bytes_out / bw_out
-    core = HEAD_CYCLES + np.maximum(pmax + OVERLAP_LOSS * (psum - pmax), shared)
+    core = head + np.maximum(pmax + OVERLAP_LOSS * (psum - pmax), shared)
 
     # --- durations ---------------------------------------------------------------------------
     aic_ns = waves * core * 1000.0 / chip.aic_mhz
@@ -161,7 +164,8 @@ def evaluate(sig: dict[str, np.ndarray], chip: ChipSpec, rank_size: int = 1) -> 
 def _chip_bandwidth(hit: np.ndarray, chip: ChipSpec) -> np.ndarray:
     """Bytes a cycle of the chip's memory system at L2 hit rate `hit`: hits at L2 speed,
     misses at HBM speed."""
-    return 1.0 / (hit / chip.l2_bytes_per_s + (1.0 - hit) / chip.hbm_bytes_per_s) \
+    hbm = chip.hbm_bytes_per_s * chip.hbm_efficiency  # what a streaming kernel sustains
+    return 1.0 / (hit / chip.l2_bytes_per_s + (1.0 - hit) / hbm) \
         / (chip.aic_mhz * 1e6)
 
 
