@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from msprof_cli.capture import CaptureChunk, Iteration, ModelInfo, OpRun
 from msprof_cli.capture import TensorSpec as T
 from msprof_cli.device import Device
@@ -268,3 +270,66 @@ def test_the_device_runs_a_split_batchnorm_as_two_tasks(tmp_path):
     types = {dev.sigs.ge_type[s] for s in range(len(dev.sigs))}
     assert {"BNTrainingReduce", "BNTrainingUpdate", "BNTrainingUpdateGrad",
             "BNTrainingReduceGrad"} <= types
+
+
+def _xent_device(tmp_path: Path, n: int, c: int) -> tuple[Device, Path]:
+    """A dense layer into a sparse softmax cross-entropy over `c` classes, one step."""
+    logits, labels = T((n, c), F), T((n,), "int64")
+    ops = [("dense", "MatMul", (T((n, 128), F), T((128, c), F)), (logits,)),
+           ("xent", "SparseSoftmaxCrossEntropyWithLogits", (logits, labels),
+            (T((n,), F), logits))]
+    producers = {"dense": ("x", "w"), "xent": ("dense", "it/GetNext:1")}
+    runs, t = [], T0
+    for name, tf, ins, outs in ops:
+        runs.append(OpRun(name, tf, t, t + 20_000, 77, ins, outs))
+        t += 30_000
+    chunk = CaptureChunk(models={1: ModelInfo(1, "m", "k", op_order={o[0]: i for i, o in
+                                                                      enumerate(ops)},
+                                              producers=producers)},
+                         iterations=[Iteration(1, 1, T0 - 5_000, t + 5_000, 77, runs)])
+    prof = tmp_path / "PROF_000001_20250101120000123_ABCDEFGHIJKLMNOP"
+    dev = Device(prof, ProfilingConfig(output="/tmp", training_trace=True, task_time="l1"),
+                 clock=CLOCK, pid=1, app=["t.py"])
+    dev.consume(chunk)
+    dev.close(ClockPair(CLOCK.wall_us + 10_000_000, CLOCK.mono_ns + 10_000_000_000))
+    return dev, prof
+
+
+def test_a_sparse_cross_entropy_runs_as_one_hot_and_the_dense_kernel(tmp_path):
+    """GE's SparseSoftMaxFusionPass: the N labels become an N x C one-hot matrix (OneHotD)
+    that SoftmaxCrossEntropyWithLogits reads, in training and inference graphs alike; the
+    loss reads N x C more than the sparse op would (docs/device-model.md 3.4)."""
+    n, c = 64, 1000
+    dev, prof = _xent_device(tmp_path, n, c)
+    names = R.host_records(prof, "node_basic_info")["op_name"].tolist()
+    assert names.index(name_hash("xent/OneHotD")) < names.index(name_hash("xent"))
+    by_type = {dev.sigs.ge_type[s]: s for s in range(len(dev.sigs))}
+    assert "OneHotD" in by_type and "SoftmaxCrossEntropyWithLogits" in by_type
+    one_hot, dense = by_type["OneHotD"], by_type["SoftmaxCrossEntropyWithLogits"]
+    sparse = by_type["SparseSoftmaxCrossEntropyWithLogits"]
+    assert dev.sigs.bytes_out[one_hot] == 4 * n * c  # int32 one-hot
+    # the dense kernel reads the fp16 one-hot labels instead of the N int64 indices
+    assert dev.sigs.bytes_in[dense] - dev.sigs.bytes_in[sparse] == 2 * n * c - 8 * n
+
+
+def test_a_loss_over_a_large_vocabulary_plans_its_workspace(tmp_path):
+    """SoftmaxCrossEntropyWithLogits over more than 19,999 classes keeps three N x C fp32
+    intermediates in global memory (device/workspace.py): a block of the feature map for the
+    node only, which sets this graph's peak; 1,000 classes need none."""
+    from msprof_cli.device import memory_plan as MP
+    from msprof_cli.raw import memory_plan as RM
+
+    def model(n: int, c: int) -> RM.ModelMemory:
+        d = tmp_path / f"c{c}"
+        d.mkdir()
+        _, prof = _xent_device(d, n, c)
+        facts = RM.read(prof)
+        assert facts is not None
+        [mm] = facts.devices[0].models.values()
+        return mm
+
+    big, small = model(64, 30000), model(64, 1000)
+    want = int(MP.ge_tensor_bytes(np.array([3 * 64 * 30000 * 4]))[0])
+    assert big.workspace == want and small.workspace == 0
+    assert big.feature_map >= want + 2 * 64 * 30000 * 4  # beside the logits and the one-hot
+    assert any(t[4] == "workspace" and t[0] == "xent" for t in big.top)

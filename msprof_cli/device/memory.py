@@ -27,6 +27,7 @@ from msprof_cli.capture import (DTYPE_BYTES, VAR_OPTIMIZER, VAR_WEIGHT, ModelInf
 from msprof_cli.device import memory_plan as MP
 from msprof_cli.device import op_map
 from msprof_cli.device import step_graph as SG
+from msprof_cli.device import workspace as WS
 from msprof_cli.device.chip import ChipSpec
 from msprof_cli.device.op_table import Interner, IterTable, OpTable, SignatureRegistry
 from msprof_cli.device.step_trace import NameClasses
@@ -165,14 +166,24 @@ class MemoryModel:
             for k, i in zip(src.tolist(), dst.tolist()):
                 if row_names[i].startswith("trans_"):
                     first_producer.setdefault(i, k)
+        # each kernel's workspaces: a block of the plan for the node only (workspace.py)
+        ws = WS.workspace_bytes(sigs, sig)
+        at = np.flatnonzero(ws > 0)
+        tasks = len(launched)
+        nbytes = np.concatenate([nbytes, ws[at]])
+        start, end = np.concatenate([start, at]), np.concatenate([end, at])
+        row_names = row_names + [row_names[i] for i in at.tolist()]
         plan = MP.plan(nbytes, start, end)
         _, backward = classes.of(names.items)
         grad = backward[ops.name_idx[launched]].copy()
-        update = np.array([in_optimizer_scope(n) for n in row_names], bool)
+        update = np.array([in_optimizer_scope(n) for n in row_names[:tasks]], bool)
         for i, j in first_producer.items():  # GE's conversions: their input's kind
             grad[i], update[i] = grad[j], update[j]
         grad &= ~update
-        kind = np.where(update, "update", np.where(grad, "gradient", "activation"))
+        work = np.arange(len(nbytes)) >= tasks
+        grad, update = (np.concatenate([a, np.zeros(len(at), bool)]) for a in (grad, update))
+        kind = np.where(work, "workspace", np.where(update, "update",
+                                                    np.where(grad, "gradient", "activation")))
         p = plan.peak_at
         live = (start <= p) & (end >= p) & (plan.size > 0)
         top = np.flatnonzero(live)
@@ -193,10 +204,11 @@ class MemoryModel:
             activations=int(plan.size[live & (kind == "activation")].sum()),
             gradients=int(plan.size[live & grad].sum()), load_ns=load_ns,
             updates=int(plan.size[live & update].sum()),
+            workspace=int(plan.size[live & work].sum()),
             top=[[row_names[i], int(plan.size[i]), int(start[i]), int(end[i]), str(kind[i])]
                  for i in top.tolist()], curve=curve)
 
-KINDS = ("activation", "gradient", "update")
+KINDS = ("activation", "gradient", "update", "workspace")
 CURVE_POINTS = 400  # the memory-over-the-step curve keeps at most this many node indices
 
 

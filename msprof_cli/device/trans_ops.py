@@ -37,6 +37,7 @@ import numpy as np
 
 from msprof_cli.capture import ModelInfo, TensorSpec
 from msprof_cli.device import op_map
+from msprof_cli.device import split_kernels as SK
 from msprof_cli.device.op_table import CUBE_COSTS, DT_FP16, Interner, OpTable, SignatureRegistry
 
 ND, NC1HWC0, FRACTAL_NZ, FRACTAL_Z = "ND", "NC1HWC0", "FRACTAL_NZ", "FRACTAL_Z"
@@ -48,19 +49,6 @@ FIVE_HD_TYPES = frozenset({
     "DepthwiseConv2DBackpropInput", "DepthwiseConv2DBackpropFilter", "BatchNorm",
     "BatchNormGrad", "MaxPool", "MaxPoolGrad", "AvgPool", "AvgPoolGrad"})
 FILTER_GRAD_TYPES = frozenset({"Conv2DBackpropFilter", "DepthwiseConv2DBackpropFilter"})
-# A training BatchNorm is two kernels in GE: BNTrainingReduce (the sums) + BNTrainingUpdate,
-# and BNTrainingUpdateGrad + BNTrainingReduceGrad for its gradient.  After a convolution the
-# 910's fusion passes fold the reduce into the convolution's epilogue (tbe_conv_bnreduce_fusion
-# _pass: Conv2D + BNTrainingReduce), which leaves one kernel: the BatchNorm task of the op map
-# (docs/device-model.md 2).  The pass matches the "Convolution" op pattern only, which a
-# depthwise convolution does not have (TBE gives it "DepthwiseConvolution"): fed by one, or
-# by anything else (a concatenation, an add, a Cast), the two kernels run, each reading the
-# feature map.
-BN, BN_GRAD = "BatchNorm", "BatchNormGrad"
-BN_X_INPUT = {BN: 0, BN_GRAD: 1}  # FusedBatchNormV3 (x, ...), its grad (dy, x, ...)
-BN_PARTNER = {BN: "BNTrainingReduce", BN_GRAD: "BNTrainingUpdateGrad"}
-BN_RETYPE = {BN: "BNTrainingUpdate", BN_GRAD: "BNTrainingReduceGrad"}
-CONV_FORWARD_TYPES = frozenset({"Conv2D"})
 # kernels whose operands are FRACTAL_NZ (TBE matmul / batch_matmul on the cube)
 NZ_TYPES = frozenset({"MatMulV2", "BatchMatMul", "BatchMatMulV2"})
 # graph inputs the host feeds: ND (the layout TensorFlow hands over)
@@ -113,7 +101,7 @@ class Plan:
     boundaries: list[Boundary]
     producers: dict[str, tuple[str, ...]]  # the model's edges running through them
     order: dict[str, float]  # their place in GE's task order
-    # training BatchNorm nodes split in two kernels: node -> the kernel run before it
+    # nodes GE runs as two kernels (split_kernels.py): node -> the kernel run before it
     splits: dict[str, str] = field(default_factory=dict)
 
 
@@ -180,8 +168,8 @@ class _Planner:
         self.boundaries: list[Boundary] = []
         self.new_producers: dict[str, tuple[str, ...]] = {}
         self.at_anchor: dict[str, list[str]] = {}
-        # BatchNorm nodes GE runs as two kernels (no convolution to fold the reduce into)
-        self.training = any(n.ge_type == BN_GRAD for n in nodes.values())
+        # nodes GE runs as two kernels (split_kernels.py)
+        self.training = any(n.ge_type == SK.BN_GRAD for n in nodes.values())
         self.splits: dict[str, str] = {}
 
     def terminals(self, name: str) -> list[tuple[str, bool]]:
@@ -282,12 +270,12 @@ class _Planner:
             in_states.append(st)
         if changed:  # GE's edges: the consumer reads the inserted nodes
             self.new_producers[name] = tuple(new_terms)
-        x = BN_X_INPUT.get(node.ge_type)
-        if self.training and x is not None and x < len(pick):
+        x = SK.SPLIT_INPUT.get(node.ge_type)
+        if x is not None and x < len(pick) and node.kind == op_map.KIND_AI_CORE:
             k = pick[x]
             src = self.nodes.get(new_terms[k]) if k is not None else None
-            if src is None or src.ge_type not in CONV_FORWARD_TYPES:
-                self.splits[name] = BN_PARTNER[node.ge_type]
+            if SK.splits(node.ge_type, self.training, src.ge_type if src else None):
+                self.splits[name] = SK.PARTNER[node.ge_type]
         self.state[name] = [(*_output_state(node, k, in_states), o.shape)
                             for k, o in enumerate(node.outputs)]
 
@@ -326,49 +314,8 @@ class _ModelPlan:
     anchor_idx: np.ndarray  # per inserted node: name idx of the node it runs before
     name_idx: np.ndarray
     sig: np.ndarray
-    split_idx: np.ndarray  # sorted name idx of the split BatchNorm nodes
+    split_idx: np.ndarray  # sorted name idx of the split nodes
     split_type: dict[int, str]  # name idx -> the GE type they run as
-
-
-def _elems(spec: TensorSpec) -> float:
-    n = 1.0
-    for d in spec.shape:
-        n *= d if d is not None and d > 0 else 1
-    return n
-
-
-def _bn_partner(sigs: SignatureRegistry, s: int, node: Node, kind: str) -> int:
-    """The signature of the kernel a split BatchNorm runs before itself (see BN_PARTNER):
-    BNTrainingReduce reads x and writes the per-channel sum and square sum;
-    BNTrainingUpdateGrad reads dy and x and writes the scale and offset gradients."""
-    from msprof_cli.device.op_table import tensor_records
-
-    x = node.inputs[BN_X_INPUT[BN if kind == BN_PARTNER[BN] else BN_GRAD]]
-    chans = x.shape[-1] if x.shape and x.shape[-1] and x.shape[-1] > 0 else 1
-    sums = (TensorSpec((chans,), "float32"),) * 2
-    moved = sigs.in_bytes[s]
-    if kind == BN_PARTNER[BN]:
-        ins, b_in, passes = (x,), (moved[0] if moved else sigs.bytes_in[s]), 2.0
-    else:
-        ins = tuple(node.inputs[:2])
-        b_in, passes = (sum(moved[:2]) if len(moved) >= 2 else sigs.bytes_in[s]), 3.0
-    return sigs.add_features(
-        tf_type=kind, ge_type=kind, kind=op_map.KIND_AI_CORE, cost=op_map.COST_VECTOR,
-        flops=0.0, vec_elems=passes * _elems(x), bytes_in=float(b_in),
-        bytes_out=8.0 * chans, max_elems=_elems(x), dtype_class=sigs.dtype_class[s],
-        dtype_bytes=sigs.dtype_bytes[s], tensors=tensor_records(ins, sums))
-
-
-def _retyped(sigs: SignatureRegistry, s: int, ge_type: str) -> int:
-    """Signature `s` run under another GE type (the same cost)."""
-    idx = sigs.add_features(
-        tf_type=sigs.tf_type[s], ge_type=ge_type, kind=sigs.kind[s], cost=sigs.cost[s],
-        flops=sigs.flops[s], vec_elems=sigs.vec_elems[s], bytes_in=sigs.bytes_in[s],
-        bytes_out=sigs.bytes_out[s], max_elems=sigs.max_elems[s],
-        dtype_class=sigs.dtype_class[s], dtype_bytes=sigs.dtype_bytes[s],
-        n_fused=sigs.n_fused[s], tensors=sigs.tensors[s], in_bytes=sigs.in_bytes[s])
-    sigs.specs[idx] = sigs.specs[s]
-    return idx
 
 
 @dataclass
@@ -413,11 +360,11 @@ class TransPass:
             p_name = f"{bn}/{partner}"
             anchor.append(names(bn))
             name_idx.append(names(p_name))
-            sig.append(_bn_partner(sigs, node_sig[bn], node, partner))
-            split_type[names(bn)] = BN_RETYPE[node.ge_type]
-            # it reads what the BatchNorm reads of x; the BatchNorm reads its result
+            sig.append(SK.partner(sigs, node_sig[bn], node.inputs, partner))
+            split_type[names(bn)] = SK.RETYPE[node.ge_type]
+            # it reads what the op reads of its input; the op reads its result
             x_from = producers.get(bn, ())
-            x = BN_X_INPUT[node.ge_type]
+            x = SK.SPLIT_INPUT[node.ge_type]
             producers[p_name] = (x_from[x],) if x < len(x_from) else x_from[:1]
             producers[bn] = tuple(x_from) + (p_name,)
             if bn in order:
@@ -479,13 +426,13 @@ class TransPass:
         for m, mp in self.plans.items():
             if m in models:
                 models[m] = mp.view
-        if retype:  # the split BatchNorms run as BNTrainingUpdate / BNTrainingReduceGrad
+        if retype:  # the split ops run as their second kernel (split_kernels.RETYPE)
             ops = dataclasses.replace(ops, sig=ops.sig.copy())
             for at, mp in retype:
                 for s_, n_ in set(zip(ops.sig[at].tolist(), ops.name_idx[at].tolist())):
                     key = (s_, mp.split_type[n_])
                     if key not in self.retyped:
-                        self.retyped[key] = _retyped(sigs, s_, key[1])
+                        self.retyped[key] = SK.retyped(sigs, s_, key[1])
                     ops.sig[at[(ops.sig[at] == s_) & (ops.name_idx[at] == n_)]] = \
                         self.retyped[key]
         if not src_rows:

@@ -13,14 +13,15 @@ read it.  The real analysis ignores the file.  Standard library only.
         "hccl": b,
         "models": {"1": {"name": s, "feature_map": b, "live_peak": b, "peak_node": i,
                          "tensors": n, "io": b, "constants": b, "activations": b,
-                         "gradients": b,
-                         "updates": b, "load_ns": host ns, "top": [[op, bytes, first node,
-                         last node, "activation" | "gradient" | "update"], ...],
+                         "gradients": b, "updates": b, "workspace": b,
+                         "load_ns": host ns, "top": [[op, bytes, first node, last node,
+                         "activation" | "gradient" | "update" | "workspace"], ...],
                          "curve": {"node": [...], "activation": [...], ...}}}}}}
 
 `activations` / `gradients` / `updates`: the bytes live at the plan's peak node, by what
 produced them: a forward op, a backward op, or an op after the last backward op (the
-optimizer's update); `top`: the biggest tensors live there; `curve`: the bytes live at each
+optimizer's update); `workspace`: the kernels' workspaces live there (device/workspace.py);
+`top`: the biggest tensors live there; `curve`: the bytes live at each
 node index by the same kinds (a big graph's at most 400 nodes, its peak among them).
 """
 from __future__ import annotations
@@ -47,6 +48,7 @@ class ModelMemory:
     gradients: int  # live at the peak, produced by backward ops
     load_ns: int  # host ns of the model's first step (when GE loads it)
     updates: int = 0  # live at the peak, produced by the optimizer's ops
+    workspace: int = 0  # kernels' workspaces live at the peak (part of the feature map)
     # the graph's constants a task reads, copied into the model's allocation at load (GE's
     # tensor size rule each)
     constants: int = 0

@@ -229,7 +229,8 @@ def memory_over_step(dev: M.DeviceSummary, mm: M.ModelMemoryRow) -> Fig | None:
     mib = float(1 << 20)
     fig = go.Figure()
     for kind, label in (("activation", "activations (forward)"), ("gradient", "gradients"),
-                        ("update", "optimizer temporaries")):
+                        ("update", "optimizer temporaries"),
+                        ("workspace", "kernels' workspaces")):
         if any(c.get(kind, ())):
             fig.add_scatter(x=c["node"], y=[v / mib for v in c[kind]], name=label,
                             stackgroup="live", mode="lines", line=dict(width=0.5),

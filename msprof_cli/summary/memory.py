@@ -46,13 +46,14 @@ def categories(dm: RM.DeviceMemory) -> dict[str, int]:
     workspace / communication buffers (HCCL's, 2 x HCCL_BUFFSIZE on a device that runs
     collectives) / other.  Activations = every loaded graph's feature map (what its steps
     keep for backward, the gradients and temporaries: the planned block); constants = the
-    graphs' Const values their tasks read; workspace = the kernels' own scratch memory (not
-    modelled, docs/device-model.md 12); other = the variables' other state and the steps'
-    input/output buffers."""
+    graphs' Const values their tasks read; workspace = the kernels' own scratch memory live
+    at each plan's peak (a block of the feature map, docs/device-model.md 12); other = the
+    variables' other state and the steps' input/output buffers."""
+    work = sum(m.workspace for m in dm.models.values())
     return {"weights": dm.weight, "optimizer state": dm.optimizer,
-            "activations": sum(m.feature_map for m in dm.models.values()),
+            "activations": sum(m.feature_map for m in dm.models.values()) - work,
             "constants": sum(m.constants for m in dm.models.values()),
-            "workspace": 0,
+            "workspace": work,
             "communication buffers": dm.hccl,
             "other": dm.pool - dm.weight - dm.optimizer + sum(m.io for m in dm.models.values())}
 

@@ -187,7 +187,8 @@ class TensorRow:
     bytes: int  # its planned (aligned) size
     first_node: int  # its lifetime, as node indices of the step
     last_node: int
-    kind: str  # "activation" (forward) / "gradient" (backward) / "update" (optimizer)
+    # "activation" (forward) / "gradient" (backward) / "update" (optimizer) / "workspace"
+    kind: str
 
 
 @dataclass
