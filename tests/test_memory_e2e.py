@@ -99,7 +99,7 @@ def test_collect_and_summary_say_that_it_fits(runs) -> None:
     [train] = [m for m in mem["models"] if m["feature_map"] == max(
         x["feature_map"] for x in mem["models"])]
     c = train["curve"]
-    live = [sum(v) for v in zip(c["activation"], c["gradient"], c["update"])]
+    live = [sum(v) for v in zip(*(c[k] for k in c if k != "node"))]
     assert max(live) == train["live_peak"] <= train["feature_map"]
 
 
@@ -238,3 +238,19 @@ def test_a_device_that_runs_collectives_holds_hccls_buffers(tmp_path) -> None:
     doc = json.loads(msprof("summary", str(prof), "--format", "json").stdout)
     parts = doc["devices"][0]["memory"]["parts"]
     assert parts["communication buffers"] == 32 << 20
+
+
+def test_a_loss_over_many_classes_holds_its_workspace(tmp_path) -> None:
+    """Keras' sparse cross-entropy over 30,000 classes runs as OneHotD +
+    SoftmaxCrossEntropyWithLogits, whose TBE schedule keeps three N x C fp32 intermediates in
+    global memory (device/workspace.py): `msprof summary` shows them as the workspace."""
+    from msprof_cli.device import memory_plan as MP
+
+    prof, _ = collect(tmp_path, "mem_keras.py", OPT="sgd", BS="16", CLASSES="30000")
+    mm = train_model(RM.read(prof))
+    want = int(MP.ge_tensor_bytes(np.array([3 * 16 * 30000 * 4]))[0])
+    assert mm.workspace == want
+    assert any(t[4] == "workspace" and t[0].endswith("SparseSoftmaxCrossEntropyWithLogits")
+               for t in mm.top)
+    summary = json.loads(msprof("summary", str(prof), "--format", "json").stdout)
+    assert summary["devices"][0]["memory"]["parts"]["workspace"] == want
