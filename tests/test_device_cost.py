@@ -439,3 +439,19 @@ def test_a_kernels_start_up_grows_with_the_cores_it_starts():
     assert 1.1 <= dur_us(c, 0) <= 1.5
     head32 = (ASCEND910.task_head_ns + 31 * ASCEND910.task_head_ns_per_core) / 1000
     assert head32 <= dur_us(c, 1) <= head32 + 1.5
+
+
+def test_batchnorm_kernels_compute_in_fp32_with_their_tbe_instruction_counts():
+    """The 910's BNTraining* kernels cast fp16 inputs to fp32 (TBE bn_training_*.py), so a
+    BatchNorm over fp16 tensors does the vector work of one over fp32 tensors (half the bytes
+    moved): the forward's 10 instructions an element, the gradient's 19."""
+    x16, x32 = T((32, 28, 28, 256), "float16"), T((32, 28, 28, 256), "float32")
+    c = T((256,), "float32")
+    reg, cost = costs(("FusedBatchNormV3", [x16, c, c, c, c], [x16, c, c]),
+                      ("FusedBatchNormV3", [x32, c, c, c, c], [x32, c, c]),
+                      ("FusedBatchNormGradV3", [x16, x16, c, c, c, c], [x16, c, c]))
+    elems = 32 * 28 * 28 * 256
+    assert reg.vec_elems[0] == pytest.approx(10 * elems, rel=1e-3)  # (+ the channel stats)
+    assert reg.vec_elems[2] == pytest.approx(19 * elems, rel=1e-3)
+    assert cost.vec[0] == pytest.approx(cost.vec[1], rel=0.05)  # fp32 width (tiles differ)
+    assert reg.bytes_in[0] < reg.bytes_in[1]

@@ -95,8 +95,10 @@ def evaluate(sig: dict[str, np.ndarray], chip: ChipSpec, rank_size: int = 1) -> 
                          chip.cube_flops_per_cycle).astype(np.float64)
     cube = np.where(is_cube, flops / (cube_rate * chip.cube_efficiency * block) * tail, 0.0)
     # fp32 work runs on the vector unit at fp32 width; cube ops' fused epilogue at fp16 width
-    lane_bytes = np.where(is_cube, 2.0, np.where(dclass == DT_FP16, 2.0,
-                                                 np.where(dclass == DT_INT8, 1.0, 4.0)))
+    # (the BatchNorm kernels cast fp16 to fp32 and run at fp32 width: op_map.BN_KERNEL_OPS)
+    fp32 = sig.get("fp32_compute", np.zeros(n, bool))
+    lane_bytes = np.where(is_cube, 2.0, np.where(fp32, 4.0, np.where(
+        dclass == DT_FP16, 2.0, np.where(dclass == DT_INT8, 1.0, 4.0))))
     lanes = chip.vector_bytes_per_cycle / np.maximum(lane_bytes, 1.0)
     lanes = np.minimum(lanes, 128.0)
     vec = sig["vec_elems"] / (lanes * chip.vector_efficiency * block) * tail

@@ -183,12 +183,16 @@ AI_CORE_OPS: dict[str, tuple[str, int, float]] = {
     "Any": ("ReduceAnyD", COST_VECTOR, 1.0),
     "ArgMax": ("ArgMaxD", COST_VECTOR, 2.0),
     "ArgMin": ("ArgMinD", COST_VECTOR, 2.0),
-    "FusedBatchNorm": ("BatchNorm", COST_VECTOR, 6.0),
-    "FusedBatchNormV2": ("BatchNorm", COST_VECTOR, 6.0),
-    "FusedBatchNormV3": ("BatchNorm", COST_VECTOR, 6.0),
-    "FusedBatchNormGrad": ("BatchNormGrad", COST_VECTOR, 8.0),
-    "FusedBatchNormGradV2": ("BatchNormGrad", COST_VECTOR, 8.0),
-    "FusedBatchNormGradV3": ("BatchNormGrad", COST_VECTOR, 8.0),
+    # a training BatchNorm is GE's BNTraining* kernels (split_kernels.py), whose TBE compute
+    # casts fp16 to fp32 and runs per element: the reduce 4 instructions and the update 6
+    # (the forward's 10), the update-grad 9 and the reduce-grad 10 (the gradient's 19), with
+    # the broadcasts of the per-channel terms (BN_KERNEL_OPS, docs/device-model.md 3)
+    "FusedBatchNorm": ("BatchNorm", COST_VECTOR, 10.0),
+    "FusedBatchNormV2": ("BatchNorm", COST_VECTOR, 10.0),
+    "FusedBatchNormV3": ("BatchNorm", COST_VECTOR, 10.0),
+    "FusedBatchNormGrad": ("BatchNormGrad", COST_VECTOR, 19.0),
+    "FusedBatchNormGradV2": ("BatchNormGrad", COST_VECTOR, 19.0),
+    "FusedBatchNormGradV3": ("BatchNormGrad", COST_VECTOR, 19.0),
     "InstanceNorm": ("InstanceNorm", COST_VECTOR, 6.0),
     "LRN": ("LRN", COST_VECTOR, 6.0),
     "MaxPool": ("MaxPool", COST_VECTOR, 4.0),
@@ -511,3 +515,13 @@ def is_input_pipeline(base: str) -> bool:
 def is_optimizer_type(tf_type: str) -> bool:
     base, _ = normalize_tf_type(tf_type)
     return base.startswith(OPTIMIZER_PREFIXES)
+
+
+# Vector instructions per element of the 910's TBE BatchNorm training kernels (canndev, public
+# mirror github.com/dengguojie/vue-element-admin@3f8601f6ee7a, ops/built-in/tbe/impl/
+# bn_training_{reduce,update,update_grad,reduce_grad}.py: the casts of fp16 inputs to fp32,
+# the element-wise instructions, the broadcasts of per-channel terms and the sums on full-size
+# tensors).  They compute in fp32 whatever their inputs' precision (FP32_COMPUTE_GE_TYPES).
+BN_KERNEL_OPS = {"BNTrainingReduce": 4.0, "BNTrainingUpdate": 6.0,
+                 "BNTrainingUpdateGrad": 9.0, "BNTrainingReduceGrad": 10.0}
+FP32_COMPUTE_GE_TYPES = frozenset({"BatchNorm", "BatchNormGrad", *BN_KERNEL_OPS})

@@ -77,11 +77,12 @@ def partner(sigs: SignatureRegistry, s: int, inputs: tuple[TensorSpec, ...], kin
     chans = x.shape[-1] if x.shape and x.shape[-1] and x.shape[-1] > 0 else 1
     sums = (TensorSpec((chans,), "float32"),) * 2
     moved = sigs.in_bytes[s]
+    passes = op_map.BN_KERNEL_OPS[kind]
     if kind == PARTNER[BN]:
-        ins, b_in, passes = (x,), (moved[0] if moved else sigs.bytes_in[s]), 2.0
+        ins, b_in = (x,), (moved[0] if moved else sigs.bytes_in[s])
     else:
         ins = tuple(inputs[:2])
-        b_in, passes = (sum(moved[:2]) if len(moved) >= 2 else sigs.bytes_in[s]), 3.0
+        b_in = sum(moved[:2]) if len(moved) >= 2 else sigs.bytes_in[s]
     return sigs.add_features(
         tf_type=kind, ge_type=kind, kind=op_map.KIND_AI_CORE, cost=op_map.COST_VECTOR,
         flops=0.0, vec_elems=passes * _elems(x), bytes_in=float(b_in),
@@ -91,8 +92,14 @@ def partner(sigs: SignatureRegistry, s: int, inputs: tuple[TensorSpec, ...], kin
 
 def retyped(sigs: SignatureRegistry, s: int, ge_type: str) -> int:
     """Signature `s` run under another GE type: the same cost, except that the dense
-    cross-entropy reads the N x C one-hot labels where the sparse op read N indices."""
+    cross-entropy reads the N x C one-hot labels where the sparse op read N indices, and a
+    split BatchNorm's second kernel does its own share of the vector work."""
     bytes_in, in_bytes = sigs.bytes_in[s], sigs.in_bytes[s]
+    vec = sigs.vec_elems[s]
+    if ge_type in op_map.BN_KERNEL_OPS:
+        first = PARTNER[BN if ge_type == RETYPE[BN] else BN_GRAD]
+        own = op_map.BN_KERNEL_OPS[ge_type]
+        vec *= own / (own + op_map.BN_KERNEL_OPS[first])
     if ge_type == RETYPE[SPARSE_XENT] and sigs.ge_type[s] == SPARSE_XENT:
         n, c = _classes(sigs.specs[s][0])
         label = LABEL_BYTES * n * c
@@ -101,7 +108,7 @@ def retyped(sigs: SignatureRegistry, s: int, ge_type: str) -> int:
         in_bytes = (*in_bytes[:1], label, *in_bytes[2:])
     idx = sigs.add_features(
         tf_type=sigs.tf_type[s], ge_type=ge_type, kind=sigs.kind[s], cost=sigs.cost[s],
-        flops=sigs.flops[s], vec_elems=sigs.vec_elems[s], bytes_in=bytes_in,
+        flops=sigs.flops[s], vec_elems=vec, bytes_in=bytes_in,
         bytes_out=sigs.bytes_out[s], max_elems=sigs.max_elems[s],
         dtype_class=sigs.dtype_class[s], dtype_bytes=sigs.dtype_bytes[s],
         n_fused=sigs.n_fused[s], tensors=sigs.tensors[s], in_bytes=in_bytes)
