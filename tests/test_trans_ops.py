@@ -250,19 +250,7 @@ def test_the_device_runs_a_split_batchnorm_as_two_tasks(tmp_path):
            ("bn_grad", "FusedBatchNormGradV3", (cat, cat, c, c, c, c), (cat, c, c))]
     producers = {"concat": ("a", "b", "axis"), "bn": ("concat", "g", "b", "m", "v"),
                  "bn_grad": ("dy", "concat", "g", "m", "v", "r")}
-    runs, t = [], T0
-    for name, tf, ins, outs in ops:
-        runs.append(OpRun(name, tf, t, t + 20_000, 77, ins, outs))
-        t += 30_000
-    chunk = CaptureChunk(models={1: ModelInfo(1, "m", "k", op_order={o[0]: i for i, o in
-                                                                      enumerate(ops)},
-                                              producers=producers)},
-                         iterations=[Iteration(1, 1, T0 - 5_000, t + 5_000, 77, runs)])
-    prof = tmp_path / "PROF_000001_20250101120000123_ABCDEFGHIJKLMNOP"
-    dev = Device(prof, ProfilingConfig(output="/tmp", training_trace=True, task_time="l1"),
-                 clock=CLOCK, pid=1, app=["t.py"])
-    dev.consume(chunk)
-    dev.close(ClockPair(CLOCK.wall_us + 10_000_000, CLOCK.mono_ns + 10_000_000_000))
+    dev, prof = _one_step(tmp_path, ops, producers)
     names = R.host_records(prof, "node_basic_info")["op_name"].tolist()
     assert names.index(name_hash("bn/BNTrainingReduce")) < names.index(name_hash("bn"))
     assert names.index(name_hash("bn_grad/BNTrainingUpdateGrad")) < \
@@ -279,6 +267,12 @@ def _xent_device(tmp_path: Path, n: int, c: int) -> tuple[Device, Path]:
            ("xent", "SparseSoftmaxCrossEntropyWithLogits", (logits, labels),
             (T((n,), F), logits))]
     producers = {"dense": ("x", "w"), "xent": ("dense", "it/GetNext:1")}
+    return _one_step(tmp_path, ops, producers)
+
+
+def _one_step(tmp_path: Path, ops: list, producers: dict) -> tuple[Device, Path]:
+    """One graph step of `ops` (name, TF type, inputs, outputs) with data edges `producers`
+    through a training device; the device and its PROF dir."""
     runs, t = [], T0
     for name, tf, ins, outs in ops:
         runs.append(OpRun(name, tf, t, t + 20_000, 77, ins, outs))
