@@ -1,0 +1,113 @@
+"""A real ResNet-50 training step's kernels, by group, beside an emulated one's
+(docs/device-model.md "Calibration": the table of kernel groups).
+
+The real profile: MindSpore's profiler output of ResNet-50 at batch 32 on a first-generation
+Ascend 910 part with 30 AI Cores (clock not stated), in the Huawei-Performance-Model dataset
+(github.com/Huawei-Performance-Model/Ascend-910B@6066283e4ee2,
+application_test/final_test/resnet50_32_224_224/: `aicore_intermediate_0_detail.csv`, the
+mean time of each kernel a step in ms; `resnet50_32_224_224.csv`, MindSpore's framework_raw
+with each kernel's type, block dim and shapes).  The emulated one: an op_summary of
+`benchmarks/calibration.py --models resnet50 --keep DIR` (Keras 2, allow_mix_precision).
+
+    .venv/bin/python benchmarks/real_profile_kernels.py /path/to/Ascend-910B.git \\
+        DIR/resnet50/PROF_*/device_0/summary/op_summary_*.csv
+
+Prints, per kernel group, the real and the emulated us a step and their ratio, and the real
+convolutions' achieved TFLOPS (FLOPs on the padded fractals: Ho*Wo rounded up to 16 x
+K x Cout, from the NC1HWC0 / FracZ shapes)."""
+from __future__ import annotations
+
+import argparse
+import io
+import subprocess
+
+import numpy as np
+import orjson
+import pandas as pd
+
+CASE = "application_test/final_test/resnet50_32_224_224/"
+# real kernel types (GE's, after its fusions) and emulated op types, by group
+GROUPS = {
+    "convolutions (with the BatchNorm reduce fused in)":
+        (("FusionOp_Conv2D_BNTrainingReduce", "Conv2D"), ("Conv2D",)),
+    "filter gradients (with GE's FusedDbnDw)":
+        (("Conv2DBackpropFilter", "FusedDbnDw"), ("Conv2DBackpropFilter",)),
+    "input gradients (with the fused ReluGrad and AddN)":
+        (("FusionOp_Conv2DBackpropInput_ReluGradV2", "FusionOp_Conv2DBackpropInput_AddN_ReluGradV2",
+          "Conv2DBackpropInput", "ReluGradV2"),
+         ("Conv2DBackpropInput", "ReluGrad", "AddN")),
+    "BatchNorm gradient (BNTrainingUpdateGrad + ReduceGrad)":
+        (("BNTrainingUpdateGrad", "BNTrainingReduceGrad"), ("BatchNormGrad",)),
+    "BatchNorm update (with the fused ReLU and Add)":
+        (("FusionOp_BNTrainingUpdate_ReLUV2", "FusionOp_BNTrainingUpdate_Add_ReLUV2",
+          "BNTrainingUpdate"), ("BatchNorm", "Add")),
+}
+
+
+def show(git_dir: str, rev: str, path: str) -> bytes:
+    return subprocess.run(["git", "--git-dir", git_dir, "show", f"{rev}:{path}"],
+                          check=True, capture_output=True).stdout
+
+
+def real_kernels(git_dir: str, rev: str) -> pd.DataFrame:
+    det = pd.read_csv(io.BytesIO(show(git_dir, rev, CASE + "aicore_intermediate_0_detail.csv")))
+    raw = pd.read_csv(io.BytesIO(show(git_dir, rev, CASE + "resnet50_32_224_224.csv")))
+    k = det.merge(raw[["full_op_name", "op_type", "block_dim", "op_info"]], on="full_op_name")
+    k["us"] = k["execution_time"] * 1000.0
+    k["flops"] = [_conv_flops(t, orjson.loads(i)) for t, i in zip(k["op_type"], k["op_info"])]
+    return k
+
+
+def _shape(desc: dict) -> list[int]:
+    return [int(v) for v in str(desc.get("shape", "")).split(",") if v]
+
+
+def _conv_flops(kind: str, info: dict) -> float:
+    """2 x N x pad16(Ho*Wo) x K x Cout of a convolution or a gradient (NC1HWC0 / FracZ)."""
+    ins = [_shape(v) for k, v in sorted(info.items()) if k.startswith("input")]
+    outs = [_shape(v) for k, v in sorted(info.items()) if k.startswith("output")]
+    if "Conv2D" in kind and "Backprop" not in kind and len(ins) > 1 and outs:
+        img, frac = outs[0], ins[1]
+    elif "Conv2DBackpropInput" in kind and len(ins) > 1 and outs:
+        img, frac = outs[0], ins[1]
+    elif kind in ("Conv2DBackpropFilter", "FusedDbnDw") and outs and ins:
+        frac = outs[0]
+        five = [s for s in ins if len(s) == 5]
+        img = next((s for s in five if len(frac) == 4 and s[1] == frac[1]), five[0] if five
+                   else [])
+    else:
+        return 0.0
+    if len(img) != 5 or len(frac) != 4:
+        return 0.0
+    positions = -(-img[2] * img[3] // 16) * 16
+    return 2.0 * img[0] * positions * frac[0] * 16 * frac[1] * 16
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("git_dir", help="a clone (its .git) or mirror of the dataset's repository")
+    ap.add_argument("op_summary", help="the emulated ResNet-50's op_summary CSV")
+    ap.add_argument("--rev", default="6066283e4ee22d0b5f5cb3c58cd1099f2ba8192a")
+    a = ap.parse_args()
+    real = real_kernels(a.git_dir, a.rev)
+    emu = pd.read_csv(a.op_summary)
+    emu["us"] = pd.to_numeric(emu["Task Duration(us)"], errors="coerce")
+    steps = max(int((emu["OP Type"] == "Conv2D").sum() // 53), 1)  # ResNet-50: 53 convs
+    print(f"real: {real['us'].sum():.0f} us a step over {len(real)} kernels; emulated: "
+          f"{emu['us'].sum() / steps:.0f} us a step ({steps} steps in the file)")
+    print(f"{'kernels':52} {'real':>8} {'emulated':>9} {'ratio':>6}")
+    for label, (rt, et) in GROUPS.items():
+        r = real.loc[real["op_type"].isin(rt), "us"].sum()
+        e = emu.loc[emu["OP Type"].isin(et), "us"].sum() / steps
+        print(f"{label:52} {r:8.0f} {e:9.0f} {e / r:6.2f}")
+    for kinds in (("FusionOp_Conv2D_BNTrainingReduce", "Conv2D"),
+                  ("FusionOp_Conv2DBackpropInput_ReluGradV2",
+                   "FusionOp_Conv2DBackpropInput_AddN_ReluGradV2", "Conv2DBackpropInput"),
+                  ("Conv2DBackpropFilter",)):
+        k = real[real["op_type"].isin(kinds) & (real["flops"] > 0)]
+        print(f"real {kinds[-1]}: {k['flops'].sum() / k['us'].sum() / 1e6:.1f} TFLOPS "
+              f"over {len(k)} kernels (median block dim {np.median(k['block_dim']):.0f})")
+
+
+if __name__ == "__main__":
+    main()
