@@ -164,6 +164,11 @@ AI_CORE_OPS: dict[str, tuple[str, int, float]] = {
     "LogicalAnd": ("LogicalAnd", COST_VECTOR, 1.0),
     "LogicalOr": ("LogicalOr", COST_VECTOR, 1.0),
     "LogicalNot": ("LogicalNot", COST_VECTOR, 1.0),
+    # AI Core kernels of the 910 (aic-ascend910-ops-info.ini: BitwiseAnd/Or/Xor, Invert)
+    "BitwiseAnd": ("BitwiseAnd", COST_VECTOR, 1.0),
+    "BitwiseOr": ("BitwiseOr", COST_VECTOR, 1.0),
+    "BitwiseXor": ("BitwiseXor", COST_VECTOR, 1.0),
+    "Invert": ("Invert", COST_VECTOR, 1.0),
     "Select": ("Select", COST_VECTOR, 1.0),
     "SelectV2": ("SelectV2", COST_VECTOR, 1.0),
     "ZerosLike": ("ZerosLike", COST_VECTOR, 0.5),
@@ -387,6 +392,8 @@ HOST_ONLY_OPS = frozenset({
     "VarHandleOp", "ReadVariableOp", "VarIsInitializedOp", "VariableV2", "Variable",
     "DestroyResourceOp", "_Recv", "_Send", "_HostRecv", "_HostSend", "Shape", "ShapeN", "Size",
     "Rank", "Reshape", "ExpandDims", "Squeeze", "StopGradient", "PreventGradient", "Snapshot",
+    # GE's BitcastPass deletes the node (graphengine ge/graph/passes/bitcast_pass.cc)
+    "Bitcast",
     "EnsureShape", "BroadcastGradientArgs", "BroadcastArgs", "Range", "ConcatOffset",
     "StatefulPartitionedCall", "PartitionedCall", "While", "StatelessWhile", "If",
     "StatelessIf", "Case", "StatelessCase", "Enter", "Exit", "Merge", "Switch",
