@@ -14,8 +14,9 @@ own output of three real collections, kept as test data in MindInsight's reposit
 
 Prints: the gap between back-to-back AI Core tasks on a stream; the shortest task per block
 dim (the start-up floor) pooled over the three collections and the line through its 1-core
-and 32-core floors; ApplyMomentum's sustained HBM bandwidth on the two fully connected
-weights of known shape."""
+and 32-core floors; the HCCL transfers' rate to a peer and the all-reduce's peer streams (the
+collection's 8-rank all-reduce); ApplyMomentum's sustained HBM bandwidth on the two fully
+connected weights of known shape."""
 from __future__ import annotations
 
 import argparse
@@ -28,6 +29,7 @@ import pandas as pd
 
 PROF = ("tests/utils/resource/profiler/PROF_000001_20230818142704322_COJGGGCANRMICFBC/"
         "device_0/timeline/msprof_0_2_{}.json")
+HCCL = PROF.replace("msprof_0_2_", "hccl_0_2_")
 RUNS = {"run_1": ("full_kernel_name", "kernel_type"), "run_2": ("full_op_name", "op_type")}
 RUN_DIR = "tests/utils/resource/{}/normal_run/profiler/"
 
@@ -55,6 +57,20 @@ def msprof_tasks(git_dir: str, rev: str) -> pd.DataFrame:
     prev_end = (t["ts"] + t["dur"]).groupby([t["iteration"], t["tid"]]).shift()
     t["gap_us"] = t["ts"] - prev_end
     return t
+
+
+def hccl_transfers(git_dir: str, rev: str) -> tuple[pd.DataFrame, list[float]]:
+    """The all-reduce's transfers to its peers (Memcpy / Reduce_Inline: bytes, us, link,
+    stream) and the all-reduce's durations, over the ten iterations."""
+    frames, ops = [], []
+    for i in range(1, 11):
+        ev = pd.DataFrame(orjson.loads(show(git_dir, rev, HCCL.format(i))))
+        ev = ev[ev["ph"] == "X"]
+        ops += ev.loc[ev["name"].str.contains("AllReduce"), "dur"].tolist()
+        ev = ev[ev["name"].isin(["Memcpy", "Reduce_Inline"])]
+        args = pd.DataFrame(ev["args"].tolist(), index=ev.index)
+        frames.append(ev[["dur", "tid"]].join(args[["size(Byte)", "link type"]]))
+    return pd.concat(frames), ops
 
 
 def mindspore_tasks(git_dir: str, rev: str) -> pd.DataFrame:
@@ -91,6 +107,12 @@ def main() -> None:
     one, full = floor.loc[1.0, "min"], floor.loc[32.0, "min"]
     print(f"start-up floor: {one * 1000:.0f} ns + {(full - one) / 31 * 1000:.1f} ns x "
           "(block dim - 1)")
+    xfer, ops = hccl_transfers(a.git_dir, a.rev)
+    peer = xfer[xfer["link type"].isin(["HCCS", "PCIE"])]
+    rate = peer["size(Byte)"] / peer["dur"] / 1e3
+    print(f"HCCL transfer to a peer: n={len(peer)}  median {rate.median():.1f} GB/s  "
+          f"p10 {rate.quantile(0.1):.1f}  p90 {rate.quantile(0.9):.1f}; peer streams "
+          f"{peer['tid'].nunique()}; all-reduce {sorted(round(d) for d in ops)} us")
     mom = ms[(ms["run"] == "run_2") & (ms["op_type"] == "ApplyMomentum")]
     for shape in ("4096,9216", "4096,4096"):
         row = mom[mom["op_info"].str.contains(f'"shape": "{shape}"', regex=False)]

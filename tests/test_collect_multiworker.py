@@ -138,8 +138,9 @@ def test_one_device_rank_of_a_job(tmp_path: Path) -> None:
     assert set(h["local_rank"].tolist()) == {1} and set(h["remote_rank"].tolist()) == {2}
     assert set(h["rank_size"].tolist()) == {3} and set(h["role"].tolist()) == {ROLE_SRC}
     assert set(h["data_size"].tolist()) == {2704 * 10 * 4 // 3}
-    # step durations: the task = 15 us + 2 (n-1)/n bytes / 30 GB/s, split in 4 steps
-    task_us = 15 + 2 * 2 / 3 * 2704 * 10 * 4 / 30e3
+    # step durations: the task = 15 us + 2 (n-1)/n bytes / (14 GB/s x 2 peers at once),
+    # split in 4 steps (docs/device-model.md 3, HCCL tasks)
+    task_us = 15 + 2 * 2 / 3 * 2704 * 10 * 4 / (14e3 * 2)
     assert np.allclose(h["duration_estimated"] * 4, task_us, atol=0.05)
     run_export(prof, layout="mindstudio", quiet=True)
     out = prof / "mindstudio_profiler_output"

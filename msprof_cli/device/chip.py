@@ -47,7 +47,11 @@ class ChipSpec:
     hbm_reserved_bytes: int = 1 << 30
     l2_bytes_per_s: float = 4.0e12  # assumption (docs/device-model.md)
     mte_bytes_per_cycle_per_core: int = 128  # max GM<->L1/UB per core (assumption)
-    hccs_bytes_per_s: float = 30e9  # one HCCS link (inter-chip), assumption for HCCL tasks
+    # an HCCL transfer to one peer (SDMA over HCCS or PCIe), and how many peers a rank sends
+    # to at once (one stream each): measured on a 910A 8-device server, the median of 560
+    # ~7 MB transfers and the trace's 4 peer streams (docs/device-model.md 3, HCCL tasks)
+    hccs_bytes_per_s: float = 14e9
+    hccl_peer_streams: int = 4
     l2_line_bytes: int = 128
     # the task scheduler's gap between an AI Core kernel's end and the next one's start on a
     # stream, and a kernel's floor: its start-up, which grows with the cores it starts
@@ -198,7 +202,10 @@ def _atlas_a2(name: str, cube_cores: int, mhz: int, hbm_gib: int, l2_mib: int,
         l0c_bytes=128 * 1024, ub_bytes=192 * 1024, l1_bytes=512 * 1024, l2_bytes=l2_mib * MIB,
         hbm_bytes_per_s=hbm_tb_s * 1e12, hbm_capacity_bytes=hbm_gib * GIB,
         hbm_reserved_bytes=(4 if hbm_gib > 32 else 3) * GIB,
-        hccs_bytes_per_s=56e9, raw_layout="stars", metric_events=_A2_METRIC_EVENTS,
+        # one HCCS link of the data sheet (secondary source), one peer at a time: no A2
+        # trace was found
+        hccs_bytes_per_s=56e9, hccl_peer_streams=1,
+        raw_layout="stars", metric_events=_A2_METRIC_EVENTS,
         metric_names={"PipeUtilization": "PipeUtilizationExct"},
         metric_units={"MemoryAccess": {0x32: 256}},
         # a measured 328 TFLOPS bf16 matmul on a 910B against the 353.9 derived for 24 cores

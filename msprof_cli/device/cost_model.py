@@ -137,7 +137,9 @@ def evaluate(sig: dict[str, np.ndarray], chip: ChipSpec, rank_size: int = 1) -> 
     aic_ns = waves * core * 1000.0 / chip.aic_mhz
     aicpu_ns = AICPU_BASE_NS + AICPU_NS_PER_ELEM * sig["max_elems"]
     ring = 2.0 * (rank_size - 1) / rank_size if rank_size > 1 else 0.0
-    hccl_ns = HCCL_BASE_NS + ring * bytes_in / chip.hccs_bytes_per_s * 1e9
+    # a rank sends its 2(n-1)/n share to up to hccl_peer_streams peers at once
+    peers = max(min(rank_size - 1, chip.hccl_peer_streams), 1)
+    hccl_ns = HCCL_BASE_NS + ring * bytes_in / (chip.hccs_bytes_per_s * peers) * 1e9
     dur_ns = np.select([aic, kind == op_map.KIND_AI_CPU, kind == op_map.KIND_HCCL],
                        [aic_ns, aicpu_ns, hccl_ns], 0.0)
     dur_ticks = np.ceil(dur_ns / chip.tick_ns - 1e-9).astype(np.int64)
