@@ -1,4 +1,5 @@
-"""Shared helpers of the benchmarks: timing a command, peak RSS of children, result CSV."""
+"""Shared helpers of the benchmarks: timing a command, peak RSS of children, result CSV, a file
+of a git repository at a revision."""
 from __future__ import annotations
 
 import csv
@@ -47,3 +48,9 @@ def env() -> dict[str, str]:
     e = dict(os.environ)
     e.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     return e
+
+
+def git_show(git_dir: str, rev: str, path: str) -> bytes:
+    """The bytes of `path` at `rev` in the repository at `git_dir` (a .git dir or a mirror)."""
+    return subprocess.run(["git", "--git-dir", git_dir, "show", f"{rev}:{path}"],
+                          check=True, capture_output=True).stdout

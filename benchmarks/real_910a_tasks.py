@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import argparse
 import io
-import subprocess
 
 import numpy as np
 import orjson
 import pandas as pd
+from _common import git_show as show
 
 PROF = ("tests/utils/resource/profiler/PROF_000001_20230818142704322_COJGGGCANRMICFBC/"
         "device_0/timeline/msprof_0_2_{}.json")
@@ -33,10 +33,6 @@ HCCL = PROF.replace("msprof_0_2_", "hccl_0_2_")
 RUNS = {"run_1": ("full_kernel_name", "kernel_type"), "run_2": ("full_op_name", "op_type")}
 RUN_DIR = "tests/utils/resource/{}/normal_run/profiler/"
 
-
-def show(git_dir: str, rev: str, path: str) -> bytes:
-    return subprocess.run(["git", "--git-dir", git_dir, "show", f"{rev}:{path}"],
-                          check=True, capture_output=True).stdout
 
 
 def msprof_tasks(git_dir: str, rev: str) -> pd.DataFrame:

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import argparse
 import io
-import subprocess
 
 import numpy as np
 import orjson
 import pandas as pd
+from _common import git_show as show
 
 CASE = "application_test/final_test/resnet50_32_224_224/"
 # real kernel types (GE's, after its fusions) and emulated op types, by group
@@ -43,10 +43,6 @@ GROUPS = {
           "BNTrainingUpdate"), ("BatchNorm", "Add")),
 }
 
-
-def show(git_dir: str, rev: str, path: str) -> bytes:
-    return subprocess.run(["git", "--git-dir", git_dir, "show", f"{rev}:{path}"],
-                          check=True, capture_output=True).stdout
 
 
 def real_kernels(git_dir: str, rev: str) -> pd.DataFrame:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from msprof_cli.device.op_table import DT_FP16, SignatureRegistry
+from msprof_cli.device.split_kernels import SPARSE_XENT
 
 XENT = "SoftmaxCrossEntropyWithLogits"
 XENT_LARGE_CLASSES = 19999  # the schedule's c_size threshold
@@ -46,7 +47,7 @@ def _xent_workspace(sigs: SignatureRegistry, s: int) -> int:
         k = 5
     else:
         # the sparse op's labels reach the kernel as the N x C one-hot (split_kernels.py)
-        broadcast = (sigs.tf_type[s] != "SparseSoftmaxCrossEntropyWithLogits" and len(ins) > 1
+        broadcast = (sigs.tf_type[s] != SPARSE_XENT and len(ins) > 1
                      and tuple(ins[1].shape) != tuple(ins[0].shape))
         k = 4 if broadcast else 3
     return k * n * c * 4
