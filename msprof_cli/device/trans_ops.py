@@ -37,6 +37,7 @@ import numpy as np
 
 from msprof_cli.capture import ModelInfo, TensorSpec
 from msprof_cli.device import op_map
+from msprof_cli.device import relu_mask as RM
 from msprof_cli.device import split_kernels as SK
 from msprof_cli.device.op_table import CUBE_COSTS, DT_FP16, Interner, OpTable, SignatureRegistry
 
@@ -81,6 +82,7 @@ class Node:
     half: bool  # computes in fp16 (the precision mode's choice, precision.py)
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
+    fused: bool = False  # a Grappler-fused op (an epilogue after its main op)
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,8 @@ class Plan:
     order: dict[str, float]  # their place in GE's task order
     # nodes GE runs as two kernels (split_kernels.py): node -> the kernel run before it
     splits: dict[str, str] = field(default_factory=dict)
+    # the ReLUs GE gives a bit mask (relu_mask.py): node -> the GE type it runs as
+    relu_masks: dict[str, str] = field(default_factory=dict)
 
 
 def _same_shape(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
@@ -171,6 +175,7 @@ class _Planner:
         # nodes GE runs as two kernels (split_kernels.py)
         self.training = any(n.ge_type == SK.BN_GRAD for n in nodes.values())
         self.splits: dict[str, str] = {}
+        self.features_of: dict[str, str | None] = {}  # ReluGrad -> what its features read
 
     def terminals(self, name: str) -> list[tuple[str, bool]]:
         """The nodes `name` really reads, in input order: its producers looked through the
@@ -276,6 +281,9 @@ class _Planner:
             src = self.nodes.get(new_terms[k]) if k is not None else None
             if SK.splits(node.ge_type, self.training, src.ge_type if src else None):
                 self.splits[name] = SK.PARTNER[node.ge_type]
+        if node.ge_type == RM.RELU_GRAD and node.kind == op_map.KIND_AI_CORE:
+            k = pick[RM.FEATURES_INPUT] if len(pick) > RM.FEATURES_INPUT else None
+            self.features_of[name] = new_terms[k] if k is not None else None
         self.state[name] = [(*_output_state(node, k, in_states), o.shape)
                             for k, o in enumerate(node.outputs)]
 
@@ -297,7 +305,11 @@ class _Planner:
                 continue
             for k, n in enumerate(ins):  # between the op before the anchor and the anchor
                 order[n] = base - 1 + (k + 1) / (len(ins) + 1)
-        return Plan(self.boundaries, producers, order, self.splits)
+        relu_masks = RM.pairs(
+            self.features_of, {n: v.ge_type for n, v in self.nodes.items()},
+            {n: v.outputs[0].shape for n, v in self.nodes.items() if v.outputs},
+            {n for n, v in self.nodes.items() if v.fused})
+        return Plan(self.boundaries, producers, order, self.splits, relu_masks)
 
 
 def plan(producers: dict[str, tuple[str, ...]], order: dict[str, int], nodes: dict[str, Node],
@@ -314,8 +326,10 @@ class _ModelPlan:
     anchor_idx: np.ndarray  # per inserted node: name idx of the node it runs before
     name_idx: np.ndarray
     sig: np.ndarray
-    split_idx: np.ndarray  # sorted name idx of the split nodes
-    split_type: dict[int, str]  # name idx -> the GE type they run as
+    # sorted name idx of the nodes that run under another GE type: the split ones
+    # (split_kernels.RETYPE) and the masked ReLUs (relu_mask.RETYPE)
+    retype_idx: np.ndarray
+    retype: dict[int, str]  # name idx -> the GE type it runs as
 
 
 @dataclass
@@ -345,7 +359,8 @@ class TransPass:
             kind = int(sigs.kind[s])
             half = kind == op_map.KIND_AI_CORE and (
                 int(sig_arr["dtype_class"][s]) == DT_FP16 or sigs.cost[s] in CUBE_COSTS)
-            nodes[name] = Node(sigs.tf_type[s], sigs.ge_type[s], kind, half, ins, outs)
+            nodes[name] = Node(sigs.tf_type[s], sigs.ge_type[s], kind, half, ins, outs,
+                               sigs.n_fused[s] > 0 or RM.is_fused_norm(sigs.tf_type[s]))
         pl = plan(model.producers, model.op_order, nodes, self.next_id)
         self.next_id += len(pl.boundaries)
         order = dict(model.op_order)
@@ -354,14 +369,14 @@ class TransPass:
         anchor = [names(b.anchor) for b in pl.boundaries]
         name_idx = [names(b.name) for b in pl.boundaries]
         sig = [sigs.intern(b.tf_type, (b.source,), (b.target,), 0) for b in pl.boundaries]
-        split_type: dict[int, str] = {}
+        retype = {names(n): t for n, t in pl.relu_masks.items()}
         for bn, partner in sorted(pl.splits.items()):
             node = nodes[bn]
             p_name = f"{bn}/{partner}"
             anchor.append(names(bn))
             name_idx.append(names(p_name))
             sig.append(SK.partner(sigs, node_sig[bn], node.inputs, partner))
-            split_type[names(bn)] = SK.RETYPE[node.ge_type]
+            retype[names(bn)] = SK.RETYPE[node.ge_type]
             # it reads what the op reads of its input; the op reads its result
             x_from = producers.get(bn, ())
             x = SK.SPLIT_INPUT[node.ge_type]
@@ -372,7 +387,7 @@ class TransPass:
         view = dataclasses.replace(model, producers=producers, op_order=order)
         return _ModelPlan(model.producers, view, np.array(anchor, np.int64),
                           np.array(name_idx, np.int64), np.array(sig, np.int64),
-                          np.array(sorted(split_type), np.int64), split_type)
+                          np.array(sorted(retype), np.int64), retype)
 
     def apply(self, ops: OpTable, models: dict[int, ModelInfo], sigs: SignatureRegistry,
               names: Interner) -> OpTable:
@@ -401,8 +416,8 @@ class TransPass:
                 # its fields and keeps GE's edges and order (UB fusion added to that order)
                 mp.view = dataclasses.replace(model, producers=mp.view.producers,
                                               op_order=mp.view.op_order)
-            if len(mp.split_idx):
-                at = sel[np.isin(ops.name_idx[sel], mp.split_idx)]
+            if len(mp.retype_idx):
+                at = sel[np.isin(ops.name_idx[sel], mp.retype_idx)]
                 if len(at):
                     retype.append((at, mp))
             if not len(mp.anchor_idx):
@@ -426,13 +441,14 @@ class TransPass:
         for m, mp in self.plans.items():
             if m in models:
                 models[m] = mp.view
-        if retype:  # the split ops run as their second kernel (split_kernels.RETYPE)
+        if retype:  # the split ops run as their second kernel, the masked ReLUs as V2
             ops = dataclasses.replace(ops, sig=ops.sig.copy())
             for at, mp in retype:
                 for s_, n_ in set(zip(ops.sig[at].tolist(), ops.name_idx[at].tolist())):
-                    key = (s_, mp.split_type[n_])
+                    key = (s_, mp.retype[n_])
                     if key not in self.retyped:
-                        self.retyped[key] = SK.retyped(sigs, s_, key[1])
+                        rule = RM.retyped if key[1] in RM.VECTOR_OPS else SK.retyped
+                        self.retyped[key] = rule(sigs, s_, key[1])
                     ops.sig[at[(ops.sig[at] == s_) & (ops.name_idx[at] == n_)]] = \
                         self.retyped[key]
         if not src_rows:

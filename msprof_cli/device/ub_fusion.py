@@ -14,21 +14,36 @@ consecutive ElemWise/Broadcast nodes, static shapes).  Here:
   fused signature, the fused op name and the member names as `fused_ops` (fusion_op_info).
   The other members' rows are dropped.
 
+Before those chains, FE's op-specific passes fuse up to two element-wise kernels into the
+kernel that feeds them (`head_chains`; the patterns are `HEAD_PATTERNS`, from canndev
+`ops/built-in/fusion_pass/buffer_fusion/ub_fusion/ai_core/`):
+
+* `BNUpdateEltwiseFusionPass`: a training BatchNorm's update kernel (BNTrainingUpdate, or the
+  one BatchNorm task of a BatchNorm after a convolution: split_kernels.py) + one element-wise
+  kernel; `BNUpdateEltwiseEltwiseFusionPass`: + two, each with two inputs or two outputs
+  (the residual Add, then ReluV2: relu_mask.py).  The update's other outputs (the batch
+  statistics) leave the kernel as before.
+* `TbeConv2DBackpropElemwiseFusionPass`: an input gradient (Conv2DBackpropInput, output not
+  fp32) + AddN/Add (2 or 3 inputs of one shape and dtype) + ReluGradV2, or + ReluGradV2 or
+  Add alone; `TbeDxElemwisePass`: + Relu, LeakyRelu or PRelu.
+
 The fused kernel is one task: vector work = the sum of its members', bytes moved = what enters
-the chain from outside plus what leaves its last member, one prologue (cost_model.py).  Its
-name is the members' names concatenated (FE `FusionOpComm::CreateFusionOp`; longer than 512
-characters: the first name + `_ub_fusion`) and its OP Type the first member's.
+the chain from outside plus what leaves its last member, one prologue (cost_model.py); a
+head's cube work stays its own.  Its name is the members' names concatenated (FE
+`FusionOpComm::CreateFusionOp`; longer than 512 characters: the first name + `_ub_fusion`)
+and its OP Type the first member's.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
 from msprof_cli.capture import ModelInfo
 from msprof_cli.device import op_map
-from msprof_cli.device.op_table import (DT_FP16, DT_INT8, Interner, OpTable,
-                                        SignatureRegistry)
+from msprof_cli.device.op_table import (CUBE_COSTS, DT_FP16, DT_FP32, DT_INT8, Interner,
+                                        OpTable, SignatureRegistry)
 from msprof_cli.raw import layouts as L
 
 MAX_FUSED_OPS = 6  # TbeEltwiseFusionPass: "a maximum of six consecutive ElemWise/Broadcast nodes"
@@ -44,12 +59,89 @@ ELEMWISE_GE_TYPES = frozenset({
     "GreaterEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "Select", "SelectV2", "Relu",
     "ReluGrad", "Relu6", "LeakyRelu", "LeakyReluGrad", "Elu", "EluGrad", "Selu", "Softplus",
     "Sigmoid", "SigmoidGrad", "Tanh", "TanhGrad", "Gelu", "BiasAdd", "ClipByValue",
-    "ZerosLike", "OnesLike", "IsFinite",
+    "ZerosLike", "OnesLike", "IsFinite", "ReluV2", "ReluGradV2", "PRelu",
 })
 
 
-def _lane_bytes(dclass: int) -> float:
-    return 2.0 if dclass == DT_FP16 else 1.0 if dclass == DT_INT8 else 4.0
+@dataclass(frozen=True)
+class Member:
+    """What the head patterns check of an element-wise kernel."""
+
+    ge_type: str
+    n_inputs: int
+    n_outputs: int
+    same_inputs: bool  # every input of one shape and dtype
+    elems: float  # its largest tensor's elements
+
+
+def _two_ports(m: Member) -> bool:  # BNUpdateEltwiseEltwise: two outputs or two inputs
+    return m.n_inputs == 2 or m.n_outputs == 2
+
+
+def _dx_sum(m: Member) -> bool:
+    return m.ge_type in ("AddN", "Add") and m.n_inputs in (2, 3) and m.same_inputs
+
+
+HEAD_BN, HEAD_DX = "bn_update", "dx"
+# head -> follower patterns, longest first: one predicate per follower
+HEAD_PATTERNS: dict[str, tuple[tuple[Callable[[Member], bool], ...], ...]] = {
+    HEAD_BN: ((_two_ports, _two_ports), (lambda m: True,)),
+    HEAD_DX: ((_dx_sum, lambda m: m.ge_type == "ReluGradV2"),
+              (lambda m: m.ge_type in ("ReluGradV2", "Add", "Relu", "LeakyRelu", "PRelu"),)),
+}
+BN_UPDATE_TYPES = frozenset({"BNTrainingUpdate", "BatchNorm"})
+BN_TRAINING_MARKS = frozenset({"BatchNormGrad", "BNTrainingUpdateGrad", "BNTrainingReduceGrad"})
+DX_TYPES = frozenset({"Conv2DBackpropInput"})
+
+
+def _lane_bytes(sigs: SignatureRegistry, s: int) -> float:
+    """Bytes an element of `s`'s vector work takes in a lane (cost_model.py: a cube kernel's
+    epilogue at fp16, the BatchNorm kernels at fp32, others at their dtype)."""
+    if sigs.cost[s] in CUBE_COSTS:
+        return 2.0
+    if sigs.ge_type[s] in op_map.FP32_COMPUTE_GE_TYPES:
+        return 4.0
+    d = sigs.dtype_class[s]
+    return 2.0 if d == DT_FP16 else 1.0 if d == DT_INT8 else 4.0
+
+
+def _consumers(producers: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for name, prods in producers.items():
+        for p in dict.fromkeys(prods):
+            out.setdefault(p, []).append(name)
+    return out
+
+
+def head_chains(producers: dict[str, tuple[str, ...]], heads: dict[str, tuple[str, float]],
+                members: dict[str, Member], order: dict[str, int]) -> list[list[str]]:
+    """Chains [head, follower, ...] of the op-specific passes (module doc).  `heads`: node ->
+    (HEAD_BN / HEAD_DX, its largest tensor's elements); `members`: the element-wise kernels.
+    A follower is the head's one element-wise consumer of the head's size (a BatchNorm's
+    other outputs are per channel; an input gradient has no other consumer); a second
+    follower is the first's only consumer.  Deterministic: heads in topological order."""
+    consumers = _consumers(producers)
+    big = len(order) + 1
+    taken: set[str] = set()
+    chains: list[list[str]] = []
+    for head in sorted(heads, key=lambda x: (order.get(x, big), x)):
+        kind, size = heads[head]
+        cons = [c for c in sorted(consumers.get(head, ())) if c != head]
+        elem = [c for c in cons if c in members and members[c].elems == size]
+        if len(elem) != 1 or (kind == HEAD_DX and len(cons) != 1) or elem[0] in taken:
+            continue
+        line = [elem[0]]
+        nxt = [c for c in consumers.get(elem[0], ()) if c != elem[0]]
+        if len(nxt) == 1 and nxt[0] in members and nxt[0] not in taken:
+            line.append(nxt[0])
+        for pattern in HEAD_PATTERNS[kind]:
+            if len(pattern) <= len(line) and all(ok(members[f]) for ok, f in
+                                                 zip(pattern, line)):
+                chain = [head, *line[:len(pattern)]]
+                chains.append(chain)
+                taken.update(chain)
+                break
+    return chains
 
 
 def plan_chains(producers: dict[str, tuple[str, ...]], eligible: set[str],
@@ -117,14 +209,27 @@ class UbFuser:
         sig_of: dict[int, int] = {}
         for n, s in zip(ops.name_idx[rows].tolist(), ops.sig[rows].tolist()):
             sig_of.setdefault(n, s)
-        eligible: set[str] = set()
+        eligible: dict[str, Member] = {}
+        heads: dict[str, str] = {}
+        training = any(sigs.ge_type[s] in BN_TRAINING_MARKS for s in sig_of.values())
         for n, s in sig_of.items():
-            if (sigs.kind[s] == op_map.KIND_AI_CORE and sigs.cost[s] == op_map.COST_VECTOR
-                    and sigs.ge_type[s] in ELEMWISE_GE_TYPES and sigs.n_fused[s] == 0
-                    and not (sigs.ge_type[s] == "AddN"
-                             and len(sigs.in_bytes[s]) > MAX_ADDN_INPUTS)):
-                eligible.add(names.items[n])
-        chains = plan_chains(model.producers, eligible, model.op_order)
+            if sigs.kind[s] != op_map.KIND_AI_CORE or sigs.n_fused[s] != 0:
+                continue
+            g = sigs.ge_type[s]
+            if (sigs.cost[s] == op_map.COST_VECTOR and g in ELEMWISE_GE_TYPES
+                    and not (g == "AddN" and len(sigs.in_bytes[s]) > MAX_ADDN_INPUTS)):
+                ins, outs = sigs.specs[s]
+                eligible[names.items[n]] = Member(
+                    g, len(ins) or len(sigs.in_bytes[s]), len(outs),
+                    len({(i.shape, i.dtype) for i in ins}) <= 1, sigs.max_elems[s])
+            elif training and g in BN_UPDATE_TYPES:
+                heads[names.items[n]] = (HEAD_BN, sigs.max_elems[s])
+            elif g in DX_TYPES and sigs.dtype_class[s] != DT_FP32:
+                # an fp32 dx is not fused (the pass's check)
+                heads[names.items[n]] = (HEAD_DX, sigs.max_elems[s])
+        chains = head_chains(model.producers, heads, eligible, model.op_order)
+        taken = {m for c in chains for m in c}
+        chains += plan_chains(model.producers, set(eligible) - taken, model.op_order)
         if not chains:
             return _Plan(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
         n_idx, g_idx, p_idx = [], [], []
@@ -159,12 +264,12 @@ class UbFuser:
             return hit
         internal = self.internal[gid]
         head = member_sigs[0]
-        head_lane = _lane_bytes(sigs.dtype_class[head])
+        head_lane = _lane_bytes(sigs, head)
         vec = 0.0
         bytes_in = 0.0
         parts = []
         for k, s in enumerate(member_sigs):
-            vec += sigs.vec_elems[s] * _lane_bytes(sigs.dtype_class[s]) / head_lane
+            vec += sigs.vec_elems[s] * _lane_bytes(sigs, s) / head_lane
             ib = sigs.in_bytes[s]
             keep = [j for j in range(len(ib)) if j not in internal[k]]
             bytes_in += sum(ib[j] for j in keep) if ib else (sigs.bytes_in[s] if k == 0 else 0.0)
@@ -177,7 +282,7 @@ class UbFuser:
         tensors = np.concatenate(parts) if parts else np.zeros(0, L.TENSOR)
         idx = sigs.add_features(
             tf_type=sigs.tf_type[head], ge_type=sigs.ge_type[head], kind=op_map.KIND_AI_CORE,
-            cost=op_map.COST_VECTOR, flops=0.0, vec_elems=vec, bytes_in=bytes_in,
+            cost=sigs.cost[head], flops=sigs.flops[head], vec_elems=vec, bytes_in=bytes_in,
             bytes_out=sigs.bytes_out[last],
             max_elems=max(sigs.max_elems[s] for s in member_sigs),
             dtype_class=sigs.dtype_class[head], dtype_bytes=sigs.dtype_bytes[head],
