@@ -14,7 +14,10 @@ with each kernel's type, block dim and shapes).  The emulated one: an op_summary
 
 Prints, per kernel group, the real and the emulated us a step and their ratio, and the real
 convolutions' achieved TFLOPS (FLOPs on the padded fractals: Ho*Wo rounded up to 16 x
-K x Cout, from the NC1HWC0 / FracZ shapes)."""
+K x Cout, from the NC1HWC0 / FracZ shapes).  Then, per forward convolution's inner axis K
+(Cin padded to 16 x kh x kw), the ns a core spends on an output element, real and emulated,
+and the real one less what its cube work takes at the 910's measured peak a core
+(216 TFLOPS / 32): docs/device-model.md 3, "The cube's output"."""
 from __future__ import annotations
 
 import argparse
@@ -32,10 +35,10 @@ GROUPS = {
         (("FusionOp_Conv2D_BNTrainingReduce", "Conv2D"), ("Conv2D",)),
     "filter gradients (with GE's FusedDbnDw)":
         (("Conv2DBackpropFilter", "FusedDbnDw"), ("Conv2DBackpropFilter",)),
-    "input gradients (with the fused ReluGrad and AddN)":
+    "input gradients (with the fused ReluGradV2 and AddN)":
         (("FusionOp_Conv2DBackpropInput_ReluGradV2", "FusionOp_Conv2DBackpropInput_AddN_ReluGradV2",
           "Conv2DBackpropInput", "ReluGradV2"),
-         ("Conv2DBackpropInput", "ReluGrad", "AddN")),
+         ("Conv2DBackpropInput", "ReluGrad", "ReluGradV2", "AddN")),
     "BatchNorm gradient (BNTrainingUpdateGrad + ReduceGrad)":
         (("BNTrainingUpdateGrad", "BNTrainingReduceGrad"), ("BatchNormGrad",)),
     "BatchNorm update (with the fused ReLU and Add)":
@@ -103,6 +106,47 @@ def main() -> None:
         k = real[real["op_type"].isin(kinds) & (real["flops"] > 0)]
         print(f"real {kinds[-1]}: {k['flops'].sum() / k['us'].sum() / 1e6:.1f} TFLOPS "
               f"over {len(k)} kernels (median block dim {np.median(k['block_dim']):.0f})")
+    emu_blocks = emu.loc[emu["OP Type"] == "Conv2D", "Block Dim"]
+    print(f"emulated Conv2D: median block dim {emu_blocks.median():.0f}")
+    print_per_output(real, emu.iloc[:len(emu) // steps])
+
+
+PEAK_PER_CORE = 216e12 / 32 / 1e9  # FLOP a core does in a ns at the measured peak
+
+
+def _real_forward(real: pd.DataFrame) -> pd.DataFrame:
+    k = real[real["op_type"].isin(GROUPS[next(iter(GROUPS))][0]) & (real["flops"] > 0)]
+    outs = [float(np.prod(_shape(orjson.loads(i)["output_0"]))) for i in k["op_info"]]
+    return pd.DataFrame({"K": k["flops"].to_numpy() / (2 * np.array(outs)),
+                         "ns": k["us"].to_numpy() * 1e3 * k["block_dim"].to_numpy() / outs})
+
+
+def _emulated_forward(emu: pd.DataFrame) -> pd.DataFrame:
+    k = emu[emu["OP Type"] == "Conv2D"]
+
+    def dims(cell: object, i: int) -> list[int]:
+        return [int(v) for v in str(cell).strip('"').split(";")[i].split(",") if v]
+
+    w = [dims(c, 1) for c in k["Input Shapes"]]  # HWIO
+    o = [dims(c, 0) for c in k["Output Shapes"]]  # NHWC
+    pad = [-(-d // 16) * 16 for d in (x[-1] for x in o)]
+    outs = np.array([float(np.prod(x[:-1])) * p for x, p in zip(o, pad)])
+    kk = np.array([x[0] * x[1] * -(-x[2] // 16) * 16 for x in w], float)
+    return pd.DataFrame({"K": kk, "ns": k["us"].to_numpy() * 1e3
+                         * k["Block Dim"].to_numpy() / outs})
+
+
+def print_per_output(real: pd.DataFrame, emu: pd.DataFrame) -> None:
+    """Median ns a core spends on an output element, per forward convolution's K."""
+    r, e = _real_forward(real), _emulated_forward(emu)
+    bins = [0, 100, 200, 400, 700, 1500, 3000, 1e9]
+    r["bin"], e["bin"] = pd.cut(r["K"], bins), pd.cut(e["K"], bins)
+    print(f"{'forward conv K':16} {'real ns':>8} {'real - cube':>12} {'emulated ns':>12}")
+    for b, g in r.groupby("bin", observed=True):
+        em = e.loc[e["bin"] == b, "ns"]
+        extra = (g["ns"] - 2 * g["K"] / PEAK_PER_CORE).median()
+        emu_ns = f"{em.median():12.3f}" if len(em) else f"{'-':>12}"
+        print(f"{str(b):16} {g['ns'].median():8.3f} {extra:12.3f} {emu_ns}")
 
 
 if __name__ == "__main__":

@@ -69,6 +69,10 @@ class ChipSpec:
     # the same for the vector unit: 3,390 GFLOPS fp16 measured on a 910 against the nominal
     # 32 cores x 128 lanes x 1 GHz (docs/device-model.md 1)
     vector_efficiency: float = 3390.0 / 4096.0
+    # the coupled AI Core (the 910): a cube kernel's results leave L0C only through the
+    # Unified Buffer, moved and converted by the vector unit; the separated one (Atlas A2)
+    # writes them out through its FixPipe (docs/device-model.md 3, "The cube's output")
+    cube_out_via_ub: bool = True
     # the device raw data it writes: "hwts" (hwts.data / aicore.data, the 910) or "stars"
     # (stars_soc.data / ffts_profile.data, the Atlas A2 family: docs/formats/ascend910b.md)
     raw_layout: str = "hwts"
@@ -213,7 +217,7 @@ def _atlas_a2(name: str, cube_cores: int, mhz: int, hbm_gib: int, l2_mib: int,
         cube_efficiency=328.0 / 353.9,
         # no measured vector peak or streaming bandwidth of an Atlas A2 was found: the
         # nominal rates (its task floor and gap are the 910A's, docs/device-model.md 11)
-        vector_efficiency=1.0, hbm_efficiency=1.0)
+        vector_efficiency=1.0, hbm_efficiency=1.0, cube_out_via_ub=False)
 
 
 ASCEND910B = (_atlas_a2("Ascend910B1", 24, 1850, 64, 192, 1.6),

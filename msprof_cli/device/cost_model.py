@@ -25,6 +25,9 @@ AICPU_BASE_NS = 20_000.0  # AI CPU kernel: dispatch + framework overhead
 AICPU_NS_PER_ELEM = 2.0
 HCCL_BASE_NS = 15_000.0  # collective: notify/handshake latency
 L2_HIT_IN_L2 = 0.9  # L2 hit rate when the task's working set fits in L2
+DRAIN_OPS = 2.0  # vector instructions an output element of a cube kernel: copy, convert
+FP32_LANES = 64.0  # the vector unit's fp32 lanes (256 B a cycle)
+CUBE_ELEM_BYTES = 2.0  # a cube op's tensors count 2 bytes an element (docs/device-model.md 3.2)
 # MIX_AIC matmuls of the Atlas A2 (_mix_matmul): the documented thresholds, and the two AI
 # Vector cores beside each AI Cube core (cube_vector_combine=split)
 MIX_MIN_K = 1000
@@ -102,6 +105,18 @@ def evaluate(sig: dict[str, np.ndarray], chip: ChipSpec, rank_size: int = 1) -> 
     lanes = chip.vector_bytes_per_cycle / np.maximum(lane_bytes, 1.0)
     lanes = np.minimum(lanes, 128.0)
     vec = sig["vec_elems"] / (lanes * chip.vector_efficiency * block) * tail
+    # the coupled AI Core (the 910) has no FixPipe: a cube kernel's results leave L0C through
+    # the Unified Buffer, the vector unit copying each output element out of L0C and
+    # converting the fp32 accumulator to the output's dtype (DRAIN_OPS at fp32 width; a
+    # filter gradient's fp32 output is only copied), and that work -- with the kernel's fused
+    # epilogue -- waits for the cube's tile, so it adds to the cube time
+    # (docs/device-model.md 3, "The cube's output")
+    coupled = is_cube & chip.cube_out_via_ub
+    grad_w = cost == op_map.COST_CONV_BP_FILTER
+    out_elems = bytes_out / CUBE_ELEM_BYTES
+    drain = np.where(coupled, np.where(grad_w, 1.0, DRAIN_OPS) * out_elems
+                     / (FP32_LANES * chip.vector_efficiency * block) * tail, 0.0)
+    vec = vec + drain
     working = bytes_in + bytes_out
     fits = working <= chip.l2_bytes
     # the traffic the PMU model reports (pmu.py: L2 reads = bytes x hit, main memory = the
@@ -119,7 +134,8 @@ def evaluate(sig: dict[str, np.ndarray], chip: ChipSpec, rank_size: int = 1) -> 
     mte2 = bytes_in / block / np.minimum(mte, bw_in / block) * tail
     mte3 = bytes_out / block / np.minimum(mte, bw_out / block) * tail
     mte1 = np.where(is_cube, MTE1_PER_CUBE * cube, 0.0)
-    pipes = np.stack([cube, vec, mte1, mte2, mte3])
+    pipes = np.stack([np.where(coupled, cube + vec, cube), np.where(coupled, 0.0, vec),
+                      mte1, mte2, mte3])
     pmax = pipes.max(axis=0)
     psum = pipes.sum(axis=0)
     # the kernel's start-up (core start, argument and tiling loads: the "header overhead"
