@@ -61,6 +61,9 @@ FRESH += ("fresh_a2_eager", "fresh_a2_keras_bn", "fresh_a2_tf1_aicpu", "fresh_a2
 FRESH += ("fresh_memory", "fresh_a2_memory")
 # tests/scripts/tf1_layer_norm.py: a layer norm GE runs as its three fused kernels
 FRESH += ("fresh_tf1_layer_norm", "fresh_tf1_const_memory", "fresh_keras_sparse_xent")
+# tests/scripts/relu_convs.py under allow_mix_precision: ReluV2 masks (uint8 outputs) and the
+# input gradients fused with ReluGradV2 / AddN (docs/device-model.md 3.1, 3.4)
+FRESH += ("fresh_relu_convs",)
 CASES.update({c: (c, None) for c in FRESH})
 # the same raw dirs exported in windows of 300 device tasks (the windowed export of big PROF
 # dirs, export/decode/windows.py): the same files as the whole export's

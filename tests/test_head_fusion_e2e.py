@@ -1,0 +1,47 @@
+"""End-to-end: a Keras model of ReLU convolutions with a residual add on the emulated 910
+(docs/device-model.md 3.1, 3.4): GE gives each ReLU a bit mask and fuses the input gradients
+with the ReLU gradient (and the residual's AddN).  tests/scripts/relu_convs.py through
+`msprof collect` and `msprof export`."""
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+MSPROF = [sys.executable, "-m", "msprof_cli"]
+
+
+def op_summary(tmp: Path, *flags: str) -> list[dict[str, str]]:
+    proc = subprocess.run([*MSPROF, "collect", "--output", str(tmp / "out"), *flags, "--",
+                           sys.executable, str(SCRIPTS / "relu_convs.py")], capture_output=True,
+                          text=True, cwd=tmp, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [prof] = sorted((tmp / "out").glob("PROF_*"))
+    exp = subprocess.run([*MSPROF, "export", str(prof)], capture_output=True, text=True,
+                         timeout=300)
+    assert exp.returncode == 0, exp.stderr[-3000:]
+    [path] = sorted((prof / "device_0" / "summary").glob("op_summary_0*.csv"))
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_relus_get_a_mask_and_input_gradients_fuse_their_followers(tmp_path: Path) -> None:
+    rows = op_summary(tmp_path, "--precision-mode", "allow_mix_precision")
+    steps = sum(1 for r in rows if r["Op Name"].endswith("conv_a_1/Relu"))
+    assert steps >= 2
+    # no ReluGrad task is left: each ran as ReluGradV2 inside an input gradient's kernel
+    assert not [r for r in rows if r["OP Type"] in ("ReluGrad", "AddN")]
+    dx = [r["Op Name"] for r in rows if r["OP Type"] == "Conv2DBackpropInput"]
+    assert sum(n.endswith("conv_b_1/ReluGrad") for n in dx) == steps  # dx + ReluGradV2
+    two = [n for n in dx if n.endswith("conv_a_1/ReluGrad")]
+    assert len(two) == steps and all("/AddN" in n for n in two)  # dx + AddN + ReluGradV2
+    # the forward convolutions Grappler fused with their ReLU write the mask too: 2 bytes
+    # (16 bits) per block of 16 channels
+    conv_a = next(r for r in rows if r["Op Name"].endswith("conv_a_1/Relu"))
+    assert conv_a["OP Type"] == "Conv2D"
+    assert conv_a["Output Shapes"].strip('"').split(";") == ["16,16,16,16", "16,16,16,2"]
