@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from msprof_cli.device.sparse_ops import (ACCESS_DENSE, ACCESS_GATHER, ACCESS_SPARSE_APPLY,
+                                          SPARSE_OPS)
+
 # task kinds (one device task per op, or none)
 KIND_NONE = 0  # host-only: no launch, no records
 KIND_AI_CORE = 1
@@ -28,13 +31,6 @@ COST_MOVE = 7  # data movement only (transpose, concat, gather...): MTE dominate
 COST_AI_CPU = 8
 COST_HCCL = 9
 
-
-# how a task touches its first input (docs/device-model.md 3): all of it, or only the rows
-# that the indices select (an embedding lookup reads 128 rows of a 50000-row table)
-ACCESS_DENSE = 0
-ACCESS_GATHER = 1  # reads the indexed rows of input 0, writes them out
-ACCESS_SCATTER = 2  # read-modify-writes the indexed rows of input 0 with the last input
-ACCESS_SPARSE_APPLY = 3  # an optimizer updating the gradient's rows of var and its slots
 
 
 @dataclass(frozen=True)
@@ -253,55 +249,6 @@ AI_CORE_OPS: dict[str, tuple[str, int, float]] = {
     "ResourceApplyRMSProp": ("ApplyRMSPropD", COST_VECTOR, 8.0),
     "ApplyAdagrad": ("ApplyAdagradD", COST_VECTOR, 6.0),
     "ResourceApplyAdagradV2": ("ApplyAdagradV2D", COST_VECTOR, 6.0),
-}
-
-# Ops that touch only the rows their indices select (TF type -> (GE type, access)): their cost
-# is what they read and write (indices x row size), never the whole variable.  The scatters
-# and sparse optimizers update a variable in place (ref or resource input); the functional
-# TensorScatter* / ScatterNd build a whole new tensor and stay dense.
-SPARSE_OPS: dict[str, tuple[str, int]] = {
-    "GatherV2": ("GatherV2", ACCESS_GATHER),
-    "Gather": ("GatherV2", ACCESS_GATHER),
-    "ResourceGather": ("GatherV2", ACCESS_GATHER),
-    "GatherNd": ("GatherNd", ACCESS_GATHER),
-    "ResourceGatherNd": ("GatherNd", ACCESS_GATHER),
-    "ScatterAdd": ("ScatterAdd", ACCESS_SCATTER),
-    "ScatterSub": ("ScatterSub", ACCESS_SCATTER),
-    "ScatterMul": ("ScatterMul", ACCESS_SCATTER),
-    "ScatterDiv": ("ScatterDiv", ACCESS_SCATTER),
-    "ScatterMax": ("ScatterMax", ACCESS_SCATTER),
-    "ScatterMin": ("ScatterMin", ACCESS_SCATTER),
-    "ScatterUpdate": ("ScatterUpdate", ACCESS_SCATTER),
-    "ScatterNdAdd": ("ScatterNdAdd", ACCESS_SCATTER),
-    "ScatterNdSub": ("ScatterNdSub", ACCESS_SCATTER),
-    "ScatterNdUpdate": ("ScatterNdUpdate", ACCESS_SCATTER),
-    "ResourceScatterAdd": ("ScatterAdd", ACCESS_SCATTER),
-    "ResourceScatterSub": ("ScatterSub", ACCESS_SCATTER),
-    "ResourceScatterMul": ("ScatterMul", ACCESS_SCATTER),
-    "ResourceScatterDiv": ("ScatterDiv", ACCESS_SCATTER),
-    "ResourceScatterMax": ("ScatterMax", ACCESS_SCATTER),
-    "ResourceScatterMin": ("ScatterMin", ACCESS_SCATTER),
-    "ResourceScatterUpdate": ("ScatterUpdate", ACCESS_SCATTER),
-    "ResourceScatterNdAdd": ("ScatterNdAdd", ACCESS_SCATTER),
-    "ResourceScatterNdSub": ("ScatterNdSub", ACCESS_SCATTER),
-    "ResourceScatterNdUpdate": ("ScatterNdUpdate", ACCESS_SCATTER),
-    "SparseApplyAdagrad": ("SparseApplyAdagradD", ACCESS_SPARSE_APPLY),
-    "ResourceSparseApplyAdagrad": ("SparseApplyAdagradD", ACCESS_SPARSE_APPLY),
-    "SparseApplyAdagradV2": ("SparseApplyAdagradV2D", ACCESS_SPARSE_APPLY),
-    "ResourceSparseApplyAdagradV2": ("SparseApplyAdagradV2D", ACCESS_SPARSE_APPLY),
-    "SparseApplyFtrl": ("SparseApplyFtrlD", ACCESS_SPARSE_APPLY),
-    "ResourceSparseApplyFtrl": ("SparseApplyFtrlD", ACCESS_SPARSE_APPLY),
-    "SparseApplyFtrlV2": ("SparseApplyFtrlV2D", ACCESS_SPARSE_APPLY),
-    "ResourceSparseApplyFtrlV2": ("SparseApplyFtrlV2D", ACCESS_SPARSE_APPLY),
-    "SparseApplyMomentum": ("SparseApplyMomentum", ACCESS_SPARSE_APPLY),
-    "ResourceSparseApplyMomentum": ("SparseApplyMomentum", ACCESS_SPARSE_APPLY),
-    "SparseApplyKerasMomentum": ("SparseApplyKerasMomentum", ACCESS_SPARSE_APPLY),
-    "ResourceSparseApplyKerasMomentum": ("SparseApplyKerasMomentum", ACCESS_SPARSE_APPLY),
-    "SparseApplyRMSProp": ("SparseApplyRMSPropD", ACCESS_SPARSE_APPLY),
-    "ResourceSparseApplyRMSProp": ("SparseApplyRMSPropD", ACCESS_SPARSE_APPLY),
-    "SparseApplyProximalAdagrad": ("SparseApplyProximalAdagradD", ACCESS_SPARSE_APPLY),
-    "ResourceSparseApplyProximalAdagrad": ("SparseApplyProximalAdagradD",
-                                           ACCESS_SPARSE_APPLY),
 }
 
 # No AI Core kernel on Ascend 910: executed by the AI CPU (documented list).

@@ -6,7 +6,7 @@ indices select: an embedding lookup of 128 ids reads 128 rows of a 50000-row tab
 tensor's size) made a 128-row update cost as much as a pass over all 10 M elements.  Here the
 table-shaped inputs are charged for the rows touched:
 
-* gather (`op_map.ACCESS_GATHER`): input 0 moves the output's bytes (the rows read), the
+* gather (`sparse_ops.ACCESS_GATHER`): input 0 moves the output's bytes (the rows read), the
   indices move in full, the output is written;
 * scatter (`ACCESS_SCATTER`, inputs: table, indices, updates): the table moves the updates'
   bytes (the rows read), the updates and indices move in full, the updates' bytes are written
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from msprof_cli.capture import TensorSpec
-from msprof_cli.device import op_map
+from msprof_cli.device import sparse_ops
 
 HANDLE_DTYPES = frozenset({"resource", "variant"})
 
@@ -41,14 +41,14 @@ def sparse_traffic(access: int, inputs: Sequence[TensorSpec], outputs: Sequence[
                    moved: Callable[[str], int]) -> SparseTraffic | None:
     """What a sparse op reads and writes (see the module doc); None for a dense op or
     one whose inputs do not have the expected layout. `moved(dtype)`: bytes per element."""
-    if access == op_map.ACCESS_DENSE or not inputs:
+    if access == sparse_ops.ACCESS_DENSE or not inputs:
         return None
     in_b = [float(e * moved(t.dtype)) for e, t in zip(in_elems, inputs)]
-    if access == op_map.ACCESS_GATHER:
+    if access == sparse_ops.ACCESS_GATHER:
         rows = float(sum(e * moved(t.dtype) for e, t in zip(out_elems, outputs)))
         in_b[0] = rows
         return SparseTraffic(tuple(in_b), rows, float(sum(out_elems)))
-    if access == op_map.ACCESS_SCATTER:
+    if access == sparse_ops.ACCESS_SCATTER:
         if len(inputs) < 3:
             return None
         upd = in_b[-1]
