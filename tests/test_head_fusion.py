@@ -148,3 +148,46 @@ def test_a_resnet_block_runs_as_ge_fuses_it():
     dx = sigs.intern("Conv2DBackpropInput", ops[8][2], ops[8][3], 0)
     assert a["flops"][fused] == a["flops"][dx] > 0
     assert a["bytes_out"][fused] == a["bytes_out"][dx]
+
+
+# --- GE's AtomicAddrClean -----------------------------------------------------------------
+
+def test_the_kernels_that_add_atomically_and_their_bytes():
+    from msprof_cli.device import atomic_clean as AC
+    dw = T((3, 3, 128, 128), H)
+    assert AC.atomic_bytes("Conv2DBackpropFilter", True, (X, T((4,), "int32"), X), (dw,)) \
+        == 4 * 3 * 3 * 128 * 128  # the filter gradient, accumulated in fp32
+    assert AC.atomic_bytes("BatchNorm", True, (X, C), (X,)) == 2 * 4 * 128  # the two sums
+    assert AC.atomic_bytes("BatchNormGrad", True, (X, X, C), (X, C, C)) == 2 * 4 * 128
+    assert AC.atomic_bytes("BatchNorm", False, (X, C), (X,)) == 0  # inference: no sums
+    assert AC.atomic_bytes("Conv2DBackpropInput", True, (T((4,), "int32"), W, X), (X,)) == 0
+
+
+def test_one_clean_task_at_the_front_of_the_graph_for_every_atomic_output():
+    ops, prods = block_ops()
+    ops.append(("dw", "Conv2DBackpropFilter", (X, T((4,), "int32"), X), (W,)))
+    prods["dw"] = ("relu0", "sz", "bng")
+    t = 1_000_000
+    runs = []
+    for name, tf, ins, outs in ops:
+        runs.append(OpRun(name, tf, t, t + 20_000, 7, ins, outs))
+        t += 30_000
+    info = {1: ModelInfo(1, "m", "k", op_order={o[0]: i for i, o in enumerate(ops)},
+                         producers=prods)}
+    chunk = CaptureChunk(models=info, iterations=[Iteration(1, 1, 0, t, 7, runs)])
+    sigs, names = SignatureRegistry(), Interner()
+    table, _ = build_tables(chunk, sigs, names)
+    models = dict(chunk.models)
+    table = TransPass().apply(table, models, sigs, names)
+    row_names = [names.items[n] for n in table.name_idx.tolist()]
+    assert row_names.count("atomic_addr_clean0_1") == 1
+    first = row_names.index("atomic_addr_clean0_1")
+    assert first == 0 or all(n.startswith("trans_") for n in row_names[:first])
+    clean = int(table.sig[first])
+    # the filter gradient (fp32) and the two BatchNorm layers' sums (forward and gradient)
+    assert sigs.bytes_out[clean] == 4 * 3 * 3 * 128 * 128 + 2 * (2 * 4 * 128)
+    assert sigs.ge_type[clean] == "AtomicAddrClean" and sigs.bytes_in[clean] == 0
+    view = models[1]
+    for atomic in ("dw", "bn", "bng"):
+        assert "atomic_addr_clean0_1" in view.producers[atomic]
+    assert "atomic_addr_clean0_1" not in view.producers["dx"]

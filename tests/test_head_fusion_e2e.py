@@ -1,6 +1,6 @@
 """End-to-end: a Keras model of ReLU convolutions with a residual add on the emulated 910
-(docs/device-model.md 3.1, 3.4): GE gives each ReLU a bit mask and fuses the input gradients
-with the ReLU gradient (and the residual's AddN).  tests/scripts/relu_convs.py through
+(docs/device-model.md 3.1, 3.4): GE gives each ReLU a bit mask, fuses the input gradients
+with the ReLU gradient (and the residual's AddN) and zeroes the atomic outputs first.  tests/scripts/relu_convs.py through
 `msprof collect` and `msprof export`."""
 from __future__ import annotations
 
@@ -45,3 +45,12 @@ def test_relus_get_a_mask_and_input_gradients_fuse_their_followers(tmp_path: Pat
     conv_a = next(r for r in rows if r["Op Name"].endswith("conv_a_1/Relu"))
     assert conv_a["OP Type"] == "Conv2D"
     assert conv_a["Output Shapes"].strip('"').split(";") == ["16,16,16,16", "16,16,16,2"]
+    # GE's one AtomicAddrClean a step, before the step's first kernel: it zeroes the filter
+    # gradients the Conv2DBackpropFilter kernels add into
+    cleans = [i for i, r in enumerate(rows) if r["OP Type"] == "AtomicAddrClean"]
+    assert len(cleans) == steps
+    assert all(rows[i]["Op Name"].startswith("atomic_addr_clean0_") for i in cleans)
+    starts = [float(r["Task Start Time(us)"]) for r in rows]
+    first_conv = min(starts[i] for i, r in enumerate(rows)
+                     if r["Op Name"].endswith("conv_a_1/Relu"))
+    assert starts[cleans[0]] < first_conv

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from msprof_cli.capture import ModelInfo, TensorSpec
+from msprof_cli.device import atomic_clean as AC
 from msprof_cli.device import op_map
 from msprof_cli.device import relu_mask as RM
 from msprof_cli.device import split_kernels as SK
@@ -384,10 +385,34 @@ class TransPass:
             producers[bn] = tuple(x_from) + (p_name,)
             if bn in order:
                 order[p_name] = order[bn] - 1e-3  # after the node's Casts / TransData
+        self._atomic_clean(model, nodes, order, producers, (anchor, name_idx, sig), sigs, names)
         view = dataclasses.replace(model, producers=producers, op_order=order)
         return _ModelPlan(model.producers, view, np.array(anchor, np.int64),
                           np.array(name_idx, np.int64), np.array(sig, np.int64),
                           np.array(sorted(retype), np.int64), retype)
+
+    @staticmethod
+    def _atomic_clean(model: ModelInfo, nodes: dict[str, Node], order: dict[str, float],
+                      producers: dict[str, tuple[str, ...]],
+                      rows: tuple[list[int], list[int], list[int]], sigs: SignatureRegistry,
+                      names: Interner) -> None:
+        """GE's one AtomicAddrClean node at the front of the graph (atomic_clean.py): the
+        first row of the plan, before the graph's first launched node; every atomic node
+        waits for it (its control edges)."""
+        training = any(n.ge_type == SK.BN_GRAD for n in nodes.values())
+        atomic = {n: b for n, v in nodes.items() if v.kind == op_map.KIND_AI_CORE
+                  and (b := AC.atomic_bytes(v.ge_type, training, v.inputs, v.outputs)) > 0}
+        launched = [n for n, v in nodes.items() if v.kind != op_map.KIND_NONE and n in order]
+        if not atomic or not launched:
+            return
+        first = min(launched, key=lambda n: (order[n], n))
+        clean = AC.node_name(model.model_id)
+        for rows_list, value in zip(rows, (names(first), names(clean),
+                                           AC.signature(sigs, sum(atomic.values())))):
+            rows_list.insert(0, value)
+        order[clean] = order[first] - 1 + 1e-6  # before the first node's own boundary nodes
+        for n in atomic:
+            producers[n] = tuple(producers.get(n, ())) + (clean,)
 
     def apply(self, ops: OpTable, models: dict[int, ModelInfo], sigs: SignatureRegistry,
               names: Interner) -> OpTable:
