@@ -120,8 +120,9 @@ def block_ops():
     return ops, prods
 
 
-def test_a_resnet_block_runs_as_ge_fuses_it():
-    ops, prods = block_ops()
+def planned(ops: list, prods: dict, fuse: bool = True):
+    """One step of `ops` through GE's boundary pass (and UB fusion): the op table, the
+    signatures, the names and the models as GE compiled them."""
     t = 1_000_000
     runs = []
     for name, tf, ins, outs in ops:
@@ -134,7 +135,14 @@ def test_a_resnet_block_runs_as_ge_fuses_it():
     table, _ = build_tables(chunk, sigs, names)
     models = dict(chunk.models)
     table = TransPass().apply(table, models, sigs, names)
-    table = UbFuser().apply(table, models, sigs, names)
+    if fuse:
+        table = UbFuser().apply(table, models, sigs, names)
+    return table, sigs, names, models
+
+
+def test_a_resnet_block_runs_as_ge_fuses_it():
+    ops, prods = block_ops()
+    table, sigs, names, _ = planned(ops, prods)
     got = {names.items[n]: sigs.ge_type[s] for n, s in zip(table.name_idx.tolist(),
                                                            table.sig.tolist())}
     assert got["bnaddrelu"] == "BatchNorm"  # BNUpdateEltwiseEltwise: + Add + ReluV2
@@ -167,18 +175,7 @@ def test_one_clean_task_at_the_front_of_the_graph_for_every_atomic_output():
     ops, prods = block_ops()
     ops.append(("dw", "Conv2DBackpropFilter", (X, T((4,), "int32"), X), (W,)))
     prods["dw"] = ("relu0", "sz", "bng")
-    t = 1_000_000
-    runs = []
-    for name, tf, ins, outs in ops:
-        runs.append(OpRun(name, tf, t, t + 20_000, 7, ins, outs))
-        t += 30_000
-    info = {1: ModelInfo(1, "m", "k", op_order={o[0]: i for i, o in enumerate(ops)},
-                         producers=prods)}
-    chunk = CaptureChunk(models=info, iterations=[Iteration(1, 1, 0, t, 7, runs)])
-    sigs, names = SignatureRegistry(), Interner()
-    table, _ = build_tables(chunk, sigs, names)
-    models = dict(chunk.models)
-    table = TransPass().apply(table, models, sigs, names)
+    table, sigs, names, models = planned(ops, prods, fuse=False)
     row_names = [names.items[n] for n in table.name_idx.tolist()]
     assert row_names.count("atomic_addr_clean0_1") == 1
     first = row_names.index("atomic_addr_clean0_1")

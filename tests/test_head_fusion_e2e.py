@@ -4,34 +4,17 @@ with the ReLU gradient (and the residual's AddN) and zeroes the atomic outputs f
 `msprof collect` and `msprof export`."""
 from __future__ import annotations
 
-import csv
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from e2e_runs import collect_and_export
 
 pytestmark = pytest.mark.e2e
-SCRIPTS = Path(__file__).resolve().parent / "scripts"
-MSPROF = [sys.executable, "-m", "msprof_cli"]
-
-
-def op_summary(tmp: Path, *flags: str) -> list[dict[str, str]]:
-    proc = subprocess.run([*MSPROF, "collect", "--output", str(tmp / "out"), *flags, "--",
-                           sys.executable, str(SCRIPTS / "relu_convs.py")], capture_output=True,
-                          text=True, cwd=tmp, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    [prof] = sorted((tmp / "out").glob("PROF_*"))
-    exp = subprocess.run([*MSPROF, "export", str(prof)], capture_output=True, text=True,
-                         timeout=300)
-    assert exp.returncode == 0, exp.stderr[-3000:]
-    [path] = sorted((prof / "device_0" / "summary").glob("op_summary_0*.csv"))
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh))
 
 
 def test_relus_get_a_mask_and_input_gradients_fuse_their_followers(tmp_path: Path) -> None:
-    rows = op_summary(tmp_path, "--precision-mode", "allow_mix_precision")
+    rows, _, _ = collect_and_export(tmp_path, "relu_convs.py", "--precision-mode",
+                                    "allow_mix_precision")
     steps = sum(1 for r in rows if r["Op Name"].endswith("conv_a_1/Relu"))
     assert steps >= 2
     # no ReluGrad task is left: each ran as ReluGradV2 inside an input gradient's kernel

@@ -5,31 +5,18 @@ layer norm differentiated by tf.gradients runs as GE's three fused kernels.
 tests/scripts/layer_norm.py and tf1_layer_norm.py through `msprof collect` and `msprof export`."""
 from __future__ import annotations
 
-import csv
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from e2e_runs import collect_and_export
 
 pytestmark = pytest.mark.e2e
-SCRIPTS = Path(__file__).resolve().parent / "scripts"
-MSPROF = [sys.executable, "-m", "msprof_cli"]
 
 
 def collect(tmp: Path, script: str) -> tuple[list[dict[str, str]], str]:
-    proc = subprocess.run([*MSPROF, "collect", "--output", str(tmp / "out"), "--",
-                           sys.executable, str(SCRIPTS / script)], capture_output=True,
-                          text=True, cwd=tmp, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "layer norm" in proc.stdout
-    [prof] = sorted((tmp / "out").glob("PROF_*"))
-    exp = subprocess.run([*MSPROF, "export", str(prof)], capture_output=True, text=True,
-                         timeout=300)
-    assert exp.returncode == 0, exp.stderr[-3000:]
-    [path] = sorted((prof / "device_0" / "summary").glob("op_summary_0*.csv"))
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh)), exp.stdout + exp.stderr
+    rows, printed, said = collect_and_export(tmp, script)
+    assert "layer norm" in printed
+    return rows, said
 
 
 def test_keras_layer_norms_run_as_their_ops_and_the_advice_counts_them(tmp_path: Path) -> None:
