@@ -1,7 +1,7 @@
 """End-to-end: a Keras model of ReLU convolutions with a residual add on the emulated 910
 (docs/device-model.md 3.1, 3.4): GE gives each ReLU a bit mask, fuses the input gradients
-with the ReLU gradient (and the residual's AddN) and zeroes the atomic outputs first.  tests/scripts/relu_convs.py through
-`msprof collect` and `msprof export`."""
+with the ReLU gradient (and the residual's AddN) and zeroes the atomic outputs first.
+tests/scripts/relu_convs.py through `msprof collect` and `msprof export`."""
 from __future__ import annotations
 
 from pathlib import Path
