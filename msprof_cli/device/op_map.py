@@ -32,7 +32,6 @@ COST_AI_CPU = 8
 COST_HCCL = 9
 
 
-
 @dataclass(frozen=True)
 class OpMapping:
     ge_type: str
