@@ -1,16 +1,17 @@
-"""A real ResNet-50 training step's kernels, by group, beside an emulated one's
-(docs/device-model.md "Calibration": the table of kernel groups).
+"""A real CNN training step's kernels, by group, beside an emulated one's
+(docs/device-model.md "Calibration": the tables of kernel groups).
 
-The real profile: MindSpore's profiler output of ResNet-50 at batch 32 on a first-generation
-Ascend 910 part with 30 AI Cores (clock not stated), in the Huawei-Performance-Model dataset
+The real profiles: MindSpore's profiler output of ResNet-50 (batch 16 / 32 / 64) and
+Inception-v3 (the same batches) on a first-generation Ascend 910 part with 30 AI Cores (clock
+not stated), in the Huawei-Performance-Model dataset
 (github.com/Huawei-Performance-Model/Ascend-910B@6066283e4ee2,
-application_test/final_test/resnet50_32_224_224/: `aicore_intermediate_0_detail.csv`, the
-mean time of each kernel a step in ms; `resnet50_32_224_224.csv`, MindSpore's framework_raw
-with each kernel's type, block dim and shapes).  The emulated one: an op_summary of
+application_test/final_test/<case>/: `aicore_intermediate_0_detail.csv`, the mean time of
+each kernel a step in ms; `<case>.csv`, MindSpore's framework_raw with each kernel's type,
+block dim and shapes).  The emulated one: an op_summary of the same model and batch, e.g.
 `benchmarks/calibration.py --models resnet50 --keep DIR` (Keras 2, allow_mix_precision).
 
     .venv/bin/python benchmarks/real_profile_kernels.py /path/to/Ascend-910B.git \\
-        DIR/resnet50/PROF_*/device_0/summary/op_summary_*.csv
+        DIR/resnet50/PROF_*/device_0/summary/op_summary_*.csv [--case inceptionv3_32]
 
 Prints, per kernel group, the real and the emulated us a step and their ratio, and the real
 convolutions' achieved TFLOPS (FLOPs on the padded fractals: Ho*Wo rounded up to 16 x
@@ -28,7 +29,7 @@ import orjson
 import pandas as pd
 from _common import git_show as show
 
-CASE = "application_test/final_test/resnet50_32_224_224/"
+CASES = "application_test/final_test/"  # + resnet50_32_224_224, inceptionv3_32, ...
 # real kernel types (GE's, after its fusions) and emulated op types, by group
 GROUPS = {
     "convolutions (with the BatchNorm reduce fused in)":
@@ -44,13 +45,18 @@ GROUPS = {
     "BatchNorm update (with the fused ReLU and Add)":
         (("FusionOp_BNTrainingUpdate_ReLUV2", "FusionOp_BNTrainingUpdate_Add_ReLUV2",
           "BNTrainingUpdate"), ("BatchNorm", "Add")),
+    "pooling and its gradients":
+        (("MaxPoolWithArgmax", "MaxPoolGradWithArgmax", "MaxPool", "MaxPoolGrad", "AvgPool",
+          "AvgPoolGradVm", "AvgPoolGrad"),
+         ("MaxPool", "MaxPoolGrad", "AvgPool", "AvgPoolGrad", "AvgPoolV2", "AvgPoolV2Grad")),
 }
 
 
 
-def real_kernels(git_dir: str, rev: str) -> pd.DataFrame:
-    det = pd.read_csv(io.BytesIO(show(git_dir, rev, CASE + "aicore_intermediate_0_detail.csv")))
-    raw = pd.read_csv(io.BytesIO(show(git_dir, rev, CASE + "resnet50_32_224_224.csv")))
+def real_kernels(git_dir: str, rev: str, case: str = "resnet50_32_224_224") -> pd.DataFrame:
+    where = f"{CASES}{case}/"
+    det = pd.read_csv(io.BytesIO(show(git_dir, rev, where + "aicore_intermediate_0_detail.csv")))
+    raw = pd.read_csv(io.BytesIO(show(git_dir, rev, f"{where}{case}.csv")))
     k = det.merge(raw[["full_op_name", "op_type", "block_dim", "op_info"]], on="full_op_name")
     k["us"] = k["execution_time"] * 1000.0
     k["flops"] = [_conv_flops(t, orjson.loads(i)) for t, i in zip(k["op_type"], k["op_info"])]
@@ -85,13 +91,17 @@ def _conv_flops(kind: str, info: dict) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("git_dir", help="a clone (its .git) or mirror of the dataset's repository")
-    ap.add_argument("op_summary", help="the emulated ResNet-50's op_summary CSV")
+    ap.add_argument("op_summary", help="the emulated model's op_summary CSV (same batch)")
     ap.add_argument("--rev", default="6066283e4ee22d0b5f5cb3c58cd1099f2ba8192a")
+    ap.add_argument("--case", default="resnet50_32_224_224",
+                    help="the dataset's run: resnet50_{16,32,64}_224_224, inceptionv3_{16,32,64}")
     a = ap.parse_args()
-    real = real_kernels(a.git_dir, a.rev)
+    real = real_kernels(a.git_dir, a.rev, a.case)
     emu = pd.read_csv(a.op_summary)
     emu["us"] = pd.to_numeric(emu["Task Duration(us)"], errors="coerce")
-    steps = max(int((emu["OP Type"] == "Conv2D").sum() // 53), 1)  # ResNet-50: 53 convs
+    # the steps in the file: how often the first convolution ran
+    convs = emu.loc[emu["OP Type"] == "Conv2D", "Op Name"]
+    steps = max(int(convs.value_counts().max()) if len(convs) else 1, 1)
     print(f"real: {real['us'].sum():.0f} us a step over {len(real)} kernels; emulated: "
           f"{emu['us'].sum() / steps:.0f} us a step ({steps} steps in the file)")
     print(f"{'kernels':52} {'real':>8} {'emulated':>9} {'ratio':>6}")
