@@ -48,7 +48,7 @@ from msprof_cli.device.op_table import Interner, IterTable, OpTable, SignatureRe
 from msprof_cli.device.replay_columns import ReplayColumns
 from msprof_cli.device.run_facts import RunFacts
 from msprof_cli.device.sample import write_sample_json
-from msprof_cli.device.step_trace import FpBp, NameClasses, replica_counterpart, resolve_fp_bp
+from msprof_cli.device.step_trace import FpBp, NameClasses, resolve_per_device
 from msprof_cli.device.stream_records import emit, emit_memcpy
 from msprof_cli.device.task_schedule import schedule_device
 from msprof_cli.device.trans_ops import TransPass
@@ -293,41 +293,12 @@ class Device:
 
     # --- chunk preparation ------------------------------------------------------------------
     def _resolve_fp_bp(self, iterations: list[Iteration]) -> None:
-        """FP/BP per (model, device).  With several devices (replicas) each device gets the
-        FP/BP of its own ops: a name chosen by the collector or by fp_point/bp_point is used
-        on the device that runs it, the other devices detect theirs automatically (the
-        replicas run the same graph, so they get the replica's counterpart ops)."""
-        for it in iterations:
-            if it.schedule is not None:  # a replayed step: objects only when still needed
-                if all((it.model_id, d) in self._fpbp_dev for d in it.schedule.device_ids):
-                    continue
-                it = dataclasses.replace(it, ops=it.op_runs(), schedule=None)
-            if not it.ops:
-                continue
-            devs = sorted({o.device_id for o in it.ops})
-            model = self.models.get(it.model_id)
-            for dev in devs:
-                if (it.model_id, dev) in self._fpbp_dev:
-                    continue
-                sub, m, fp_pt, bp_pt = it, model, self.config.fp_point, self.config.bp_point
-                if len(devs) > 1:
-                    sub = dataclasses.replace(it, ops=[o for o in it.ops if o.device_id == dev])
-                    here = {o.name for o in sub.ops}
-                    everywhere = {o.name for o in it.ops} | set(model.op_order if model else ())
-                    if model is not None:
-                        m = dataclasses.replace(model, fp_op=replica_counterpart(model.fp_op, here),
-                                                bp_op=replica_counterpart(model.bp_op, here))
-                    # an option naming another replica's op: auto here, no warning
-                    fp_pt = "" if fp_pt in everywhere and fp_pt not in here else fp_pt
-                    bp_pt = "" if bp_pt in everywhere and bp_pt not in here else bp_pt
-                warn: list[str] = []
-                fb = resolve_fp_bp(m, sub, fp_point=fp_pt, bp_point=bp_pt, warn=warn)
-                self._fpbp_dev[(it.model_id, dev)] = fb
-                self.fpbp.setdefault(it.model_id, fb)
-                for w in warn:
-                    if w not in self.messages:
-                        log.warning(w)
-                        self.messages.append(w)
+        """FP/BP per (model, device) (step_trace.resolve_per_device); its warnings once."""
+        for w in resolve_per_device(iterations, self.models, self.config.fp_point,
+                                    self.config.bp_point, self._fpbp_dev, self.fpbp):
+            if w not in self.messages:
+                log.warning(w)
+                self.messages.append(w)
 
     # --- the emulated system's time (time_model.py) ----------------------------------------
     def _cost(self, sig: dict[str, np.ndarray]) -> CostTable:

@@ -19,6 +19,7 @@ markers around the chosen ops (task_schedule.py; docs/device-model.md 7).
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -136,7 +137,7 @@ def _auto_bp(device_ops: list[tuple[str, str]]) -> str | None:
 def replica_counterpart(name: str | None, names: set[str]) -> str | None:
     """`name` if this device runs it, else this device's op that differs from it only by the
     `replica_N/` scope tf.distribute gives replica N's copy of each op (None if none): with
-    several devices each gets the FP/BP of its own ops (`Device._resolve_fp_bp`)."""
+    several devices each gets the FP/BP of its own ops (`resolve_per_device`)."""
     if name is None or name in names:
         return name
     key = _REPLICA_SCOPE.sub("", name)
@@ -144,6 +145,44 @@ def replica_counterpart(name: str | None, names: set[str]) -> str | None:
         if _REPLICA_SCOPE.sub("", other) == key:
             return other
     return None
+
+
+def resolve_per_device(iterations: list[Iteration], models: dict[int, ModelInfo],
+                       fp_point: str, bp_point: str, known: dict[tuple[int, int], FpBp],
+                       first: dict[int, FpBp]) -> list[str]:
+    """FP/BP per (model, device), added to `known` (and a model's first to `first`); the
+    warnings.  With several devices (replicas) each device gets the FP/BP of its own ops: a
+    name chosen by the collector or by fp_point/bp_point is used on the device that runs it,
+    the other devices detect theirs automatically (the replicas run the same graph, so they
+    get the replica's counterpart ops)."""
+    warnings: list[str] = []
+    for it in iterations:
+        if it.schedule is not None:  # a replayed step: objects only when still needed
+            if all((it.model_id, d) in known for d in it.schedule.device_ids):
+                continue
+            it = dataclasses.replace(it, ops=it.op_runs(), schedule=None)
+        if not it.ops:
+            continue
+        devs = sorted({o.device_id for o in it.ops})
+        model = models.get(it.model_id)
+        for dev in devs:
+            if (it.model_id, dev) in known:
+                continue
+            sub, m, fp_pt, bp_pt = it, model, fp_point, bp_point
+            if len(devs) > 1:
+                sub = dataclasses.replace(it, ops=[o for o in it.ops if o.device_id == dev])
+                here = {o.name for o in sub.ops}
+                everywhere = {o.name for o in it.ops} | set(model.op_order if model else ())
+                if model is not None:
+                    m = dataclasses.replace(model, fp_op=replica_counterpart(model.fp_op, here),
+                                            bp_op=replica_counterpart(model.bp_op, here))
+                # an option naming another replica's op: auto here, no warning
+                fp_pt = "" if fp_pt in everywhere and fp_pt not in here else fp_pt
+                bp_pt = "" if bp_pt in everywhere and bp_pt not in here else bp_pt
+            fb = resolve_fp_bp(m, sub, fp_point=fp_pt, bp_point=bp_pt, warn=warnings)
+            known[(it.model_id, dev)] = fb
+            first.setdefault(it.model_id, fb)
+    return warnings
 
 
 class NameClasses:
