@@ -22,11 +22,11 @@ TransData, LayerNorm) are not counted.
 """
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 from msprof_cli.capture import TensorSpec
 from msprof_cli.device import op_map
+from msprof_cli.device.cube_shapes import dims_elems
 from msprof_cli.device.op_table import SignatureRegistry
 
 NAME = "atomic_addr_clean"  # GE's NODE_NAME_ATOMIC_ADDR_CLEAN (ge/common/types.cc)
@@ -36,15 +36,11 @@ FP32 = 4  # the atomic outputs accumulate in fp32
 BN_TYPES = ("BatchNorm", "BatchNormGrad")  # op_map's training BatchNorm and its gradient
 
 
-def _elems(spec: TensorSpec) -> float:
-    return float(math.prod(max(int(d), 1) for d in spec.shape if d is not None))
-
-
 def atomic_bytes(ge_type: str, training: bool, inputs: Sequence[TensorSpec],
                  outputs: Sequence[TensorSpec]) -> float:
     """Bytes of a node's outputs its kernel adds into atomically (0: none)."""
     if ge_type in ("Conv2DBackpropFilter", "UnsortedSegmentSum") and outputs:
-        return FP32 * _elems(outputs[0])
+        return FP32 * float(dims_elems(outputs[0].shape))
     if ge_type in BN_TYPES and training and inputs and inputs[0].shape:
         chans = inputs[0].shape[-1]
         return 2.0 * FP32 * (chans if chans is not None and chans > 0 else 1)

@@ -26,6 +26,7 @@ import math
 
 from msprof_cli.capture import TensorSpec
 from msprof_cli.device import op_map
+from msprof_cli.device.cube_shapes import dims_elems
 from msprof_cli.device.op_table import SignatureRegistry, tensor_records
 
 RELU, RELU_GRAD = "Relu", "ReluGrad"
@@ -76,10 +77,6 @@ def mask_spec(shape: tuple[int, ...]) -> TensorSpec:
     return TensorSpec((*shape[:-1], math.ceil(shape[-1] / 8)), "uint8")
 
 
-def _bytes(spec: TensorSpec) -> float:
-    return float(math.prod(max(int(d), 1) for d in spec.shape))
-
-
 def retyped(sigs: SignatureRegistry, s: int, ge_type: str) -> int:
     """Signature `s` (a Relu, a fused op with a ReLU epilogue, a ReluGrad) as the pass leaves
     it: ReluV2 (and the epilogue) also writes the mask; ReluGradV2 reads the mask where it
@@ -91,7 +88,7 @@ def retyped(sigs: SignatureRegistry, s: int, ge_type: str) -> int:
     if ge_type in (RELU_V2, EPILOGUE):
         mask = mask_spec(outs[0].shape) if outs else TensorSpec((1,), "uint8")
         outs = (*outs, mask) if ge_type == EPILOGUE else (*outs[:1], mask)
-        bytes_out += _bytes(mask)
+        bytes_out += float(dims_elems(mask.shape))
         if ge_type == EPILOGUE:  # the op's own work, plus the compare (and the ReLU itself
             # where the op map did not count a fused epilogue)
             vec += sigs.vec_elems[s] + (0.0 if sigs.n_fused[s] else elems)
@@ -100,9 +97,9 @@ def retyped(sigs: SignatureRegistry, s: int, ge_type: str) -> int:
         shape = ins[FEATURES_INPUT].shape if len(ins) > FEATURES_INPUT else ()
         mask = mask_spec(shape) if shape else TensorSpec((1,), "uint8")
         old = in_bytes[FEATURES_INPUT] if len(in_bytes) > FEATURES_INPUT else 0.0
-        bytes_in = bytes_in - old + _bytes(mask)
+        bytes_in = bytes_in - old + float(dims_elems(mask.shape))
         if len(in_bytes) > FEATURES_INPUT:
-            in_bytes = (*in_bytes[:FEATURES_INPUT], _bytes(mask),
+            in_bytes = (*in_bytes[:FEATURES_INPUT], float(dims_elems(mask.shape)),
                         *in_bytes[FEATURES_INPUT + 1:])
         ins = (*ins[:FEATURES_INPUT], mask, *ins[FEATURES_INPUT + 1:])
     idx = sigs.add_features(

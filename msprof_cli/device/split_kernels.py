@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from msprof_cli.capture import TensorSpec
 from msprof_cli.device import op_map
+from msprof_cli.device.cube_shapes import dims_elems
 from msprof_cli.device.op_table import SignatureRegistry, tensor_records
 
 BN, BN_GRAD = "BatchNorm", "BatchNormGrad"
@@ -43,13 +44,6 @@ def splits(ge_type: str, training: bool, fed_by: str | None) -> bool:
     if ge_type == SPARSE_XENT:
         return True
     return training and ge_type in (BN, BN_GRAD) and fed_by not in CONV_FORWARD_TYPES
-
-
-def _elems(spec: TensorSpec) -> float:
-    n = 1.0
-    for d in spec.shape:
-        n *= d if d is not None and d > 0 else 1
-    return n
 
 
 def _classes(inputs: tuple[TensorSpec, ...]) -> tuple[float, float]:
@@ -78,6 +72,7 @@ def partner(sigs: SignatureRegistry, s: int, inputs: tuple[TensorSpec, ...], kin
     sums = (TensorSpec((chans,), "float32"),) * 2
     moved = sigs.in_bytes[s]
     passes = op_map.BN_KERNEL_OPS[kind]
+    elems = float(dims_elems(x.shape))
     if kind == PARTNER[BN]:
         ins, b_in = (x,), (moved[0] if moved else sigs.bytes_in[s])
     else:
@@ -85,8 +80,8 @@ def partner(sigs: SignatureRegistry, s: int, inputs: tuple[TensorSpec, ...], kin
         b_in = sum(moved[:2]) if len(moved) >= 2 else sigs.bytes_in[s]
     return sigs.add_features(
         tf_type=kind, ge_type=kind, kind=op_map.KIND_AI_CORE, cost=op_map.COST_VECTOR,
-        flops=0.0, vec_elems=passes * _elems(x), bytes_in=float(b_in),
-        bytes_out=8.0 * chans, max_elems=_elems(x), dtype_class=sigs.dtype_class[s],
+        flops=0.0, vec_elems=passes * elems, bytes_in=float(b_in),
+        bytes_out=8.0 * chans, max_elems=elems, dtype_class=sigs.dtype_class[s],
         dtype_bytes=sigs.dtype_bytes[s], tensors=tensor_records(ins, sums))
 
 

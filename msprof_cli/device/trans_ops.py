@@ -108,6 +108,7 @@ class Plan:
     splits: dict[str, str] = field(default_factory=dict)
     # the ReLUs GE gives a bit mask (relu_mask.py): node -> the GE type it runs as
     relu_masks: dict[str, str] = field(default_factory=dict)
+    training: bool = False  # the graph has a BatchNorm gradient
 
 
 def _same_shape(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
@@ -310,7 +311,7 @@ class _Planner:
             self.features_of, {n: v.ge_type for n, v in self.nodes.items()},
             {n: v.outputs[0].shape for n, v in self.nodes.items() if v.outputs},
             {n for n, v in self.nodes.items() if v.fused})
-        return Plan(self.boundaries, producers, order, self.splits, relu_masks)
+        return Plan(self.boundaries, producers, order, self.splits, relu_masks, self.training)
 
 
 def plan(producers: dict[str, tuple[str, ...]], order: dict[str, int], nodes: dict[str, Node],
@@ -385,21 +386,22 @@ class TransPass:
             producers[bn] = tuple(x_from) + (p_name,)
             if bn in order:
                 order[p_name] = order[bn] - 1e-3  # after the node's Casts / TransData
-        self._atomic_clean(model, nodes, order, producers, (anchor, name_idx, sig), sigs, names)
+        self._atomic_clean(model, nodes, pl.training, order, producers,
+                           (anchor, name_idx, sig), sigs, names)
         view = dataclasses.replace(model, producers=producers, op_order=order)
         return _ModelPlan(model.producers, view, np.array(anchor, np.int64),
                           np.array(name_idx, np.int64), np.array(sig, np.int64),
                           np.array(sorted(retype), np.int64), retype)
 
     @staticmethod
-    def _atomic_clean(model: ModelInfo, nodes: dict[str, Node], order: dict[str, float],
+    def _atomic_clean(model: ModelInfo, nodes: dict[str, Node], training: bool,
+                      order: dict[str, float],
                       producers: dict[str, tuple[str, ...]],
                       rows: tuple[list[int], list[int], list[int]], sigs: SignatureRegistry,
                       names: Interner) -> None:
         """GE's one AtomicAddrClean node at the front of the graph (atomic_clean.py): the
         first row of the plan, before the graph's first launched node; every atomic node
         waits for it (its control edges)."""
-        training = any(n.ge_type == SK.BN_GRAD for n in nodes.values())
         atomic = {n: b for n, v in nodes.items() if v.kind == op_map.KIND_AI_CORE
                   and (b := AC.atomic_bytes(v.ge_type, training, v.inputs, v.outputs)) > 0}
         launched = [n for n, v in nodes.items() if v.kind != op_map.KIND_NONE and n in order]
