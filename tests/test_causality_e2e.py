@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,15 @@ def test_an_op_pinned_to_the_cpu_stays_on_the_host(tmp_path: Path) -> None:
     types = {r["OP Type"] for r in rows(prof, "op_summary")}
     assert "MatMulV2" in types
     assert not types & {"GatherV2", "ResourceGather"}, types
+
+
+def test_an_optimizer_update_colocated_with_its_variable_runs_on_the_device(
+        tmp_path: Path) -> None:
+    """tf.compat.v1 optimizers (and the Keras 2 ones) colocate each update op with its
+    variable, whose eager placement on this CPU-only machine is `CPU:0`: that is no pin by the
+    script, so the update is a device task every step; the lookup the script did pin under
+    `tf.device("/cpu:0")` (colocated with its table) stays on the host."""
+    prof, _ = collect_export(tmp_path, "v1_optimizer.py", "--full-trace")
+    counts = Counter(r["OP Type"] for r in rows(prof, "op_summary"))
+    assert counts["ApplyMomentumD"] == 3 and counts["ApplyAdamD"] == 3, counts
+    assert not set(counts) & {"GatherV2", "ResourceGather"}, counts

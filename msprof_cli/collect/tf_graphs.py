@@ -155,9 +155,8 @@ def walk_graph(graph: Any, into: StaticGraph | None = None, prefix: str = "",
         dev = device_index(getattr(op, "device", "") or "")
         if dev < 0:
             dev = device
-        requested = getattr(op, "device", "") or ""
         out.add(name, StaticOp(op.type, inputs, outputs, producers, slots, dev,
-                               "device:CPU" in requested.replace("cpu", "CPU")))
+                               script_pinned_to_cpu(op)))
         if op.type in DATA_SOURCES or op.name in arg_names or (
                 depth == 0 and op.type == "Placeholder" and outputs
                 and outputs[0].dtype != "resource"):
@@ -179,6 +178,37 @@ def walk_graph(graph: Any, into: StaticGraph | None = None, prefix: str = "",
                 if body is not None:
                     walk_graph(body, out, f"{name}/{part}/", depth + 1, fed, dev)
     return out
+
+
+def script_pinned_to_cpu(op: Any) -> bool:
+    """Whether the script asked for the CPU for `op` (`with tf.device("/cpu:0")`).
+
+    The device string alone does not say: an op colocated with a variable
+    (`colocate_with`) takes the variable's device, and on a CPU-only machine every eagerly
+    created variable lives on `CPU:0`.  That is how an optimizer's update op
+    (`ResourceApplyKerasMomentum`, `ResourceApplyAdam`, ... of the Keras 2 optimizers:
+    tf.distribute's `update` colocates it with its variable) reads `device:CPU:0` though no
+    script asked; under the TF adapter the variable lives in device memory and its updates
+    run on the device.  So an op counts as pinned when a `tf.device` scope placed it (TF
+    records the scopes that applied, `_device_assignments`), or when it is colocated with an
+    op of its graph that a scope placed (an embedding lookup under `tf.device("/cpu:0")`
+    is colocated with its table's handle, which the scope placed)."""
+    requested = getattr(op, "device", "") or ""
+    if "device:CPU" not in requested.replace("cpu", "CPU"):
+        return False
+    try:
+        if op._device_assignments:  # noqa: SLF001 - TF's record of the applied scopes
+            return True
+        graph = op.graph
+        for name in op._colocation_dict:  # noqa: SLF001
+            try:
+                if graph.get_operation_by_name(name)._device_assignments:  # noqa: SLF001
+                    return True
+            except (KeyError, ValueError):  # colocated with an op outside this graph
+                continue
+        return False
+    except AttributeError:  # a TF without these records: the device string decides
+        return True
 
 
 # functional control-flow op -> (function attr, name part of the lowered body)
