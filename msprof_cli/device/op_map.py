@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from msprof_cli.device.sparse_ops import (ACCESS_DENSE, ACCESS_GATHER, ACCESS_SPARSE_APPLY,
-                                          SPARSE_OPS)
+from msprof_cli.device.sparse_ops import (ACCESS_DENSE, ACCESS_DENSE_APPLY, ACCESS_GATHER,
+                                          ACCESS_SPARSE_APPLY, SPARSE_OPS)
 
 # task kinds (one device task per op, or none)
 KIND_NONE = 0  # host-only: no launch, no records
@@ -433,7 +433,9 @@ def map_op(tf_type: str) -> OpMapping:
         return OpMapping(AI_CPU_OPS[base], KIND_AI_CPU, COST_AI_CPU, 1.0)
     if base in AI_CORE_OPS:
         ge, cost, factor = AI_CORE_OPS[base]
-        return OpMapping(ge, KIND_AI_CORE, cost, factor)
+        # a dense optimizer update reads and writes its variable and slots in place
+        access = ACCESS_DENSE_APPLY if base.startswith(OPTIMIZER_PREFIXES) else ACCESS_DENSE
+        return OpMapping(ge, KIND_AI_CORE, cost, factor, access=access)
     if base in SPARSE_OPS:
         ge, access = SPARSE_OPS[base]
         cost = COST_MOVE if access == ACCESS_GATHER else COST_VECTOR

@@ -10,6 +10,7 @@ ACCESS_DENSE = 0
 ACCESS_GATHER = 1  # reads the indexed rows of input 0, writes them out
 ACCESS_SCATTER = 2  # read-modify-writes the indexed rows of input 0 with the last input
 ACCESS_SPARSE_APPLY = 3  # an optimizer updating the gradient's rows of var and its slots
+ACCESS_DENSE_APPLY = 4  # an optimizer updating var and its slots in place, all of them
 
 # Ops that touch only the rows their indices select (TF type -> (GE type, access)): their cost
 # is what they read and write (indices x row size), never the whole variable.  The scatters
