@@ -317,6 +317,23 @@ def test_a_depthwise_conv_runs_on_the_cube_at_c0_multiply_adds_per_useful_one():
     assert reg.arrays()["flops"][1] == 4 * reg.arrays()["flops"][0]
 
 
+def test_a_depthwise_conv_is_bound_by_its_im2col_as_real_avgpool_kernels_are() -> None:
+    """TBE runs a 3 x 3 AvgPool as a depthwise convolution on the cube; on a real 910 those
+    kernels (Inception-v3 at batch 32, 16 blocks) take 187.5 / 163.8 / 120.6 us at
+    35 x 35 x 192, 17 x 17 x 768 and 8 x 8 x 2048: per core the emulated depthwise
+    convolution of the same shapes is within 25 % of them, and bound by its im2col (MTE1),
+    not by its diagonal cube work (docs/device-model.md 3)."""
+    real = {(35, 192): 187.5, (17, 768): 163.8, (8, 2048): 120.6}
+    specs = [("DepthwiseConv2dNative", [T((32, hw, hw, c), "float16"),
+                                        T((3, 3, c, 1), "float16")],
+              [T((32, hw, hw, c), "float16")]) for hw, c in real]
+    _, cost = costs(*specs)
+    for i, want in enumerate(real.values()):
+        per_core = dur_us(cost, i) * cost.block_dim[i] / 16
+        assert 0.8 <= per_core / want <= 1.25, (i, per_core, want)
+        assert cost.mte1[i] > 4 * cost.cube[i]
+
+
 def test_matmul_dimensions_pad_to_fractals():
     reg, _ = costs(matmul(32, 2048, 1000), matmul(32, 2048, 1008), matmul(1, 64, 64),
                    matmul(16, 64, 64))

@@ -73,6 +73,12 @@ class ChipSpec:
     # Unified Buffer, moved and converted by the vector unit; the separated one (Atlas A2)
     # writes them out through its FixPipe (docs/device-model.md 3, "The cube's output")
     cube_out_via_ub: bool = True
+    # what a core's load3d moves a cycle into L0A for a grouped (depthwise) convolution on
+    # the cube: its im2col, kh*kw*16 channels a position for every 16 channels.  Measured on
+    # real 910 AvgPool kernels (TBE runs them as that convolution: docs/device-model.md 3,
+    # "A depthwise convolution runs on the cube too"); the Atlas A2 rows keep it for want of
+    # an A2 figure
+    grouped_im2col_bytes_per_cycle: float = 45.0
     # the device raw data it writes: "hwts" (hwts.data / aicore.data, the 910) or "stars"
     # (stars_soc.data / ffts_profile.data, the Atlas A2 family: docs/formats/ascend910b.md)
     raw_layout: str = "hwts"

@@ -134,6 +134,13 @@ def evaluate(sig: dict[str, np.ndarray], chip: ChipSpec, rank_size: int = 1) -> 
     mte2 = bytes_in / block / np.minimum(mte, bw_in / block) * tail
     mte3 = bytes_out / block / np.minimum(mte, bw_out / block) * tail
     mte1 = np.where(is_cube, MTE1_PER_CUBE * cube, 0.0)
+    # a depthwise convolution's im2col: kh*kw*16 fp16 values a position for each 16
+    # channels, i.e. FLOPs / 16 bytes (FLOPs = 2*P*kh*kw*16*pad(C)), moved into L0A by load3d
+    # at the chip's measured rate; its diagonal cube work is a sixteenth of that in cycles
+    # (docs/device-model.md 3, "A depthwise convolution runs on the cube too")
+    im2col = sig.get("im2col_bound", np.zeros(n, bool))
+    mte1 = np.where(im2col, np.maximum(mte1, flops / 16.0 / (
+        chip.grouped_im2col_bytes_per_cycle * block) * tail), mte1)
     pipes = np.stack([np.where(coupled, cube + vec, cube), np.where(coupled, 0.0, vec),
                       mte1, mte2, mte3])
     pmax = pipes.max(axis=0)

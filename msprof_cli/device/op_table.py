@@ -298,6 +298,9 @@ class SignatureRegistry:
                 # kernels that compute in fp32 whatever their tensors' precision
                 "fp32_compute": np.array([g in op_map.FP32_COMPUTE_GE_TYPES
                                           for g in self.ge_type], bool),
+                # grouped convolutions bound by their im2col (cost_model.py)
+                "im2col_bound": np.array([g in op_map.IM2COL_BOUND_GE_TYPES
+                                          for g in self.ge_type], bool),
                 # a matmul's inner axis (cost_model: the Atlas A2's MIX matmuls)
                 "mm_k": np.array([FR.matmul_k(sp[0][0].shape, sp[1][0].shape, DEFAULT_DIM)
                                   if c == op_map.COST_MATMUL and sp[0] and sp[1] else 0.0
