@@ -119,6 +119,7 @@ def main() -> None:
     emu_blocks = emu.loc[emu["OP Type"] == "Conv2D", "Block Dim"]
     print(f"emulated Conv2D: median block dim {emu_blocks.median():.0f}")
     print_per_output(real, emu.iloc[:len(emu) // steps])
+    print_grouped_im2col(real)
 
 
 PEAK_PER_CORE = 216e12 / 32 / 1e9  # FLOP a core does in a ns at the measured peak
@@ -157,6 +158,28 @@ def print_per_output(real: pd.DataFrame, emu: pd.DataFrame) -> None:
         extra = (g["ns"] - 2 * g["K"] / PEAK_PER_CORE).median()
         emu_ns = f"{em.median():12.3f}" if len(em) else f"{'-':>12}"
         print(f"{str(b):16} {g['ns'].median():8.3f} {extra:12.3f} {emu_ns}")
+
+
+def print_grouped_im2col(real: pd.DataFrame) -> None:
+    """The bytes of im2col a core moves a cycle (1 GHz) in the real windowed AvgPool kernels,
+    which TBE runs as a depthwise convolution on the cube (`avg_pool.py`: conv2d_compute with
+    groups = C): kh*kw*16 fp16 values a position of each 16 channels, the whole kernel's time
+    charged to it (docs/device-model.md 1, "Grouped im2col per core").  A stride-1 window is
+    3 x 3 (Inception-v3's); a shrinking one 5 x 5 (its auxiliary head's, stride 3)."""
+    k = real[real["op_type"] == "AvgPool"]
+    rates = []
+    for info, blocks, us in zip(k["op_info"], k["block_dim"], k["us"]):
+        d = orjson.loads(info)
+        x, y = _shape(d["input_0"]), _shape(d["output_0"])
+        if len(y) != 5 or y[2] * y[3] == 1:  # a global pool is a vector reduction
+            continue
+        window = 9 if y[2:4] == x[2:4] else 25
+        positions = y[0] * -(-y[2] * y[3] // 16) * 16
+        rates.append((window, 2.0 * positions * window * y[1] * 16 / blocks / (us * 1e3)))
+    for window in sorted({w for w, _ in rates}):
+        got = np.array([r for w, r in rates if w == window])
+        print(f"AvgPool {window} taps: im2col {np.median(got):.1f} B a cycle a core (median; "
+              f"{got.min():.1f}-{got.max():.1f} over {len(got)} kernels)")
 
 
 if __name__ == "__main__":

@@ -78,7 +78,7 @@ class ChipSpec:
     # real 910 AvgPool kernels (TBE runs them as that convolution: docs/device-model.md 3,
     # "A depthwise convolution runs on the cube too"); the Atlas A2 rows keep it for want of
     # an A2 figure
-    grouped_im2col_bytes_per_cycle: float = 45.0
+    grouped_im2col_bytes_per_cycle: float = 46.0
     # the device raw data it writes: "hwts" (hwts.data / aicore.data, the 910) or "stars"
     # (stars_soc.data / ffts_profile.data, the Atlas A2 family: docs/formats/ascend910b.md)
     raw_layout: str = "hwts"
