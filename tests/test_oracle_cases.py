@@ -64,6 +64,10 @@ FRESH += ("fresh_tf1_layer_norm", "fresh_tf1_const_memory", "fresh_keras_sparse_
 # tests/scripts/relu_convs.py under allow_mix_precision: ReluV2 masks (uint8 outputs) and the
 # input gradients fused with ReluGradV2 / AddN (docs/device-model.md 3.1, 3.4)
 FRESH += ("fresh_relu_convs",)
+# tests/scripts/v1_optimizer.py: tf.compat.v1 momentum and Adam updates (resource handles,
+# colocated with their variables) as ApplyMomentumD / ApplyAdamD device tasks beside a lookup
+# pinned to the CPU (docs/device-model.md 2, 3)
+FRESH += ("fresh_v1_optimizer",)
 CASES.update({c: (c, None) for c in FRESH})
 # the same raw dirs exported in windows of 300 device tasks (the windowed export of big PROF
 # dirs, export/decode/windows.py): the same files as the whole export's
