@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from msprof_cli.capture import TensorSpec, VariableSpec
+from msprof_cli.device.avg_pool import POOL_TYPES, assist_filter
 
 CALL_OPS = ("StatefulPartitionedCall", "PartitionedCall")
 # ops Grappler/oneDNN fold into the tail of a Conv2D/MatMul chain
@@ -44,6 +45,8 @@ class StaticOp:
     slots: tuple[int, ...] = ()  # output index of the producer, per input
     device: int = -1  # index N of the op's placement `.../device:CPU:N` (-1: not placed)
     cpu_pinned: bool = False  # the script asked for the CPU (`with tf.device("/cpu:0")`)
+    # the filter GE's AvgPoolFusionPass gives a windowed AvgPool (device/avg_pool.py)
+    assist: tuple[TensorSpec, ...] = ()
 
 
 @dataclass
@@ -156,7 +159,7 @@ def walk_graph(graph: Any, into: StaticGraph | None = None, prefix: str = "",
         if dev < 0:
             dev = device
         out.add(name, StaticOp(op.type, inputs, outputs, producers, slots, dev,
-                               script_pinned_to_cpu(op)))
+                               script_pinned_to_cpu(op), _assist_inputs(op, inputs, outputs)))
         if op.type in DATA_SOURCES or op.name in arg_names or (
                 depth == 0 and op.type == "Placeholder" and outputs
                 and outputs[0].dtype != "resource"):
@@ -178,6 +181,22 @@ def walk_graph(graph: Any, into: StaticGraph | None = None, prefix: str = "",
                 if body is not None:
                     walk_graph(body, out, f"{name}/{part}/", depth + 1, fed, dev)
     return out
+
+
+def _assist_inputs(op: Any, inputs: tuple[TensorSpec, ...],
+                   outputs: tuple[TensorSpec, ...]) -> tuple[TensorSpec, ...]:
+    """The constant inputs a GE graph pass adds to the op from its attributes: a windowed
+    AvgPool's filter (device/avg_pool.py)."""
+    if op.type not in POOL_TYPES or not inputs or not outputs:
+        return ()
+    try:
+        fmt = op.get_attr("data_format")
+        filt = assist_filter(inputs[0], outputs[0], op.get_attr("ksize"),
+                             op.get_attr("strides"),
+                             fmt.decode() if isinstance(fmt, bytes) else str(fmt))
+    except Exception:  # an op without these attributes keeps its own inputs
+        return ()
+    return (filt,) if filt is not None else ()
 
 
 def script_pinned_to_cpu(op: Any) -> bool:
@@ -271,7 +290,7 @@ def resolve(graph: StaticGraph | None, name: str, tf_type: str,
         if op is None:
             return None
     base = FUSED_BASES.get(strip_onednn(tf_type).lstrip("_"))
-    result = OpShape(op.inputs, op.outputs, (), op.device)
+    result = OpShape(op.inputs + op.assist, op.outputs, (), op.device)
     if base and op.type not in base:
         chain = [name]
         cur = op
