@@ -334,6 +334,18 @@ def test_a_depthwise_conv_is_bound_by_its_im2col_as_real_avgpool_kernels_are() -
         assert cost.mte1[i] > 4 * cost.cube[i]
 
 
+def test_a_depthwise_filter_gradient_moves_the_forward_im2col() -> None:
+    """dW multiplies dy by the same im2col of x that the forward convolution builds, so it
+    is bound by it too; the input gradient keeps its cube bound (docs/device-model.md 3)."""
+    x, f = T((32, 56, 56, 96), "float16"), T((3, 3, 96, 1), "float16")
+    _, cost = costs(("DepthwiseConv2dNative", [x, f], [x]),
+                    ("DepthwiseConv2dNativeBackpropFilter", [x, T((4,), "int32"), x], [f]),
+                    ("DepthwiseConv2dNativeBackpropInput", [T((4,), "int32"), f, x], [x]))
+    assert cost.mte1[1] == pytest.approx(cost.mte1[0], rel=0.01)
+    assert 0.7 <= cost.dur_ticks[1] / cost.dur_ticks[0] <= 1.3
+    assert cost.mte1[2] < cost.mte1[0] / 4
+
+
 def test_matmul_dimensions_pad_to_fractals():
     reg, _ = costs(matmul(32, 2048, 1000), matmul(32, 2048, 1008), matmul(1, 64, 64),
                    matmul(16, 64, 64))

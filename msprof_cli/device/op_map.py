@@ -384,10 +384,11 @@ COLLECTIVE_OPS: dict[str, tuple[str, bool]] = {
     "NcclReduce": ("HcomReduce", False),
 }
 
-# the forward depthwise convolution, and a windowed AvgPool that GE runs as one
-# (avg_pool.py): its im2col (load3d into L0A), not its diagonal cube work, bounds it
-# (cost_model.py; docs/device-model.md 3)
-IM2COL_BOUND_GE_TYPES = frozenset({"DepthwiseConv2D", "AvgPool"})
+# the forward depthwise convolution, a windowed AvgPool that GE runs as one (avg_pool.py)
+# and the depthwise filter gradient, which multiplies the same im2col of the input: that
+# im2col (load3d), not their diagonal cube work, bounds them (cost_model.py;
+# docs/device-model.md 3)
+IM2COL_BOUND_GE_TYPES = frozenset({"DepthwiseConv2D", "AvgPool", "DepthwiseConv2DBackpropFilter"})
 
 # op types whose execution updates weights: the op before the first of them ends BP
 OPTIMIZER_PREFIXES = ("Apply", "ResourceApply", "SparseApply", "ResourceSparseApply")
