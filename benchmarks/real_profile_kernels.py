@@ -45,6 +45,9 @@ GROUPS = {
     "BatchNorm update (with the fused ReLU and Add)":
         (("FusionOp_BNTrainingUpdate_ReLUV2", "FusionOp_BNTrainingUpdate_Add_ReLUV2",
           "BNTrainingUpdate"), ("BatchNorm", "Add")),
+    "optimizer updates (real: with the weight decay fused in)":
+        (("FusedMulApplyMomentum", "ApplyMomentum", "ApplyRMSProp"),
+         ("ApplyKerasMomentumD", "ApplyMomentumD", "ApplyRMSPropD")),
     "pooling and its gradients":
         (("MaxPoolWithArgmax", "MaxPoolGradWithArgmax", "MaxPool", "MaxPoolGrad", "AvgPool",
           "AvgPoolGradVm", "AvgPoolGrad"),
