@@ -1,48 +1,67 @@
 """Which ops the script pinned to the CPU (collect/tf_graphs.script_pinned_to_cpu): a
 `tf.device` scope pins, colocation with an eagerly created variable (whose device is `CPU:0`
-on any CPU-only machine) does not, colocation with an op a scope placed does."""
+on any CPU-only machine) does not, colocation with an op a scope placed does.  TensorFlow runs
+in a child process: the test process stays free of it (other tests check what an imported
+TensorFlow changes)."""
 from __future__ import annotations
 
-import os
+import json
+import subprocess
+import sys
 
 import pytest
 
+PROBE = r'''
+import json, os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf
+from msprof_cli.collect.tf_graphs import script_pinned_to_cpu, walk_graph
 
-from msprof_cli.collect.tf_graphs import script_pinned_to_cpu, walk_graph  # noqa: E402
-
-
-def _ops(fn, *args) -> dict:  # type: ignore[no-untyped-def]
-    graph = tf.function(fn).get_concrete_function(*args).graph
-    return {op.name: op for op in graph.get_operations()}
+var = tf.Variable(tf.ones((4, 4)), name="weights")
+table = tf.Variable(tf.ones((10, 4)), name="table")
 
 
-def test_a_device_scope_pins_and_a_variables_colocation_does_not() -> None:
-    var = tf.Variable(tf.ones((4, 4)), name="weights")
-    assert "CPU:0" in var.device  # the eager placement every variable gets here
-
-    def step(x):  # type: ignore[no-untyped-def]
-        with tf.device("/cpu:0"):
-            pinned = tf.square(x, name="pinned")
-        with tf.compat.v1.colocate_with(var):
-            update = var.assign_add(pinned, name="update")
-        return tf.identity(update, name="free")
-
-    ops = _ops(step, tf.ones((4, 4)))
-    assert script_pinned_to_cpu(ops["pinned"])
-    assert "CPU" in ops["update"].device and not script_pinned_to_cpu(ops["update"])
-    assert not script_pinned_to_cpu(ops["free"])
+def step(x):
+    with tf.device("/cpu:0"):
+        pinned = tf.square(x, name="pinned")
+    with tf.compat.v1.colocate_with(var):
+        update = var.assign_add(pinned, name="update")
+    return tf.identity(update, name="free")
 
 
-def test_a_lookup_under_a_scope_stays_pinned_through_its_colocation() -> None:
-    table = tf.Variable(tf.ones((10, 4)), name="table")
+def lookup(ids):
+    with tf.device("/cpu:0"):
+        return tf.nn.embedding_lookup(table, ids)
 
-    def lookup(ids):  # type: ignore[no-untyped-def]
-        with tf.device("/cpu:0"):
-            return tf.nn.embedding_lookup(table, ids)
 
-    graph = tf.function(lookup).get_concrete_function(tf.constant([1, 2])).graph
-    static = walk_graph(graph)
-    gathers = [n for n, op in static.ops.items() if op.type == "ResourceGather"]
-    assert gathers and all(static.ops[n].cpu_pinned for n in gathers)
+ops = {op.name: op for op in
+       tf.function(step).get_concrete_function(tf.ones((4, 4))).graph.get_operations()}
+static = walk_graph(tf.function(lookup).get_concrete_function(tf.constant([1, 2])).graph)
+print(json.dumps({
+    "variable_device": var.device,
+    "pinned": script_pinned_to_cpu(ops["pinned"]),
+    "update_device": ops["update"].device,
+    "update": script_pinned_to_cpu(ops["update"]),
+    "free": script_pinned_to_cpu(ops["free"]),
+    "gathers": [op.cpu_pinned for op in static.ops.values() if op.type == "ResourceGather"],
+}))
+'''
+
+
+@pytest.fixture(scope="module")
+def probe() -> dict:
+    proc = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_device_scope_pins_and_a_variables_colocation_does_not(probe: dict) -> None:
+    assert "CPU:0" in probe["variable_device"]  # the eager placement every variable gets here
+    assert probe["pinned"]
+    assert "CPU" in probe["update_device"] and not probe["update"]
+    assert not probe["free"]
+
+
+def test_a_lookup_under_a_scope_stays_pinned_through_its_colocation(probe: dict) -> None:
+    assert probe["gathers"] and all(probe["gathers"])
