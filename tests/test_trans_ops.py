@@ -105,6 +105,25 @@ def test_one_conversion_serves_every_consumer_and_ai_cpu_reads_nd():
     assert ("TransData", "topk", "NC1HWC0", "ND", F) in kinds(p)
 
 
+def test_a_pad_or_slice_of_h_and_w_keeps_5hd_between_convolutions():
+    """PadD and SliceD run on NC1HWC0 when only H and W change (canndev pad_d.py
+    check_support_5hd, slice_d.py op_select_format): no TransData around a ZeroPadding2D
+    between convolutions; padding the channels gives ND, which the next conv converts."""
+    padded, chans = T((32, 29, 29, 16), H), T((32, 28, 28, 32), H)
+    w2 = T((3, 3, 16, 16), H)
+    producers, order, nodes = cnn(half_relu=True)
+    for name, out, ge in (("pad", padded, "PadD"), ("cpad", chans, "PadD")):
+        nodes[name] = node("Pad", ge, [Y, T((4, 2), "int32")], [out], half=True)
+        producers[name] = ("relu", "paddings")
+    nodes["conv2"] = node("Conv2D", "Conv2D", [padded, w2], [T((32, 14, 14, 16), H)], half=True)
+    nodes["conv3"] = node("Conv2D", "Conv2D", [chans, T((3, 3, 32, 16), H)], [Y], half=True)
+    producers.update({"conv2": ("pad", "w/read"), "conv3": ("cpad", "w/read")})
+    order.update({"pad": 7.2, "conv2": 7.4, "cpad": 7.5, "conv3": 7.7})
+    got = kinds(plan(producers, order, nodes))
+    assert not [k for k in got if k[1] == "conv2" and k[0] == "TransData"], got
+    assert ("TransData", "conv3", "ND", "NC1HWC0", H) in got
+
+
 def test_the_filter_gradient_is_fp32_and_needs_no_cast_before_the_optimizer():
     dy = Y
     nodes = {

@@ -87,3 +87,16 @@ def matmul_k(a: Sequence[int], out: Sequence[int], default: int) -> float:
     m = o[-2]
     return float(a_[-2] if a_[-1] == m and a_[-2] != m else a_[-1])
 
+
+
+# kernels that keep NC1HWC0 when they change only a feature map's H and W: PadD with no
+# padding of N or C (canndev `impl/pad_d.py` check_support_5hd) and SliceD taking every
+# channel (`impl/slice_d.py` op_select_format: the C slice starts on a C0 boundary and runs
+# to the end).  Public mirror github.com/dengguojie/vue-element-admin@3f8601f6ee7a.
+SPATIAL_5HD_TYPES = frozenset({"PadD", "SliceD"})
+
+
+def keeps_5hd(ge_type: str, in_shape: Sequence[int], out_shape: Sequence[int]) -> bool:
+    """Whether the kernel's NHWC output stays NC1HWC0 (same N and C as its input)."""
+    return (ge_type in SPATIAL_5HD_TYPES and len(in_shape) == 4 and len(out_shape) == 4
+            and in_shape[0] == out_shape[0] and in_shape[3] == out_shape[3])

@@ -37,6 +37,7 @@ import numpy as np
 
 from msprof_cli.capture import ModelInfo, TensorSpec
 from msprof_cli.device import atomic_clean as AC
+from msprof_cli.device import fractal as FR
 from msprof_cli.device import op_map
 from msprof_cli.device import relu_mask as RM
 from msprof_cli.device import split_kernels as SK
@@ -154,9 +155,10 @@ def _output_state(node: Node, k: int, in_states: list[tuple[str, str, tuple[int,
     if node.ge_type in NZ_TYPES and len(spec.shape) >= 2:
         return FRACTAL_NZ, dtype
     # format agnostic: the layout of the input with the output's shape (a reduction or a
-    # reshaping kernel gives ND)
+    # reshaping kernel gives ND; a pad or slice of H and W keeps NC1HWC0)
     for fmt, _dt, shape in in_states:
-        if _same_shape(shape, spec.shape):
+        if _same_shape(shape, spec.shape) or (
+                fmt == NC1HWC0 and FR.keeps_5hd(node.ge_type, shape, spec.shape)):
             return fmt, dtype
     return ND, dtype
 
