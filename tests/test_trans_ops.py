@@ -124,6 +124,28 @@ def test_a_pad_or_slice_of_h_and_w_keeps_5hd_between_convolutions():
     assert ("TransData", "conv3", "ND", "NC1HWC0", H) in got
 
 
+def test_a_channel_concatenation_and_its_gradient_slices_keep_5hd():
+    """DenseNet's pattern: ConcatV2D of feature maps whose channels are multiples of 16 runs
+    on NC1HWC0 (concat_v2_d.py op_select_format), so does the SliceD of its gradient; a
+    concatenation of 8 + 16 channels cannot, and its consumer converts it."""
+    both, odd = T((32, 28, 28, 48), H), T((32, 28, 28, 24), H)
+    narrow = T((32, 28, 28, 8), H)
+    producers, order, nodes = cnn(half_relu=True)
+    nodes["cat"] = node("ConcatV2", "ConcatV2D", [Y, T((32, 28, 28, 32), H)], [both], True)
+    nodes["cat8"] = node("ConcatV2", "ConcatV2D", [narrow, Y], [odd], True)
+    nodes["cut"] = node("Slice", "SliceD", [both, T((4,), "int32")], [Y], True)
+    for name, x in (("conv_cat", both), ("conv_cut", Y), ("conv_cat8", odd)):
+        nodes[name] = node("Conv2D", "Conv2D", [x, W], [Y], half=True)
+    producers.update({"cat": ("relu", "conv"), "cat8": ("relu", "conv"), "cut": ("cat",),
+                      "conv_cat": ("cat", "w/read"), "conv_cut": ("cut", "w/read"),
+                      "conv_cat8": ("cat8", "w/read")})
+    order.update({"cat": 7.1, "cut": 7.2, "cat8": 7.3, "conv_cat": 7.4, "conv_cut": 7.5,
+                  "conv_cat8": 7.6})
+    got = kinds(plan(producers, order, nodes))
+    assert not [k for k in got if k[1] in ("conv_cat", "conv_cut") and k[0] == "TransData"]
+    assert ("TransData", "conv_cat8", "ND", "NC1HWC0", H) in got
+
+
 def test_the_filter_gradient_is_fp32_and_needs_no_cast_before_the_optimizer():
     dy = Y
     nodes = {

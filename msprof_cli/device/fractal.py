@@ -89,14 +89,25 @@ def matmul_k(a: Sequence[int], out: Sequence[int], default: int) -> float:
 
 
 
-# kernels that keep NC1HWC0 when they change only a feature map's H and W: PadD with no
-# padding of N or C (canndev `impl/pad_d.py` check_support_5hd) and SliceD taking every
-# channel (`impl/slice_d.py` op_select_format: the C slice starts on a C0 boundary and runs
-# to the end).  Public mirror github.com/dengguojie/vue-element-admin@3f8601f6ee7a.
-SPATIAL_5HD_TYPES = frozenset({"PadD", "SliceD"})
+# kernels that keep NC1HWC0 on feature maps (canndev, public mirror
+# github.com/dengguojie/vue-element-admin@3f8601f6ee7a, `ops/built-in/tbe/impl/`): PadD when
+# it pads neither N nor C (`pad_d.py` check_support_5hd); SliceD when its C slice starts on a
+# C0 boundary and is a multiple of C0 long or runs to the end (`slice_d.py`
+# op_select_format); ConcatV2D when it joins along another axis or every input's C is a
+# multiple of C0 (`concat_v2_d.py` op_select_format)
+SPATIAL_5HD_TYPES = frozenset({"PadD", "SliceD", "ConcatV2D"})
 
 
-def keeps_5hd(ge_type: str, in_shape: Sequence[int], out_shape: Sequence[int]) -> bool:
-    """Whether the kernel's NHWC output stays NC1HWC0 (same N and C as its input)."""
-    return (ge_type in SPATIAL_5HD_TYPES and len(in_shape) == 4 and len(out_shape) == 4
-            and in_shape[0] == out_shape[0] and in_shape[3] == out_shape[3])
+def keeps_5hd(ge_type: str, in_shapes: Sequence[Sequence[int]], out_shape: Sequence[int]
+              ) -> bool:
+    """Whether the kernel's NHWC output of NC1HWC0 inputs stays NC1HWC0.  A slice's begin is
+    not captured: one whose input and output channel counts are multiples of C0 is taken to
+    start on a block boundary (a concatenation's gradient slices do)."""
+    maps = [s for s in in_shapes if len(s) == 4]
+    if ge_type not in SPATIAL_5HD_TYPES or not maps or len(out_shape) != 4:
+        return False
+    if ge_type == "PadD":
+        return maps[0][0] == out_shape[0] and maps[0][3] == out_shape[3]
+    if all(s[3] == out_shape[3] for s in maps):  # whole channels: another axis changes
+        return True
+    return out_shape[3] % C0 == 0 and all(s[3] % C0 == 0 for s in maps)

@@ -155,10 +155,12 @@ def _output_state(node: Node, k: int, in_states: list[tuple[str, str, tuple[int,
     if node.ge_type in NZ_TYPES and len(spec.shape) >= 2:
         return FRACTAL_NZ, dtype
     # format agnostic: the layout of the input with the output's shape (a reduction or a
-    # reshaping kernel gives ND; a pad or slice of H and W keeps NC1HWC0)
+    # reshaping kernel gives ND; a pad, slice or concatenation TBE runs on 5HD keeps it)
+    if any(f == NC1HWC0 for f, _d, _s in in_states) and FR.keeps_5hd(
+            node.ge_type, [s for _f, _d, s in in_states], spec.shape):
+        return NC1HWC0, dtype
     for fmt, _dt, shape in in_states:
-        if _same_shape(shape, spec.shape) or (
-                fmt == NC1HWC0 and FR.keeps_5hd(node.ge_type, shape, spec.shape)):
+        if _same_shape(shape, spec.shape):
             return fmt, dtype
     return ND, dtype
 
