@@ -15,7 +15,12 @@ from typing import Sequence
 
 from msprof_cli.capture import TensorSpec
 
-POOL_TYPES = frozenset({"AvgPool"})
+POOL_TYPES = frozenset({"AvgPool"})  # TensorFlow's op type, and GE's
+
+
+def runs_on_cube(ge_type: str, inputs: Sequence[TensorSpec]) -> bool:
+    """An AvgPool task that carries GE's filter (input 1): costed as a depthwise convolution."""
+    return ge_type in POOL_TYPES and len(inputs) == 2 and len(inputs[1].shape) == 4
 
 
 def assist_filter(x: TensorSpec, y: TensorSpec, ksize: Sequence[int], strides: Sequence[int],

@@ -19,7 +19,7 @@ from msprof_cli.capture import DTYPE_BYTES, SINGLE_OP_MODEL_ID, CaptureChunk, Op
 from msprof_cli.device import fractal as FR
 from msprof_cli.device.cube_shapes import DEFAULT_DIM, cube_flops, device_elems, dims_elems
 from msprof_cli.device import op_map
-from msprof_cli.device.avg_pool import POOL_TYPES
+from msprof_cli.device import avg_pool as AP
 from msprof_cli.device.npu_dropout import DO_MASK, GEN_MASK
 from msprof_cli.device.replay_columns import ReplayColumns, replayed_rows
 from msprof_cli.device.sparse_access import sparse_traffic
@@ -209,7 +209,7 @@ class SignatureRegistry:
              outputs: tuple[TensorSpec, ...], n_fused: int) -> int:
         m = op_map.map_op(tf_type)
         kind, cost = m.kind, m.cost
-        if m.ge_type in POOL_TYPES and len(inputs) == 2 and len(inputs[1].shape) == 4:
+        if AP.runs_on_cube(m.ge_type, inputs):
             cost = op_map.COST_DEPTHWISE  # with GE's filter: a depthwise conv (avg_pool.py)
         all_specs = inputs + outputs
         dts = [TF_DTYPES.get(t.dtype, UNDEFINED_DTYPE) for t in all_specs]
