@@ -100,8 +100,13 @@ def test_slow_input_pipeline_is_data_aug_bound(tmp_path: Path) -> None:
     # each batch of 4 needs 4 x 4 ms of Python map on the host (one producer thread): the
     # emulated step, far faster than the CPU's, waits for the pipeline's pace however busy
     # the machine is (the first steps may find batches buffered during the graph's build)
-    aug = [us(r["Data Aug Bound(us)"]) for r in steps[1:]]
-    fpbp = [us(r["FP to BP Time(us)"]) for r in steps[1:]]
+    # (a step whose FP marker precedes every earlier step's end has none: N/A, as the real
+    # analysis prints it; one such step was seen once on a loaded CI runner)
+    timed = [r for r in steps[1:] if "N/A" not in (r["Data Aug Bound(us)"].strip(),
+                                                   r["FP to BP Time(us)"].strip())]
+    assert len(timed) >= 9, steps
+    aug = [us(r["Data Aug Bound(us)"]) for r in timed]
+    fpbp = [us(r["FP to BP Time(us)"]) for r in timed]
     assert median(aug) >= 0.8 * 16_000, aug
     # the device's compute is the emulated 910's, untouched by the wait or the CPU
     assert median(fpbp) < 500, fpbp
