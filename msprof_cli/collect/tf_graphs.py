@@ -215,13 +215,13 @@ def script_pinned_to_cpu(op: Any) -> bool:
     requested = getattr(op, "device", "") or ""
     if "device:CPU" not in requested.replace("cpu", "CPU"):
         return False
-    try:
-        if op._device_assignments:  # noqa: SLF001 - TF's record of the applied scopes
+    try:  # TF's private records: the device scopes applied, the ops colocated with
+        if op._device_assignments:
             return True
         graph = op.graph
-        for name in op._colocation_dict:  # noqa: SLF001
+        for name in op._colocation_dict:
             try:
-                if graph.get_operation_by_name(name)._device_assignments:  # noqa: SLF001
+                if graph.get_operation_by_name(name)._device_assignments:
                     return True
             except (KeyError, ValueError):  # colocated with an op outside this graph
                 continue

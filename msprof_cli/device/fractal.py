@@ -88,7 +88,6 @@ def matmul_k(a: Sequence[int], out: Sequence[int], default: int) -> float:
     return float(a_[-2] if a_[-1] == m and a_[-2] != m else a_[-1])
 
 
-
 # kernels that keep NC1HWC0 on feature maps (canndev, public mirror
 # github.com/dengguojie/vue-element-admin@3f8601f6ee7a, `ops/built-in/tbe/impl/`): PadD when
 # it pads neither N nor C (`pad_d.py` check_support_5hd); SliceD when its C slice starts on a
